@@ -1,0 +1,70 @@
+# tecs-profile: build, test, install, demo, bench.
+#
+#   make demo      build, then profile examples/demo.lua into demo-output/
+#   make test      every test suite (installs missing system packages first)
+#   make install   PREFIX=/usr/local (or LIBDIR=... LUADIR=... BINDIR=...)
+
+PREFIX     ?= /usr/local
+LUA_VERSION = 5.1
+LIBDIR     ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
+LUADIR     ?= $(PREFIX)/share/lua/$(LUA_VERSION)
+BINDIR     ?= $(PREFIX)/bin
+# luarocks passes INST_* (see rockspec/); they win over the defaults above.
+INST_LIBDIR ?= $(LIBDIR)
+INST_LUADIR ?= $(LUADIR)
+INST_BINDIR ?= $(BINDIR)
+
+CARGO      ?= cargo
+LUAJIT     ?= luajit
+NATIVE_SO   = target/release/libtecs_profile.so
+BUILD_SO    = build/lib/tecs/profile/native.so
+
+LUA_FILES  := $(shell find lua -name '*.lua' | sort)
+RUST_FILES := $(shell find src -name '*.rs' | sort) Cargo.toml
+
+export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
+export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
+
+.PHONY: all build deps test test-rust test-lua install uninstall demo bench clean
+
+all: build
+
+build: $(BUILD_SO)
+
+$(NATIVE_SO): $(RUST_FILES)
+	$(CARGO) build --release --locked 2>/dev/null || $(CARGO) build --release
+
+$(BUILD_SO): $(NATIVE_SO)
+	mkdir -p $(dir $@)
+	cp $(NATIVE_SO) $@
+
+deps:
+	@bash scripts/deps.sh
+
+test: deps build
+	@bash scripts/test.sh
+
+test-rust: deps
+	$(CARGO) test --no-default-features
+
+test-lua: deps build
+	busted --lua=$(LUAJIT) spec
+
+install: build
+	install -d $(INST_LIBDIR)/tecs/profile $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/utils
+	install -m 0755 $(NATIVE_SO) $(INST_LIBDIR)/tecs/profile/native.so
+	for f in $(LUA_FILES); do \
+	  rel=$${f#lua/}; install -d $(INST_LUADIR)/$$(dirname $$rel); \
+	  install -m 0644 $$f $(INST_LUADIR)/$$rel; done
+
+uninstall:
+	rm -f $(INST_LIBDIR)/tecs/profile/native.so
+	rm -rf $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/profile.lua $(INST_LUADIR)/tecs/utils/profile.lua
+
+demo: deps build
+	@mkdir -p demo-output
+	$(LUAJIT) examples/demo.lua demo-output
+
+clean:
+	$(CARGO) clean
+	rm -rf build demo-output

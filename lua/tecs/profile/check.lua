@@ -1,0 +1,108 @@
+--- Argument and option checking shared by the session modules.
+-- Every error is raised at the level of the public function's caller, names
+-- the argument or option and says what was expected.
+-- @module tecs.profile.check
+
+local check = {}
+
+local function describe(v)
+  local t = type(v)
+  if t == "string" then
+    if #v > 40 then v = v:sub(1, 37) .. "..." end
+    return string.format("string %q", v)
+  elseif t == "number" then
+    return "number " .. tostring(v)
+  end
+  return t
+end
+check.describe = describe
+
+--- Raise `msg` at `level` above the caller of the public function.
+function check.fail(level, fmt, ...)
+  error(string.format(fmt, ...), level + 1)
+end
+
+--- Validate an options table against a spec.
+-- `spec` maps option name to a validator `function(value) -> ok, expected`.
+-- Returns the table (or an empty one for nil).
+-- @param fname public function name, for messages
+-- @param opts the value passed by the user
+-- @param spec table of validators
+-- @param level error level of the user's call, relative to the caller of validate
+function check.options(fname, opts, spec, level)
+  level = (level or 1) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    check.fail(level, "%s: bad argument #1 'opts' (table or nil expected, got %s)", fname, describe(opts))
+  end
+  for k, v in pairs(opts) do
+    local validator = type(k) == "string" and spec[k]
+    if not validator then
+      local names = {}
+      for name in pairs(spec) do names[#names + 1] = name end
+      table.sort(names)
+      check.fail(level, "%s: unknown option %s (known options: %s)", fname,
+        type(k) == "string" and ("'" .. k .. "'") or describe(k), table.concat(names, ", "))
+    end
+    local ok, expected = validator(v)
+    if not ok then
+      check.fail(level, "%s: option '%s' must be %s (got %s)", fname, k, expected, describe(v))
+    end
+  end
+  return opts
+end
+
+--- Validator: a number within [lo, hi].
+function check.number(lo, hi, what)
+  return function(v)
+    if type(v) ~= "number" or v ~= v or v < lo or v > hi then return false, what end
+    return true
+  end
+end
+
+--- Validator: an integer within [lo, hi].
+function check.integer(lo, hi, what)
+  return function(v)
+    if type(v) ~= "number" or v ~= math.floor(v) or v < lo or v > hi then return false, what end
+    return true
+  end
+end
+
+--- Validator: a boolean.
+function check.boolean(v)
+  if type(v) ~= "boolean" then return false, "a boolean" end
+  return true
+end
+
+--- Validator: one of the given strings.
+function check.oneof(...)
+  local allowed = { ... }
+  local set = {}
+  for _, a in ipairs(allowed) do set[a] = true end
+  local quoted = {}
+  for i, a in ipairs(allowed) do quoted[i] = '"' .. a .. '"' end
+  local what = table.concat(quoted, " or ")
+  return function(v)
+    if type(v) ~= "string" or not set[v] then return false, what end
+    return true
+  end
+end
+
+--- Check that `self` is an object of class `mt`, so that `obj.method()`
+-- (a dot instead of a colon) gets a clear error.
+function check.self(self, mt, cname, method, level)
+  if getmetatable(self) ~= mt then
+    check.fail((level or 1) + 1, "%s:%s: called on %s; use a colon, e.g. session:%s()",
+      cname, method, describe(self), method)
+  end
+end
+
+--- Check an optional filename argument.
+function check.filename(fname, v, level)
+  if v ~= nil and (type(v) ~= "string" or v == "") then
+    check.fail((level or 1) + 1, "%s: bad argument #1 'filename' (non-empty string or nil expected, got %s)",
+      fname, describe(v))
+  end
+end
+
+return check

@@ -1,0 +1,178 @@
+--- Sampling sessions: `profile.sample(opts)` and the `SampleSession` object.
+-- The sampling itself is native (`tecs.profile.native`): LuaJIT's profiler
+-- calls into Rust, which reads the zone path and the stack and counts them.
+-- No Lua code runs per sample.
+-- @module tecs.profile.sample
+
+local check = require("tecs.profile.check")
+local fs = require("tecs.profile.fs")
+local jitinfo = require("tecs.profile.jitinfo")
+
+local native_ok, native = pcall(require, "tecs.profile.native")
+
+local M = {}
+
+--- The session object returned by `profile.sample`.
+-- @type SampleSession
+local SampleSession = {}
+SampleSession.__index = SampleSession
+M.SampleSession = SampleSession
+
+local active -- the running session of this Lua state, if any
+
+local option_spec = {
+  intervalMs = check.number(0.1, 60000, "a number of milliseconds from 0.1 to 60000"),
+  zone = function(v)
+    if type(v) ~= "string" or v:gsub("/+$", "") == "" then
+      return false, "a non-empty zone path string such as \"update/physics\""
+    end
+    return true
+  end,
+  stackDepth = check.integer(1, 1000, "an integer from 1 to 1000"),
+  clock = check.oneof("cpu", "wall"),
+  maxStacks = check.integer(1, 100000000, "an integer from 1 to 100000000"),
+  resolveC = check.boolean,
+}
+M.option_names = option_spec
+
+--- Start a sampling session.
+-- Errors if a sample session is already active (in this Lua state, or in
+-- another one of the process: LuaJIT has a single profiler).
+-- @tparam[opt] table opts `intervalMs` (default 1), `zone` (zone path prefix
+--   filter), `stackDepth` (default 16), `clock` ("cpu" default, or "wall"),
+--   `maxStacks` (unique stacks kept before folding into an overflow line,
+--   default 100000), `resolveC` (name C functions with dladdr, default true)
+-- @treturn SampleSession
+function M.start(opts)
+  opts = check.options("profile.sample", opts, option_spec, 2)
+  if not native_ok then
+    error("profile.sample: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
+  end
+  local available, why = native.available()
+  if not available then
+    error("profile.sample: " .. why, 2)
+  end
+  if active then
+    error("profile.sample: a sample session is already active; stop it before starting another", 2)
+  end
+  local zone_filter = opts.zone and opts.zone:gsub("/+$", "") or nil
+  local zones = jitinfo.zone()
+  local ok, handle = pcall(native.start, {
+    interval_us = (opts.intervalMs or 1) * 1000,
+    depth = opts.stackDepth or 16,
+    filter = zone_filter,
+    clock = opts.clock or "cpu",
+    max_stacks = opts.maxStacks,
+    zones = zones,
+    ffnames = jitinfo.ffnames(),
+    resolve_c = opts.resolveC,
+  })
+  if not ok then
+    error("profile.sample: " .. tostring(handle):gsub("^runtime error: ", ""), 2)
+  end
+  local session = setmetatable({
+    _native = handle,
+    _stopped = false,
+    _text = nil,
+    intervalMs = opts.intervalMs or 1,
+    zone = zone_filter,
+    stackDepth = opts.stackDepth or 16,
+    clock = opts.clock or "cpu",
+  }, SampleSession)
+  active = session
+  return session
+end
+
+--- The running session of this Lua state, or nil.
+function M.active()
+  return active
+end
+
+local function finish(self)
+  self._native:stop()
+  self._text = self._native:collapsed()
+  self._stopped = true
+  if active == self then active = nil end
+end
+
+--- Stop the session and return its collapsed-stack text.
+-- If `filename` is given the text is also written there (atomically). Errors
+-- if called twice or if the file cannot be written; in the latter case the
+-- session is stopped and its text stays available from `:collapsed()`.
+-- @tparam[opt] string filename
+-- @treturn string collapsed stacks
+function SampleSession:stop(filename)
+  check.self(self, SampleSession, "SampleSession", "stop", 2)
+  check.filename("SampleSession:stop", filename, 2)
+  if self._stopped then
+    error("SampleSession:stop: session already stopped (its text is still available from :collapsed())", 2)
+  end
+  finish(self)
+  if filename then
+    local ok, err = fs.write_atomic(filename, self._text)
+    if not ok then
+      error("SampleSession:stop: " .. err ..
+        " (the session is stopped and nothing is lost: :collapsed() returns the text, :write(path) retries)", 2)
+    end
+  end
+  return self._text
+end
+
+--- Stop recording samples until `:resume()`. Idempotent.
+function SampleSession:pause()
+  check.self(self, SampleSession, "SampleSession", "pause", 2)
+  if self._stopped then error("SampleSession:pause: session already stopped", 2) end
+  self._native:pause()
+end
+
+--- Record samples again after `:pause()`. Idempotent.
+function SampleSession:resume()
+  check.self(self, SampleSession, "SampleSession", "resume", 2)
+  if self._stopped then error("SampleSession:resume: session already stopped", 2) end
+  self._native:resume()
+end
+
+--- The collapsed text: final after stop, a snapshot while running.
+-- @treturn string
+function SampleSession:collapsed()
+  check.self(self, SampleSession, "SampleSession", "collapsed", 2)
+  if self._stopped then return self._text end
+  return self._native:collapsed()
+end
+
+--- Write the collapsed text to `filename` (atomically); for retrying a
+-- failed `:stop(filename)` or saving a snapshot of a running session.
+-- @treturn string the text written
+function SampleSession:write(filename)
+  check.self(self, SampleSession, "SampleSession", "write", 2)
+  if type(filename) ~= "string" or filename == "" then
+    check.fail(2, "SampleSession:write: bad argument #1 'filename' (non-empty string expected, got %s)",
+      check.describe(filename))
+  end
+  local text = self:collapsed()
+  local ok, err = fs.write_atomic(filename, text)
+  if not ok then error("SampleSession:write: " .. err, 2) end
+  return text
+end
+
+--- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
+-- `filteredSamples`, `overflowSamples`, `stacks`, `durationSec`, `cpuSec`,
+-- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
+-- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`.
+-- @treturn table
+function SampleSession:stats()
+  check.self(self, SampleSession, "SampleSession", "stats", 2)
+  return self._native:stats()
+end
+
+--- Whether the session is still running.
+function SampleSession:isRunning()
+  check.self(self, SampleSession, "SampleSession", "isRunning", 2)
+  return not self._stopped
+end
+
+function SampleSession:__tostring()
+  return string.format("SampleSession(%s, %gms)", self._stopped and "stopped" or "running", self.intervalMs)
+end
+
+return M

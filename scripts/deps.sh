@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need, if missing.
+set -euo pipefail
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
+have_cmd luajit      || need+=(luajit)
+have_pkg libluajit-5.1-dev || need+=(libluajit-5.1-dev)
+have_cmd busted      || need+=(lua-busted)
+have_cmd luarocks    || need+=(luarocks)
+have_cmd pkg-config  || need+=(pkg-config)
+have_cmd cc          || need+=(gcc)
+if [ ${#need[@]} -gt 0 ]; then
+  if ! have_cmd apt-get; then
+    echo "missing: ${need[*]} (install them with your package manager)" >&2
+    exit 1
+  fi
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "installing: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! have_cmd cargo; then
+  echo "cargo (Rust) is required: see https://rustup.rs" >&2
+  exit 1
+fi

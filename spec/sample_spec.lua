@@ -1,0 +1,240 @@
+local profile = require("tecs.profile")
+local collapsed = require("spec.support.collapsed")
+local zone = require("jit.zone")
+
+-- Burn about `sec` seconds of CPU in `fn`.
+local function for_cpu(sec, fn)
+  local t0 = os.clock()
+  while os.clock() - t0 < sec do fn() end
+end
+
+local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
+local BUSY = "sample_spec.lua:" .. debug.getinfo(busy, "S").linedefined
+
+describe("profile.sample", function()
+  after_each(function()
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  it("is reachable under both module names", function()
+    assert.equal(require("tecs.profile"), require("tecs.utils.profile"))
+    assert.is_function(profile.sample)
+    assert.is_function(profile.trace)
+  end)
+
+  it("attributes time in known proportions (6:3:1) within 3 points", function()
+    local work = dofile("spec/fixtures/proportions.lua")
+    work.run(50, 2000) -- warm up: let the JIT compile the loops first
+    local s = profile.sample({ intervalMs = 1 })
+    local t0 = os.clock()
+    while os.clock() - t0 < 2.5 do work.run(20, 20000) end
+    local rows = collapsed.parse(s:stop())
+    local function share(line)
+      return collapsed.sum(rows, function(r) return r.frames[#r.frames] == "spec/fixtures/proportions.lua:" .. line end)
+    end
+    local a, b, c = share(3), share(4), share(5)
+    local total = a + b + c
+    assert.is_true(total >= 1000, "too few samples in the workload: " .. total)
+    local pa, pb, pc = 100 * a / total, 100 * b / total, 100 * c / total
+    local msg = string.format("shares %.1f / %.1f / %.1f (n=%d)", pa, pb, pc, total)
+    assert.is_true(math.abs(pa - 60) <= 3, msg)
+    assert.is_true(math.abs(pb - 30) <= 3, msg)
+    assert.is_true(math.abs(pc - 10) <= 3, msg)
+  end)
+
+  it("reaches the requested rate at intervalMs = 1", function()
+    local s = profile.sample({ intervalMs = 1 })
+    for_cpu(1.0, function() busy(10000) end)
+    s:stop()
+    local st = s:stats()
+    assert.is_true(st.rate > 0.9 * st.requestedRate,
+      string.format("rate %.0f/s of %.0f/s requested (%s clock)", st.rate, st.requestedRate, st.clock))
+  end)
+
+  it("puts zone paths first and marks compiled code N", function()
+    local s = profile.sample()
+    for_cpu(0.6, function()
+      zone("update") zone("physics") busy(20000) zone() zone()
+      zone("render") busy(10000) zone()
+    end)
+    local rows = collapsed.parse(s:stop())
+    local phys = collapsed.sum(rows, function(r) return r.frames[1] == "update" and r.frames[2] == "physics" end)
+    local render = collapsed.sum(rows, function(r) return r.frames[1] == "render" end)
+    assert.is_true(phys > 100, "update;physics samples: " .. phys)
+    assert.is_true(render > 50, "render samples: " .. render)
+    assert.is_true(phys > render)
+    local busy_n = collapsed.sum(rows, function(r)
+      return r.state == "N" and r.frames[#r.frames]:find(BUSY, 1, true) ~= nil
+    end)
+    assert.is_true(busy_n > 100, "compiled busy loop not marked N")
+  end)
+
+  it("marks interpreted code I", function()
+    local function interp(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
+    jit.off(interp, true)
+    local s = profile.sample()
+    for_cpu(0.5, function() interp(20000) end)
+    local rows = collapsed.parse(s:stop())
+    jit.on(interp, true)
+    local i_count = collapsed.sum(rows, function(r) return r.state == "I" and collapsed.has_frame(r, "sample_spec.lua") end)
+    local n_count = collapsed.sum(rows, function(r) return r.state == "N" and collapsed.has_frame(r, "sample_spec.lua:7[0-9]") end)
+    assert.is_true(i_count > 100, "interpreted samples: " .. i_count)
+    assert.is_true(n_count < i_count / 10)
+  end)
+
+  it("keeps exactly the matching zone subtree with the zone filter", function()
+    local s = profile.sample({ zone = "a/Render" })
+    for_cpu(0.6, function()
+      zone("a") zone("Render") busy(5000) zone("post") busy(5000) zone() zone()
+      zone("Renderer") busy(5000) zone() zone()
+      zone("b") busy(5000) zone()
+      busy(5000)
+    end)
+    local text = s:stop()
+    local rows = collapsed.parse(text)
+    assert.is_true(#rows > 0)
+    local post = 0
+    for _, r in ipairs(rows) do
+      assert.equal("a", r.frames[1], r.line)
+      assert.equal("Render", r.frames[2], r.line)
+      assert.is_false(r.frames[3] == "Renderer", r.line)
+      if r.frames[3] == "post" then post = post + r.count end
+    end
+    assert.is_true(post > 0, "the nested zone is kept")
+    assert.is_true(s:stats().filteredSamples > 0)
+  end)
+
+  it("records nothing while paused", function()
+    -- (not tail calls, so that these frames stay on the stack)
+    local function in_pause(n) local r = busy(n) return r end
+    local function in_run(n) local r = busy(n) return r end
+    local s = profile.sample()
+    s:pause(); s:pause()
+    for_cpu(0.4, function() in_pause(10000) end)
+    s:resume(); s:resume()
+    for_cpu(0.4, function() in_run(10000) end)
+    local rows = collapsed.parse(s:stop())
+    local paused_line = debug.getinfo(in_pause, "S").linedefined
+    local run_line = debug.getinfo(in_run, "S").linedefined
+    assert.equal(0, collapsed.sum(rows, function(r) return collapsed.has_frame(r, "sample_spec.lua:" .. paused_line .. "$") end))
+    assert.is_true(collapsed.sum(rows, function(r) return collapsed.has_frame(r, "sample_spec.lua:" .. run_line .. "$") end) > 50)
+    assert.is_true(s:stats().pausedSamples > 50)
+  end)
+
+  it("sorts lines by count, descending", function()
+    local s = profile.sample()
+    for_cpu(0.4, function() zone("x") busy(8000) zone() busy(2000) end)
+    local rows = collapsed.parse(s:stop())
+    for i = 2, #rows do assert.is_true(rows[i - 1].count >= rows[i].count) end
+  end)
+
+  it("names builtins from jit.vmdef", function()
+    -- A builtin shows on the stack while it calls back into Lua.
+    local s = profile.sample({ stackDepth = 4 })
+    for_cpu(0.5, function() pcall(busy, 10000) end)
+    local rows = collapsed.parse(s:stop())
+    local through_pcall = collapsed.sum(rows, function(r)
+      return r.frames[#r.frames - 1] == "pcall" and r.frames[#r.frames]:find(BUSY, 1, true) ~= nil
+    end)
+    assert.is_true(through_pcall > 100, "samples under pcall: " .. through_pcall)
+    for _, r in ipairs(rows) do assert.is_falsy(r.line:find("[builtin#", 1, true), r.line) end
+  end)
+
+  it("writes the file given to stop and returns the same text", function()
+    local path = os.tmpname()
+    local s = profile.sample()
+    for_cpu(0.2, function() busy(5000) end)
+    local text = s:stop(path)
+    local f = assert(io.open(path, "rb"))
+    local on_disk = f:read("*a")
+    f:close()
+    os.remove(path)
+    assert.equal(text, on_disk)
+    assert.is_true(#collapsed.parse(text) > 0)
+  end)
+
+  it("keeps the profile when the file cannot be written", function()
+    local s = profile.sample()
+    for_cpu(0.2, function() busy(5000) end)
+    local ok, err = pcall(s.stop, s, "/nonexistent-dir/x/out.collapsed")
+    assert.is_false(ok)
+    assert.matches("/nonexistent%-dir/x/out.collapsed", err)
+    assert.matches("No such file or directory", err)
+    local text = s:collapsed()
+    assert.is_true(#collapsed.parse(text) > 0)
+    local path = os.tmpname()
+    assert.equal(text, s:write(path))
+    os.remove(path)
+    assert.is_nil(require("tecs.profile.sample").active())
+  end)
+
+  describe("errors", function()
+    it("starting while a session is active", function()
+      local s = profile.sample()
+      local ok, err = pcall(profile.sample)
+      assert.is_false(ok)
+      assert.matches("already active", err)
+      s:stop()
+    end)
+
+    it("stop twice, pause/resume after stop", function()
+      local s = profile.sample()
+      s:stop()
+      for _, m in ipairs({ "stop", "pause", "resume" }) do
+        local ok, err = pcall(s[m], s)
+        assert.is_false(ok)
+        assert.matches("already stopped", err)
+      end
+    end)
+
+    local bad = {
+      { { intervalMs = 0 }, "intervalMs" },
+      { { intervalMs = -5 }, "intervalMs" },
+      { { intervalMs = "10" }, "intervalMs" },
+      { { intervalMs = 0 / 0 }, "intervalMs" },
+      { { zone = 5 }, "'zone'" },
+      { { zone = "" }, "'zone'" },
+      { { stackDepth = 0 }, "stackDepth" },
+      { { stackDepth = 2.5 }, "stackDepth" },
+      { { clock = "gpu" }, "clock" },
+      { { interval = 5 }, "unknown option 'interval'" },
+      { { [1] = true }, "unknown option" },
+      { "fast", "table or nil expected" },
+    }
+    for _, case in ipairs(bad) do
+      it("rejects " .. (type(case[1]) == "table" and next(case[1]) and tostring(next(case[1])) or tostring(case[1])), function()
+        local ok, err = pcall(profile.sample, case[1])
+        assert.is_false(ok)
+        assert.matches(case[2], err, 1, true)
+        assert.matches("^profile.sample: ", err:gsub("^[^:]+:%d+: ", ""))
+        assert.is_nil(require("tecs.profile.sample").active(), "no half-started session")
+        -- and a good session can still start afterwards
+        profile.sample():stop()
+      end)
+    end
+
+    it("reports errors at the caller's line", function()
+      local ok, err = pcall(function() profile.sample({ intervalMs = 0 }) end)
+      assert.is_false(ok)
+      assert.matches("sample_spec.lua:%d+: profile.sample", err)
+    end)
+
+    it("method called with a dot", function()
+      local s = profile.sample()
+      local ok, err = pcall(s.stop)
+      assert.is_false(ok)
+      assert.matches("use a colon", err)
+      s:stop()
+    end)
+
+    it("bad filename", function()
+      local s = profile.sample()
+      local ok, err = pcall(s.stop, s, 42)
+      assert.is_false(ok)
+      assert.matches("'filename'", err)
+      assert.is_true(s:isRunning(), "a rejected argument does not stop the session")
+      s:stop()
+    end)
+  end)
+end)

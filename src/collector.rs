@@ -1,0 +1,207 @@
+//! Aggregation: a table of unique sample keys with a count per VM state.
+//!
+//! A key is the zone path (length-prefixed) followed by the raw dumpstack
+//! bytes. Keys live back to back in one byte arena; the hash index stores
+//! entry numbers only, so finding a key seen before hashes the scratch buffer
+//! once and compares bytes in place: no allocation, no owned key.
+
+use hashbrown::HashTable;
+
+/// VM states in tie-break order: the first of equal counts wins.
+pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
+
+/// Index of a LuaJIT vmstate character in [`VM_STATES`].
+#[inline]
+pub fn state_index(vmstate: u8) -> usize {
+    match vmstate {
+        b'N' => 0,
+        b'I' => 1,
+        b'C' => 2,
+        b'G' => 3,
+        _ => 4,
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    start: u32,
+    len: u32,
+    pub counts: [u32; 5],
+}
+
+impl Entry {
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| c as u64).sum()
+    }
+}
+
+/// Builds and splits sample keys: `[path_len: u32 LE][path][stack]`.
+pub struct Key;
+
+impl Key {
+    /// Starts a key in `buf`, leaving room for the path length.
+    #[inline]
+    pub fn begin(buf: &mut Vec<u8>) {
+        buf.clear();
+        buf.extend_from_slice(&[0, 0, 0, 0]);
+    }
+
+    /// Records the path length once the path bytes have been appended.
+    #[inline]
+    pub fn end_path(buf: &mut [u8]) {
+        let len = (buf.len() - 4) as u32;
+        buf[..4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// The zone path part of a finished key.
+    #[inline]
+    pub fn path(key: &[u8]) -> &[u8] {
+        let n = u32::from_le_bytes([key[0], key[1], key[2], key[3]]) as usize;
+        &key[4..4 + n]
+    }
+
+    /// The stack part of a finished key.
+    #[inline]
+    pub fn stack(key: &[u8]) -> &[u8] {
+        let n = u32::from_le_bytes([key[0], key[1], key[2], key[3]]) as usize;
+        &key[4 + n..]
+    }
+}
+
+pub struct StackTable {
+    hasher: ahash::RandomState,
+    index: HashTable<u32>,
+    entries: Vec<Entry>,
+    arena: Vec<u8>,
+    max_entries: usize,
+    /// Samples whose key was new once the table was full, per VM state.
+    pub overflow: [u64; 5],
+}
+
+impl StackTable {
+    pub fn new(max_entries: usize) -> Self {
+        StackTable {
+            // Fixed seeds: hashing needs no randomness source inside the callback.
+            hasher: ahash::RandomState::with_seeds(0x7ec5, 0x9f0f, 0x51a7, 0xc0de),
+            index: HashTable::with_capacity(1024),
+            entries: Vec::with_capacity(1024),
+            arena: Vec::with_capacity(64 * 1024),
+            max_entries: max_entries.max(1),
+            overflow: [0; 5],
+        }
+    }
+
+    #[inline]
+    fn key_of<'a>(arena: &'a [u8], e: &Entry) -> &'a [u8] {
+        &arena[e.start as usize..(e.start + e.len) as usize]
+    }
+
+    /// Adds `samples` to the count of `state` for `key`.
+    #[inline]
+    pub fn add(&mut self, key: &[u8], state: usize, samples: u32) {
+        let hash = self.hasher.hash_one(key);
+        let arena = &self.arena;
+        let entries = &self.entries;
+        if let Some(&i) = self.index.find(hash, |&i| Self::key_of(arena, &entries[i as usize]) == key) {
+            let c = &mut self.entries[i as usize].counts[state];
+            *c = c.saturating_add(samples);
+            return;
+        }
+        if self.entries.len() >= self.max_entries || self.arena.len() + key.len() > u32::MAX as usize {
+            self.overflow[state] += samples as u64;
+            return;
+        }
+        let start = self.arena.len() as u32;
+        self.arena.extend_from_slice(key);
+        let mut counts = [0u32; 5];
+        counts[state] = samples;
+        let idx = self.entries.len() as u32;
+        self.entries.push(Entry { start, len: key.len() as u32, counts });
+        let (arena, entries, hasher) = (&self.arena, &self.entries, &self.hasher);
+        self.index.insert_unique(hash, idx, |&i| hasher.hash_one(Self::key_of(arena, &entries[i as usize])));
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn overflow_total(&self) -> u64 {
+        self.overflow.iter().sum()
+    }
+
+    /// Every (key, entry) pair, in first-seen order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.entries.iter().map(move |e| (Self::key_of(&self.arena, e), e))
+    }
+
+    /// Bytes held by the table (arena, entries, index), for the stats.
+    pub fn memory_bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(path: &str, stack: &str) -> Vec<u8> {
+        let mut k = Vec::new();
+        Key::begin(&mut k);
+        k.extend_from_slice(path.as_bytes());
+        Key::end_path(&mut k);
+        k.extend_from_slice(stack.as_bytes());
+        k
+    }
+
+    #[test]
+    fn counts_per_state_and_splits_keys() {
+        let mut t = StackTable::new(100);
+        let a = key("z1/z2", "a:1;b:2");
+        let b = key("", "a:1;b:2");
+        t.add(&a, 0, 3);
+        t.add(&a, 1, 2);
+        t.add(&b, 2, 1);
+        t.add(&a, 0, 1);
+        assert_eq!(t.len(), 2);
+        let rows: Vec<_> = t.iter().collect();
+        assert_eq!(Key::path(rows[0].0), b"z1/z2");
+        assert_eq!(Key::stack(rows[0].0), b"a:1;b:2");
+        assert_eq!(rows[0].1.counts, [4, 2, 0, 0, 0]);
+        assert_eq!(Key::path(rows[1].0), b"");
+        assert_eq!(rows[1].1.counts, [0, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn path_and_stack_do_not_alias() {
+        // Same concatenated bytes, different split: must be two entries.
+        let mut t = StackTable::new(100);
+        t.add(&key("ab", "c"), 0, 1);
+        t.add(&key("a", "bc"), 0, 1);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn full_table_folds_new_keys_into_overflow() {
+        let mut t = StackTable::new(2);
+        t.add(&key("", "a"), 0, 1);
+        t.add(&key("", "b"), 0, 1);
+        t.add(&key("", "c"), 1, 5);
+        t.add(&key("", "a"), 0, 1);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.overflow, [0, 5, 0, 0, 0]);
+        assert_eq!(t.iter().next().unwrap().1.counts[0], 2);
+    }
+
+    #[test]
+    fn state_index_maps_all_states() {
+        for (i, s) in VM_STATES.iter().enumerate() {
+            assert_eq!(state_index(*s), i);
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! tecs-profile: a native sampling profiler for LuaJIT.
+//!
+//! The cdylib is loaded by `require("tecs.profile.native")`; the Lua package
+//! under `lua/tecs/` wraps it in the session API (`profile.sample`,
+//! `profile.trace`).
+//!
+//! * [`sys`]: every FFI declaration and `unsafe` block.
+//! * [`profiler`]: the per-sample callback (hot path).
+//! * [`collector`]: the stack table the callback counts into.
+//! * [`timer`]: the precise sampling clock.
+//! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
+//! * [`lua_api`]: the functions and session object Lua sees.
+
+pub mod collapsed;
+pub mod collector;
+pub mod lua_api;
+pub mod profile_data;
+pub mod profiler;
+pub mod sys;
+pub mod timer;
+
+#[cfg(feature = "module")]
+#[mlua::lua_module(name = "tecs_profile_native")]
+fn tecs_profile_native(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {
+    lua_api::exports(lua)
+}

@@ -1,0 +1,173 @@
+//! A finished profile: rows of (zone path, stack, counts per VM state), with
+//! frames already named and sanitised. Every output format and view is built
+//! from this one structure.
+
+use std::collections::HashMap;
+
+use crate::collector::{Key, StackTable, VM_STATES};
+use crate::profiler::FRAME_SEP;
+
+/// Frame name given to samples that arrived once the stack table was full.
+pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Zone path components, root first.
+    pub zones: Vec<String>,
+    /// Stack frames, caller first.
+    pub stack: Vec<String>,
+    /// Samples per VM state, in [`VM_STATES`] order.
+    pub counts: [u64; 5],
+}
+
+impl Row {
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The VM state seen most often; ties go to the earlier of N I C G J.
+    pub fn dominant_state(&self) -> u8 {
+        let mut best = 0;
+        for i in 1..5 {
+            if self.counts[i] > self.counts[best] {
+                best = i;
+            }
+        }
+        VM_STATES[best]
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub rows: Vec<Row>,
+}
+
+/// Names `[builtin#N]` and `@0x...` frames.
+pub struct FrameNamer<'a> {
+    ffnames: &'a [Option<String>],
+    c_cache: HashMap<usize, String>,
+    resolve_c: bool,
+}
+
+impl<'a> FrameNamer<'a> {
+    pub fn new(ffnames: &'a [Option<String>], resolve_c: bool) -> Self {
+        FrameNamer { ffnames, c_cache: HashMap::new(), resolve_c }
+    }
+
+    pub fn name(&mut self, raw: &[u8]) -> String {
+        if let Some(rest) = raw.strip_prefix(b"[builtin#") {
+            if let Some(num) = rest.strip_suffix(b"]") {
+                if let Some(id) = std::str::from_utf8(num).ok().and_then(|s| s.parse::<usize>().ok()) {
+                    if let Some(Some(name)) = self.ffnames.get(id) {
+                        return sanitize(name.as_bytes());
+                    }
+                }
+            }
+        }
+        if let Some(hex) = raw.strip_prefix(b"@0x").or_else(|| raw.strip_prefix(b"@")) {
+            if let Some(addr) = std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok()) {
+                let resolve_c = self.resolve_c;
+                let name = self.c_cache.entry(addr).or_insert_with(|| {
+                    let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
+                    match sym {
+                        Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
+                        None => format!("[C:0x{:x}]", addr),
+                    }
+                });
+                return name.clone();
+            }
+        }
+        sanitize(raw)
+    }
+}
+
+/// Makes a frame safe for collapsed-stack text: `;`, CR and LF become `_`,
+/// invalid UTF-8 becomes U+FFFD, an empty name becomes `?`.
+pub fn sanitize(raw: &[u8]) -> String {
+    let s = String::from_utf8_lossy(raw);
+    let mut out: String = s.chars().map(|c| if c == ';' || c == '\r' || c == '\n' { '_' } else { c }).collect();
+    if out.is_empty() {
+        out.push('?');
+    }
+    out
+}
+
+impl Profile {
+    /// Builds the profile from a sampler's table. Keys that name to the same
+    /// frames are merged before the dominant VM state is chosen.
+    pub fn from_table(table: &StackTable, namer: &mut FrameNamer) -> Profile {
+        let mut merged: HashMap<(Vec<String>, Vec<String>), [u64; 5]> = HashMap::with_capacity(table.len());
+        for (key, entry) in table.iter() {
+            let path = Key::path(key);
+            let zones: Vec<String> = if path.is_empty() {
+                Vec::new()
+            } else {
+                path.split(|&b| b == b'/').map(sanitize).collect()
+            };
+            let raw_stack = Key::stack(key);
+            let stack: Vec<String> = if raw_stack.is_empty() {
+                Vec::new()
+            } else {
+                raw_stack.split(|&b| b == FRAME_SEP).map(|f| namer.name(f)).collect()
+            };
+            let slot = merged.entry((zones, stack)).or_insert([0; 5]);
+            for i in 0..5 {
+                slot[i] += entry.counts[i] as u64;
+            }
+        }
+        let mut rows: Vec<Row> = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
+        if table.overflow_total() > 0 {
+            rows.push(Row { zones: Vec::new(), stack: vec![OVERFLOW_FRAME.to_string()], counts: table.overflow });
+        }
+        let mut p = Profile { rows };
+        p.sort();
+        p
+    }
+
+    /// Count descending, then zone path, then stack.
+    pub fn sort(&mut self) {
+        self.rows.sort_by(|a, b| {
+            b.total().cmp(&a.total()).then_with(|| a.zones.cmp(&b.zones)).then_with(|| a.stack.cmp(&b.stack))
+        });
+    }
+
+    pub fn total(&self) -> u64 {
+        self.rows.iter().map(Row::total).sum()
+    }
+
+    /// Keeps the rows whose zone path is `prefix` or lies below it.
+    pub fn filter_zone(&mut self, prefix: &[String]) {
+        self.rows.retain(|r| r.zones.len() >= prefix.len() && r.zones[..prefix.len()] == *prefix);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_replaces_separators_and_bad_utf8() {
+        assert_eq!(sanitize(b"a;b\nc\rd"), "a_b_c_d");
+        assert_eq!(sanitize(b"caf\xc3\xa9"), "café");
+        assert_eq!(sanitize(b"x\xffy"), "x\u{fffd}y");
+        assert_eq!(sanitize(b""), "?");
+    }
+
+    #[test]
+    fn builtins_are_named() {
+        let names = vec![None, Some("assert".to_string()), Some("string.format".to_string())];
+        let mut n = FrameNamer::new(&names, false);
+        assert_eq!(n.name(b"[builtin#2]"), "string.format");
+        assert_eq!(n.name(b"[builtin#99]"), "[builtin#99]");
+        assert_eq!(n.name(b"@0x10"), "[C:0x10]");
+        assert_eq!(n.name(b"a.lua:3"), "a.lua:3");
+    }
+
+    #[test]
+    fn dominant_state_ties_prefer_earlier() {
+        let r = Row { zones: vec![], stack: vec![], counts: [1, 3, 3, 0, 0] };
+        assert_eq!(r.dominant_state(), b'I');
+        let r = Row { zones: vec![], stack: vec![], counts: [0, 0, 0, 0, 0] };
+        assert_eq!(r.dominant_state(), b'N');
+    }
+}
