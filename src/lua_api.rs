@@ -11,7 +11,7 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use crate::collapsed;
 use crate::profile_data::{FrameNamer, Profile};
 use crate::profiler::Sampler;
-use crate::sys::{self, ProfilerApi, SamplerBox, ZoneAnchor};
+use crate::sys::{self, ProfilerApi, SamplerBox, VmHandle, ZoneAnchor};
 use crate::timer::{ClockKind, PreciseTimer, TimerSource};
 
 /// One sampling session per process: LuaJIT keeps a single profiler state.
@@ -73,7 +73,7 @@ pub struct NativeSession {
     resolve_c: bool,
     unblocked_sigprof: bool,
     ignored_sigprof: bool,
-    main_state: *mut mlua::ffi::lua_State,
+    vm: VmHandle,
 }
 
 /// Options as the shim passes them (already validated there).
@@ -158,10 +158,7 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
         None => None,
     };
     let sampler = SamplerBox::new(Sampler::new(zones, o.filter, o.depth, o.max_stacks));
-    let mut main_state = std::ptr::null_mut();
-    // SAFETY-free: exec_raw is wrapped in sys; we only need the pointer value
-    // for the finaliser, which runs while the state is still open.
-    sys_main_state(lua, &mut main_state)?;
+    let vm = VmHandle::of(lua)?;
 
     #[cfg(target_os = "linux")]
     let (unblocked, ignored) = (sys::posix::unblock_sigprof(), sys::posix::ignore_sigprof_if_default());
@@ -203,13 +200,8 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
         resolve_c: o.resolve_c,
         unblocked_sigprof: unblocked,
         ignored_sigprof: ignored,
-        main_state,
+        vm,
     })
-}
-
-fn sys_main_state(lua: &Lua, out: &mut *mut mlua::ffi::lua_State) -> mlua::Result<()> {
-    *out = sys::main_state(lua)?;
-    Ok(())
 }
 
 impl NativeSession {
@@ -224,7 +216,7 @@ impl NativeSession {
             Some(lua) => {
                 let _ = self.sampler.stop(&self.api, lua);
             }
-            None => sys::stop_raw(&self.api, self.main_state),
+            None => self.vm.stop_profiler(&self.api),
         }
         #[cfg(target_os = "linux")]
         {

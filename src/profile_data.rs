@@ -111,8 +111,8 @@ impl Profile {
                 raw_stack.split(|&b| b == FRAME_SEP).map(|f| namer.name(f)).collect()
             };
             let slot = merged.entry((zones, stack)).or_insert([0; 5]);
-            for i in 0..5 {
-                slot[i] += entry.counts[i] as u64;
+            for (acc, &c) in slot.iter_mut().zip(entry.counts.iter()) {
+                *acc += c as u64;
             }
         }
         let mut rows: Vec<Row> = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();

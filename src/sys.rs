@@ -161,24 +161,30 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     }));
 }
 
-/// A state pointer of this VM that lives as long as the VM (mlua keeps it).
-pub fn main_state(lua: &Lua) -> mlua::Result<*mut ffi::lua_State> {
-    let mut out = std::ptr::null_mut();
-    let slot = &mut out;
-    // SAFETY: exec_raw hands a valid state; we only copy the pointer.
-    unsafe { lua.exec_raw::<()>((), |l| *slot = l)? };
-    Ok(out)
-}
+/// A state pointer of this VM, kept for finalisers that have no `Lua` handle.
+/// mlua keeps the state it hands out alive for the VM's lifetime.
+#[derive(Clone, Copy)]
+pub struct VmHandle(*mut ffi::lua_State);
 
-/// Stops LuaJIT's profiler through a raw state pointer, for finalisers that
-/// have no `Lua` handle. `l` must belong to a VM that is still open.
-pub fn stop_raw(api: &ProfilerApi, l: *mut ffi::lua_State) {
-    if l.is_null() {
-        return;
+impl VmHandle {
+    pub fn of(lua: &Lua) -> mlua::Result<VmHandle> {
+        let mut out = std::ptr::null_mut();
+        let slot = &mut out;
+        // SAFETY: exec_raw hands a valid state; we only copy the pointer.
+        unsafe { lua.exec_raw::<()>((), |l| *slot = l)? };
+        Ok(VmHandle(out))
     }
-    // SAFETY: callers pass the pointer saved by main_state(); finalisers run
-    // before the VM's memory is released (lua_close runs them first).
-    unsafe { (api.stop)(l) }
+
+    /// Stops LuaJIT's profiler. Only called from finalisers, which run
+    /// before the VM's memory is released (lua_close runs them first).
+    pub fn stop_profiler(&self, api: &ProfilerApi) {
+        if self.0.is_null() {
+            return;
+        }
+        // SAFETY: the pointer came from a live Lua in VmHandle::of and the VM
+        // is still open (see above); stopping an idle profiler is a no-op.
+        unsafe { (api.stop)(self.0) }
+    }
 }
 
 /// A registry-anchored private coroutine and the `jit.zone` table, read with
