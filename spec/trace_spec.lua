@@ -95,6 +95,31 @@ describe("profile.trace", function()
     assert.equal(trace.start, require("tecs.utils.profile").trace)
   end)
 
+  it("loading the package attaches nothing", function()
+    local script = [[
+      local reg = debug.getregistry()
+      local function snapshot()
+        local t, n = reg._VMEVENTS, 0
+        if t then for _ in pairs(t) do n = n + 1 end end
+        return n
+      end
+      local function mine() end
+      jit.attach(mine, "trace")
+      local before = snapshot()
+      require("tecs.profile"); require("tecs.utils.profile")
+      local n = 0
+      for _, v in pairs(reg._VMEVENTS) do if v == mine then n = n + 1 end end
+      io.write(before == snapshot() and n == 1 and "clean" or "attached")
+    ]]
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w")); f:write(script); f:close()
+    local p = io.popen(LUAJIT .. " " .. path)
+    local out = p:read("*a")
+    p:close()
+    os.remove(path)
+    assert.equal("clean", out)
+  end)
+
   describe("matches luajit -jv on programs with known aborts", function()
     local fixtures = { "nyi", "leave", "recursion", "blacklist", "cfunc" }
     for _, name in ipairs(fixtures) do
