@@ -484,7 +484,7 @@ describe("profile.trace", function()
       local r = s:stop()
       local ok, err = pcall(r.write, "x.csv")
       assert.is_false(ok)
-      assert.matches("TraceReport:write: called on string", err, 1, true)
+      assert.matches('TraceReport:write: called on string "x.csv"; use a colon, e.g. report:write()', err, 1, true)
     end)
 
     it("bad filename leaves the session running", function()

@@ -320,7 +320,7 @@ end
 -- CRLF after every record). Also what `tostring(report)` returns.
 -- @treturn string
 function TraceReport:csv()
-  check.self(self, TraceReport, "TraceReport", "csv", 2)
+  check.self(self, TraceReport, "TraceReport", "csv", 2, "report")
   local rows = {}
   for i, s in ipairs(self.sites) do
     rows[i] = { s.severity, s.count, s.reason, s.location, s.zone }
@@ -334,7 +334,7 @@ TraceReport.__tostring = function(self) return TraceReport.csv(self) end
 -- @tparam string filename
 -- @treturn string the text written
 function TraceReport:write(filename)
-  check.self(self, TraceReport, "TraceReport", "write", 2)
+  check.self(self, TraceReport, "TraceReport", "write", 2, "report")
   if type(filename) ~= "string" or filename == "" then
     check.fail(2, "TraceReport:write: bad argument #1 'filename' (non-empty string expected, got %s)",
       check.describe(filename))
