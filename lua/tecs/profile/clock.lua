@@ -12,17 +12,20 @@ local now
 local function resolve()
   local ok, ffi = pcall(require, "ffi")
   if ok and ffi.os ~= "Windows" then
+    -- Private names (the symbol bound with __asm__), so that user code
+    -- declaring clock_gettime or struct timespec itself is not disturbed.
     local declared = pcall(ffi.cdef, [[
       typedef struct { long tv_sec; long tv_nsec; } tecs_profile_timespec;
-      int clock_gettime(int clk_id, tecs_profile_timespec *tp);
+      int tecs_profile_clock_gettime(int clk_id, tecs_profile_timespec *tp) __asm__("clock_gettime");
     ]])
     if declared then
       local ts = ffi.new("tecs_profile_timespec")
       local MONOTONIC = ffi.os == "OSX" and 6 or 1
-      local works = pcall(function() return ffi.C.clock_gettime(MONOTONIC, ts) end)
+      local C = ffi.C
+      local works = pcall(function() return C.tecs_profile_clock_gettime(MONOTONIC, ts) end)
       if works then
         return function()
-          ffi.C.clock_gettime(MONOTONIC, ts)
+          C.tecs_profile_clock_gettime(MONOTONIC, ts)
           return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
         end
       end
