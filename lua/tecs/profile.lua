@@ -20,10 +20,7 @@ profile.sample = sample.start
 
 --- Start a trace-abort tracker (see `tecs.profile.trace`).
 -- @function trace
-function profile.trace(opts)
-  local trace = require("tecs.profile.trace")
-  return trace.start(opts, 3)
-end
+profile.trace = require("tecs.profile.trace").start
 
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.

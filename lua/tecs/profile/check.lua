@@ -90,10 +90,11 @@ end
 
 --- Check that `self` is an object of class `mt`, so that `obj.method()`
 -- (a dot instead of a colon) gets a clear error.
-function check.self(self, mt, cname, method, level)
+-- @param noun what the example call names the object (default "session")
+function check.self(self, mt, cname, method, level, noun)
   if getmetatable(self) ~= mt then
-    check.fail((level or 1) + 1, "%s:%s: called on %s; use a colon, e.g. session:%s()",
-      cname, method, describe(self), method)
+    check.fail((level or 1) + 1, "%s:%s: called on %s; use a colon, e.g. %s:%s()",
+      cname, method, describe(self), noun or "session", method)
   end
 end
 

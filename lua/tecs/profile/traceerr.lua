@@ -1,0 +1,284 @@
+--- Trace-abort reasons, worded the way `luajit -jv` words them.
+--
+-- An abort event carries an error code (an index into the running VM's
+-- `jit.vmdef.traceerr`) or an error value, plus an argument that fills the
+-- `%d`/`%s` in the message: an opcode number for "NYI: bytecode", a function
+-- for "NYI: unsupported variant of FastFunc", an IR opcode, a number.
+-- Opcode numbers and message indices differ between LuaJIT versions, so the
+-- running VM's own tables are used whenever `jit.vmdef` can be loaded.
+--
+-- Some LÖVE builds ship without `jit/vmdef.lua`. Then a built-in copy of the
+-- LuaJIT 2.1 (or 2.0) message list is used and every reason says so; opcode
+-- names are given only after checking the built-in opcode list against the
+-- bytecode of a probe function on the running VM.
+-- @module tecs.profile.traceerr
+
+local jutil_ok, jutil = pcall(require, "jit.util")
+if not jutil_ok then jutil = nil end
+local band = require("bit").band
+
+local M = {}
+
+--- Appended to every reason worded from the built-in tables.
+M.FALLBACK_NOTE = " [jit.vmdef unavailable: worded from the built-in LuaJIT message table]"
+
+-- Trace error messages of LuaJIT 2.1, by error code.
+local MESSAGES_21 = {
+  [0] = "error thrown or hook called during recording",
+  "trace too short",
+  "trace too long",
+  "trace too deep",
+  "too many snapshots",
+  "blacklisted",
+  "retry recording",
+  "NYI: bytecode %s",
+  "leaving loop in root trace",
+  "inner loop in root trace",
+  "loop unroll limit reached",
+  "bad argument type",
+  "JIT compilation disabled for function",
+  "call unroll limit reached",
+  "down-recursion, restarting",
+  "NYI: unsupported variant of FastFunc %s",
+  "NYI: return to lower frame",
+  "store with nil or NaN key",
+  "missing metamethod",
+  "looping index lookup",
+  "NYI: mixed sparse/dense table",
+  "symbol not in cache",
+  "NYI: unsupported C type conversion",
+  "NYI: unsupported C function type",
+  "guard would always fail",
+  "too many PHIs",
+  "persistent type instability",
+  "failed to allocate mcode memory",
+  "machine code too long",
+  "hit mcode limit (retrying)",
+  "too many spill slots",
+  "inconsistent register allocation",
+  "NYI: cannot assemble IR instruction %d",
+  "NYI: PHI shuffling too complex",
+  "NYI: register coalescing too complex",
+}
+
+-- Trace error messages of LuaJIT 2.0, by error code.
+local MESSAGES_20 = {
+  [0] = "error thrown or hook called during recording",
+  "trace too long",
+  "trace too deep",
+  "too many snapshots",
+  "blacklisted",
+  "NYI: bytecode %d",
+  "leaving loop in root trace",
+  "inner loop in root trace",
+  "loop unroll limit reached",
+  "bad argument type",
+  "call to JIT-disabled function",
+  "call unroll limit reached",
+  "down-recursion, restarting",
+  "NYI: C function %p",
+  "NYI: FastFunc %s",
+  "NYI: unsupported variant of FastFunc %s",
+  "NYI: return to lower frame",
+  "store with nil or NaN key",
+  "missing metamethod",
+  "looping index lookup",
+  "NYI: mixed sparse/dense table",
+  "symbol not in cache",
+  "NYI: unsupported C type conversion",
+  "NYI: unsupported C function type",
+  "guard would always fail",
+  "too many PHIs",
+  "persistent type instability",
+  "failed to allocate mcode memory",
+  "machine code too long",
+  "hit mcode limit (retrying)",
+  "too many spill slots",
+  "inconsistent register allocation",
+  "NYI: cannot assemble IR instruction %d",
+  "NYI: PHI shuffling too complex",
+  "NYI: register coalescing too complex",
+}
+
+-- Bytecode opcode names of LuaJIT 2.1, in opcode order (opcode 0 first).
+local OPCODES_21 = [[
+ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP ISTC ISFC IST ISF
+ISTYPE ISNUM MOV NOT UNM LEN ADDVN SUBVN MULVN DIVVN MODVN ADDNV SUBNV MULNV DIVNV MODNV
+ADDVV SUBVV MULVV DIVVV MODVV POW CAT KSTR KCDATA KSHORT KNUM KPRI KNIL UGET USETV USETS
+USETN USETP UCLO FNEW TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR TSETV TSETS TSETB TSETM
+TSETR CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT RETM RET RET0 RET1 FORI JFORI FORL
+IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP FUNCF IFUNCF JFUNCF FUNCV IFUNCV
+JFUNCV FUNCC FUNCCW]]
+
+-- Split a fixed-width name table (6 characters a name, as in vmdef) into a
+-- 0-based array.
+local function split_fixed(s)
+  local names = {}
+  if type(s) ~= "string" then return names end
+  for i = 0, math.floor(#s / 6) - 1 do
+    names[i] = (s:sub(i * 6 + 1, i * 6 + 6):gsub("%s+$", ""))
+  end
+  return names
+end
+
+local function split_words(s)
+  local names, i = {}, 0
+  for w in s:gmatch("%S+") do names[i] = w; i = i + 1 end
+  return names
+end
+
+-- The expected opcodes of `probe` below, from its header on.
+local PROBE_OPS = { "FUNCF", "KSHORT", "KSHORT", "MOV", "KSHORT", "FORI", "ADDVV", "FORL", "RET1" }
+local function probe(n) local s = 0 for i = 1, n do s = s + i end return s end
+
+-- Whether `names` matches the running VM's opcode numbering, judged by the
+-- bytecode of `probe`.
+local function opcodes_match_vm(names)
+  if not (jutil and jutil.funcbc) then return false end
+  for pc = 0, #PROBE_OPS - 1 do
+    local ins = jutil.funcbc(probe, pc)
+    if not ins or names[band(ins, 0xff)] ~= PROBE_OPS[pc + 1] then return false end
+  end
+  return true
+end
+
+-- Name of a builtin by searching the standard library tables, for VMs
+-- without `vmdef.ffnames`.
+local LIBRARIES = { "string", "table", "math", "bit", "io", "os", "coroutine", "debug", "jit", "ffi" }
+local function find_builtin_name(f)
+  for k, v in pairs(_G) do
+    if rawequal(v, f) and type(k) == "string" then return k end
+  end
+  for _, lib in ipairs(LIBRARIES) do
+    local t = package.loaded[lib]
+    if type(t) == "table" then
+      for k, v in pairs(t) do
+        if rawequal(v, f) and type(k) == "string" then return lib .. "." .. k end
+      end
+    end
+  end
+  return nil
+end
+
+local Formatter = {}
+Formatter.__index = Formatter
+
+--- A reason formatter for a given `vmdef` table (nil: use the built-in tables).
+-- @tparam[opt] table vmdef the running VM's `jit.vmdef`
+-- @treturn Formatter
+function M.new(vmdef)
+  local self = setmetatable({}, Formatter)
+  if type(vmdef) == "table" and type(vmdef.traceerr) == "table" then
+    self.messages = vmdef.traceerr
+    self.opcodes = split_fixed(vmdef.bcnames)
+    self.irnames = split_fixed(vmdef.irnames)
+    self.ffnames = type(vmdef.ffnames) == "table" and vmdef.ffnames or {}
+    self.note = ""
+    self.builtin = false
+  else
+    local v21 = (jit and jit.version_num or 20100) >= 20100
+    self.messages = v21 and MESSAGES_21 or MESSAGES_20
+    local ops = split_words(OPCODES_21)
+    self.opcodes = opcodes_match_vm(ops) and ops or {}
+    self.irnames = {}
+    self.ffnames = {}
+    self.note = M.FALLBACK_NOTE
+    self.builtin = true
+  end
+  -- Classify messages by their text, which is stable across versions
+  -- (their indices are not).
+  self.benign_codes, self.blacklisted_codes = {}, {}
+  for code = 0, #self.messages do
+    local text = self.messages[code]
+    if type(text) == "string" then
+      if M.is_benign_text(text) then self.benign_codes[code] = true end
+      if text == "blacklisted" then self.blacklisted_codes[code] = true end
+    end
+  end
+  return self
+end
+
+--- Whether a message text is a benign trace-formation event: leaving a
+-- loop, an inner loop, down- or up-recursion (LuaJIT restarts or relinks the
+-- trace), or an immediate retry (LuaJIT does not penalise it).
+-- @tparam string text message template
+function M.is_benign_text(text)
+  return text:find("leaving loop", 1, true) ~= nil
+      or text:find("inner loop", 1, true) ~= nil
+      or text:find("down-recursion", 1, true) ~= nil
+      or text:find("up-recursion", 1, true) ~= nil
+      or text == "retry recording"
+end
+
+--- Name of bytecode opcode `op` ("FORL"), or "#<op>" when unknown.
+function Formatter:opname(op)
+  return self.opcodes[op] or ("#" .. tostring(op))
+end
+
+--- Whether opcode `op` has a known name in this formatter's tables.
+function Formatter:knows_opcodes()
+  return self.opcodes[0] ~= nil
+end
+
+--- Describe a function the way `-jv` does: `file:line` for Lua functions,
+-- the library name for builtins, `C:<address>` for C functions.
+function Formatter:funcname(f)
+  if not (jutil and jutil.funcinfo) then return tostring(f) end
+  local fi = jutil.funcinfo(f)
+  if fi.loc then
+    return fi.loc
+  elseif fi.ffid then
+    return self.ffnames[fi.ffid] or find_builtin_name(f) or ("builtin#" .. fi.ffid)
+  elseif fi.addr then
+    return string.format("C:%x", fi.addr)
+  end
+  return "(?)"
+end
+
+local function info_text(self, template, info)
+  if type(info) == "function" then
+    return self:funcname(info)
+  elseif type(info) == "number" then
+    if template:find("^NYI: bytecode") then
+      return self:opname(info)
+    elseif template:find("IR instruction", 1, true) and self.irnames[info] then
+      return self.irnames[info]
+    end
+    return string.format("%d", info)
+  elseif info == nil then
+    return "?"
+  end
+  return tostring(info)
+end
+
+--- The reason text for an abort's `err` and `info`.
+-- @param err error code (number) or error value
+-- @param info argument of the message
+-- @treturn string
+function Formatter:reason(err, info)
+  if type(err) == "number" then
+    local template = self.messages[err]
+    if type(template) ~= "string" then
+      return "trace error " .. tostring(err) .. self.note
+    end
+    local arg = info_text(self, template, info)
+    -- A function replacement keeps any '%' in `arg` literal.
+    local text = template:gsub("%%[dsp]", function() return arg end, 1)
+    return text .. self.note
+  elseif type(err) == "string" then
+    return err
+  end
+  return tostring(err)
+end
+
+--- Whether `err` is a benign trace-formation event.
+function Formatter:is_benign(err)
+  return type(err) == "number" and self.benign_codes[err] == true
+end
+
+--- Whether `err` says recording ran into blacklisted code.
+function Formatter:is_blacklisted_reason(err)
+  return type(err) == "number" and self.blacklisted_codes[err] == true
+end
+
+return M
