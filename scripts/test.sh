@@ -4,6 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LUAJIT=${LUAJIT:-luajit}
+# The source tree's modules and the built native module come first.
+export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;;"
+export LUA_CPATH="$PWD/build/lib/?.so;;"
 logdir=build/test-logs
 mkdir -p "$logdir"
 total_pass=0 total_fail=0 status=0
