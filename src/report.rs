@@ -531,9 +531,13 @@ pub struct HotSite {
     pub func_total: u64,
 }
 
-/// Ranks abort sites by the sampled time at their location: total samples at
-/// the line first, then at the enclosing function (when the function map
-/// knows the file), then the abort count.
+/// Ranks abort sites by the sampled time at their location. The location
+/// names the line where recording stopped, but the time an abort costs is
+/// spent in all the code the trace would have covered, which lies in the
+/// same function: so sites are ranked by the total samples in the function
+/// containing the location (when the function map knows the file; by the
+/// samples at the line itself otherwise), then at the line, then by the
+/// number of aborts.
 pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -> Vec<HotSite> {
     let mut out: Vec<HotSite> = sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
     let site_funcs: Vec<Option<&str>> = sites
@@ -565,10 +569,11 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
             }
         }
     }
+    let rank = |h: &HotSite| if site_funcs[h.site].is_some() { h.func_total } else { h.line_total };
     out.sort_by(|a, b| {
-        b.line_total
-            .cmp(&a.line_total)
-            .then_with(|| b.func_total.cmp(&a.func_total))
+        rank(b)
+            .cmp(&rank(a))
+            .then_with(|| b.line_total.cmp(&a.line_total))
             .then_with(|| sites[b.site].count.cmp(&sites[a.site].count))
             .then_with(|| a.site.cmp(&b.site))
     });
@@ -580,11 +585,16 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
     let total = profile.total();
     let ranked = hot_aborts(profile, funcs, sites);
     let mut out = String::new();
-    let _ = writeln!(out, "# {} samples, {} abort sites; ranked by sampled time at the abort location", total, sites.len());
+    let _ = writeln!(
+        out,
+        "# {} samples, {} abort sites; ranked by sampled time in the function of the abort location (fn), then at its line",
+        total,
+        sites.len()
+    );
     let _ = writeln!(
         out,
         "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}",
-        "self", "total", "fn self", "fn total", "aborts", "severity", "location: reason [zone]"
+        "fn self", "fn total", "self", "total", "aborts", "severity", "location: reason [zone]"
     );
     for h in ranked {
         let s = &sites[h.site];
@@ -592,10 +602,10 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
         let _ = writeln!(
             out,
             "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}: {}{}",
-            fmt_value(h.line_self, total, raw),
-            fmt_value(h.line_total, total, raw),
             fmt_value(h.func_self, total, raw),
             fmt_value(h.func_total, total, raw),
+            fmt_value(h.line_self, total, raw),
+            fmt_value(h.line_total, total, raw),
             s.count,
             s.severity,
             s.location,
@@ -732,5 +742,13 @@ mod tests {
         assert_eq!(r[0].func_total, 80);
         assert_eq!(r[1].line_total, 15);
         assert_eq!(r[2].line_total, 0);
+        // A loop header with no samples of its own still ranks by its function.
+        let sites = vec![
+            AbortSite { location: "draw.lua:3".into(), count: 50, ..Default::default() },
+            AbortSite { location: "phys.lua:4".into(), count: 1, ..Default::default() },
+        ];
+        let r = hot_aborts(&p, &funcs(), &sites);
+        assert_eq!(r[0].site, 1);
+        assert_eq!((r[0].line_total, r[0].func_total), (0, 80));
     }
 }
