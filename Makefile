@@ -73,6 +73,7 @@ demo: deps build
 	@mkdir -p demo-output
 	$(LUAJIT) examples/demo.lua demo-output
 	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo.svg --title "examples/demo.lua"
+	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo-functions.svg --functions --title "examples/demo.lua by function"
 	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo.speedscope.json --title "examples/demo.lua"
 	bin/tecs-profile report demo-output/demo.collapsed --min 1 -o demo-output/demo-report.txt
 	bin/tecs-profile report demo-output/demo.collapsed --by zone --sort total --min 1 >> demo-output/demo-report.txt

@@ -73,6 +73,10 @@ describe("golden outputs", function()
     golden("flamegraph.svg", profile.flamegraph(input, { title = "golden" }))
   end)
 
+  it("flamegraph-functions.svg", function()
+    golden("flamegraph-functions.svg", profile.flamegraph(input, { title = "golden", frames = "function" }))
+  end)
+
   it("speedscope.json", function()
     golden("speedscope.json", profile.speedscope(input, { name = "golden", intervalMs = 1 }))
   end)

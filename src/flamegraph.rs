@@ -45,7 +45,8 @@ impl Default for FlameOptions {
     }
 }
 
-const LEGEND: &str = "leaf VM state: green compiled, pink interpreted, sand C, purple GC, blue JIT compiler; aqua: zones";
+const LEGEND: &str =
+    "leaf VM state: green compiled, pink interpreted, sand C, purple GC, blue JIT compiler; aqua: zones";
 
 /// Renders `profile` as an SVG document.
 pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> {

@@ -139,6 +139,11 @@ impl UserData for ProfileData {
         });
         methods.add_method("flamegraph", |lua, this, opts: Option<Table>| flamegraph(lua, &this.0, opts));
         methods.add_method("speedscope", |lua, this, opts: Option<Table>| speedscope(lua, &this.0, opts));
+        // Frames renamed to the functions they belong to (see `frames`).
+        methods.add_method("byFunction", |_, this, funcs: Option<Table>| {
+            let m = read_funcmap(funcs)?;
+            Ok(ProfileData(this.0.map_frames(|f| m.function_of(f).to_string())))
+        });
         methods.add_method("filterZone", |_, this, prefix: String| {
             let mut p = this.0.clone();
             let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();

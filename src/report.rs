@@ -442,7 +442,11 @@ pub fn annotate(
         }
     }
     let mut out = String::new();
-    let _ = writeln!(out, "# {} samples; annotated source; lines below {}% self and total left blank", total, opts.min_percent);
+    let _ = writeln!(
+        out,
+        "# {} samples; annotated source; lines below {}% self and total left blank",
+        total, opts.min_percent
+    );
     if total == 0 {
         out.push_str("[no samples]\n");
         return out;
@@ -451,7 +455,9 @@ pub fn annotate(
     let mut order: Vec<(&str, u64, u64)> = files
         .iter()
         .filter(|(_, lines)| lines.values().any(|&c| shown(c)))
-        .map(|(f, lines)| (*f, lines.values().map(|c| c.0).sum::<u64>(), lines.values().map(|c| c.1).max().unwrap_or(0)))
+        .map(|(f, lines)| {
+            (*f, lines.values().map(|c| c.0).sum::<u64>(), lines.values().map(|c| c.1).max().unwrap_or(0))
+        })
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     for (file, self_sum, _) in order {
@@ -539,11 +545,10 @@ pub struct HotSite {
 /// samples at the line itself otherwise), then at the line, then by the
 /// number of aborts.
 pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -> Vec<HotSite> {
-    let mut out: Vec<HotSite> = sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
-    let site_funcs: Vec<Option<&str>> = sites
-        .iter()
-        .map(|s| funcs.range_of(&s.location).map(|_| funcs.function_of(&s.location)))
-        .collect();
+    let mut out: Vec<HotSite> =
+        sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
+    let site_funcs: Vec<Option<&str>> =
+        sites.iter().map(|s| funcs.range_of(&s.location).map(|_| funcs.function_of(&s.location))).collect();
     for row in &profile.rows {
         let n = row.total();
         if n == 0 || row.stack.is_empty() {
@@ -634,8 +639,16 @@ mod tests {
 
     fn funcs() -> FunctionMap {
         let mut m = FunctionMap::default();
-        m.add_file("phys.lua", vec![FuncRange { first: 4, last: 9, label: "step (phys.lua:4)".into() }], "(main chunk) phys.lua".into());
-        m.add_file("main.lua", vec![FuncRange { first: 9, last: 13, label: "frame (main.lua:9)".into() }], "(main chunk) main.lua".into());
+        m.add_file(
+            "phys.lua",
+            vec![FuncRange { first: 4, last: 9, label: "step (phys.lua:4)".into() }],
+            "(main chunk) phys.lua".into(),
+        );
+        m.add_file(
+            "main.lua",
+            vec![FuncRange { first: 9, last: 13, label: "frame (main.lua:9)".into() }],
+            "(main chunk) main.lua".into(),
+        );
         m
     }
 
@@ -687,7 +700,8 @@ mod tests {
         let o = ReportOptions { by: Group::Function, then: Some(Group::Caller), ..Default::default() };
         let t = aggregate(&p, &funcs(), &o);
         assert_eq!(t.entries["step (phys.lua:4)"].children["frame (main.lua:9)"], 80);
-        let o = ReportOptions { by: Group::Function, then: Some(Group::Callee), sort: Metric::Total, ..Default::default() };
+        let o =
+            ReportOptions { by: Group::Function, then: Some(Group::Callee), sort: Metric::Total, ..Default::default() };
         let t = aggregate(&p, &funcs(), &o);
         let f = &t.entries["frame (main.lua:9)"];
         assert_eq!(f.children["step (phys.lua:4)"], 80);
@@ -732,9 +746,27 @@ mod tests {
     fn hot_aborts_rank_by_time_at_location() {
         let p = sample_profile();
         let sites = vec![
-            AbortSite { severity: "warn".into(), count: 50, reason: "NYI".into(), location: "draw.lua:3".into(), zone: String::new() },
-            AbortSite { severity: "blacklist".into(), count: 1, reason: "blacklisted".into(), location: "phys.lua:5".into(), zone: "update/physics".into() },
-            AbortSite { severity: "warn".into(), count: 9, reason: "cold".into(), location: "cold.lua:1".into(), zone: String::new() },
+            AbortSite {
+                severity: "warn".into(),
+                count: 50,
+                reason: "NYI".into(),
+                location: "draw.lua:3".into(),
+                zone: String::new(),
+            },
+            AbortSite {
+                severity: "blacklist".into(),
+                count: 1,
+                reason: "blacklisted".into(),
+                location: "phys.lua:5".into(),
+                zone: "update/physics".into(),
+            },
+            AbortSite {
+                severity: "warn".into(),
+                count: 9,
+                reason: "cold".into(),
+                location: "cold.lua:1".into(),
+                zone: String::new(),
+            },
         ];
         let r = hot_aborts(&p, &funcs(), &sites);
         assert_eq!(r.iter().map(|h| h.site).collect::<Vec<_>>(), vec![1, 0, 2]);

@@ -85,6 +85,7 @@ speedscope file instead; `-o -` writes to stdout.
       --title TEXT      title of the graph
       --inverted        icicle graph (roots at the top)
       --zone PATH       keep only this zone and the zones below it
+      --functions       one box per function instead of per source line
 ]]
 
 local UsageError = {}
@@ -148,6 +149,7 @@ local specs = {
     { "title", key = "title", value = true },
     { "inverted", key = "inverted" },
     { "zone", key = "zone", value = true },
+    { "functions", key = "functions" },
   }),
 }
 
@@ -303,10 +305,12 @@ function commands.flamegraph(opts, pos)
   local fmt = output.format_for(opts.output, opts.format)
   if fmt ~= "svg" and fmt ~= "speedscope" then usage_error("--format must be svg or speedscope, got %q", fmt) end
   local ok, out
+  local frames = opts.functions and "function" or nil
   if fmt == "svg" then
-    ok, out = pcall(report.flamegraph, pos[1], { title = opts.title, inverted = opts.inverted, zone = opts.zone })
+    ok, out = pcall(report.flamegraph, pos[1],
+      { title = opts.title, inverted = opts.inverted, zone = opts.zone, frames = frames })
   else
-    ok, out = pcall(report.speedscope, pos[1], { name = opts.title, zone = opts.zone })
+    ok, out = pcall(report.speedscope, pos[1], { name = opts.title, zone = opts.zone, frames = frames })
   end
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)

@@ -196,31 +196,41 @@ local flame_spec = {
   countName = function(v) return type(v) == "string", "a string" end,
   inverted = check.boolean,
   zone = report_spec.zone,
+  frames = check.oneof("line", "function"),
 }
 
+-- Applies the `zone` and `frames` options shared by the picture formats.
+local function shape(prof, opts)
+  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  if opts.frames == "function" then prof = prof:byFunction(funcmap.build(prof:files())) end
+  return prof
+end
+
 --- Render an interactive SVG flamegraph (zones aqua, leaves coloured by VM state).
--- @tparam[opt] table opts `title`, `countName`, `inverted`, `zone`
+-- @tparam[opt] table opts `title`, `countName`, `inverted`, `zone`,
+--   `frames` ("line" default: one box per source line; "function": lines
+--   grouped into their functions)
 -- @treturn string SVG document
 function M.flamegraph(source, opts)
   opts = check.options("profile.flamegraph", opts, flame_spec, 2)
-  local prof = M.load("profile.flamegraph", source, 2)
-  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  local prof = shape(M.load("profile.flamegraph", source, 2), opts)
   local ok, svg = pcall(prof.flamegraph, prof, opts)
   if not ok then check.fail(2, "profile.flamegraph: %s", tostring(svg):gsub("^runtime error: ", "")) end
   return svg
 end
 
 --- Render a speedscope JSON document (`sampled` profile).
--- @tparam[opt] table opts `name`, `intervalMs` (weights in ms), `zone`
+-- @tparam[opt] table opts `name`, `intervalMs` (weights in ms), `zone`, `frames`
 -- @treturn string JSON
 function M.speedscope(source, opts)
   opts = check.options("profile.speedscope", opts, {
     name = flame_spec.title,
     intervalMs = check.number(0.001, 1e6, "a positive number of milliseconds"),
     zone = report_spec.zone,
+    frames = flame_spec.frames,
   }, 2)
   local prof, interval = M.load("profile.speedscope", source, 2)
-  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  prof = shape(prof, opts)
   local ok, json = pcall(prof.speedscope, prof, { name = opts.name, intervalMs = opts.intervalMs or interval })
   if not ok then check.fail(2, "profile.speedscope: %s", tostring(json):gsub("^runtime error: ", "")) end
   return json
