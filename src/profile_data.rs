@@ -149,8 +149,8 @@ impl Profile {
                 }
             }
             let slot = merged.entry((row.zones.clone(), stack)).or_insert([0; 5]);
-            for i in 0..5 {
-                slot[i] += row.counts[i];
+            for (sum, c) in slot.iter_mut().zip(row.counts) {
+                *sum += c;
             }
         }
         let rows = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();

@@ -9,6 +9,7 @@
 //! stack. For zones, a path's total includes the paths below it and a
 //! component's self time is the time it was the innermost zone.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -166,12 +167,28 @@ impl Table {
 
 struct Keyer<'a> {
     funcs: &'a FunctionMap,
+    /// Function of each frame seen so far: profiles repeat frames a lot, and
+    /// finding a line's function scans the file's ranges.
+    memo: RefCell<HashMap<&'a str, &'a str>>,
 }
 
 impl<'a> Keyer<'a> {
+    fn new(funcs: &'a FunctionMap) -> Self {
+        Keyer { funcs, memo: RefCell::new(HashMap::new()) }
+    }
+
+    fn function_of(&self, frame: &'a str) -> &'a str {
+        if let Some(f) = self.memo.borrow().get(frame) {
+            return f;
+        }
+        let f = self.funcs.function_of(frame);
+        self.memo.borrow_mut().insert(frame, f);
+        f
+    }
+
     fn frame_key(&self, g: Group, frame: &'a str) -> &'a str {
         match g {
-            Group::Function | Group::Caller | Group::Callee => self.funcs.function_of(frame),
+            Group::Function | Group::Caller | Group::Callee => self.function_of(frame),
             Group::Module => frames::module(frame),
             _ => frame,
         }
@@ -209,7 +226,7 @@ struct Occurrence {
     is_self: bool,
 }
 
-fn occurrences(k: &Keyer, g: Group, row: &Row, state: u8, depth: i32) -> Vec<Occurrence> {
+fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32) -> Vec<Occurrence> {
     let mut out: Vec<Occurrence> = Vec::new();
     match g {
         Group::Function | Group::Line | Group::Module | Group::Caller | Group::Callee => {
@@ -253,7 +270,7 @@ fn occurrences(k: &Keyer, g: Group, row: &Row, state: u8, depth: i32) -> Vec<Occ
 }
 
 /// Second-level keys for one first-level occurrence.
-fn second_keys(k: &Keyer, g: Group, row: &Row, state: u8, occ: &Occurrence, sort: Metric) -> Vec<String> {
+fn second_keys<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, occ: &Occurrence, sort: Metric) -> Vec<String> {
     match g {
         Group::Caller => {
             let i = occ.frame.unwrap_or(row.stack.len().saturating_sub(1));
@@ -304,7 +321,7 @@ fn second_keys(k: &Keyer, g: Group, row: &Row, state: u8, occ: &Occurrence, sort
 
 /// Aggregates a profile into a view table.
 pub fn aggregate(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> Table {
-    let k = Keyer { funcs };
+    let k = Keyer::new(funcs);
     let mut t = Table::default();
     let split_states = opts.by == Group::VmState || opts.then == Some(Group::VmState);
     for row in &profile.rows {
@@ -549,27 +566,44 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
         sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
     let site_funcs: Vec<Option<&str>> =
         sites.iter().map(|s| funcs.range_of(&s.location).map(|_| funcs.function_of(&s.location))).collect();
+    // Sites by location and by function, so each row costs one lookup per frame.
+    let mut by_line: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_func: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in sites.iter().enumerate() {
+        by_line.entry(s.location.as_str()).or_default().push(i);
+        if let Some(f) = site_funcs[i] {
+            by_func.entry(f).or_default().push(i);
+        }
+    }
+    let k = Keyer::new(funcs);
+    let mut seen_lines: Vec<&str> = Vec::new();
+    let mut seen_funcs: Vec<&str> = Vec::new();
     for row in &profile.rows {
         let n = row.total();
         if n == 0 || row.stack.is_empty() {
             continue;
         }
-        let leaf = &row.stack[row.stack.len() - 1];
-        let leaf_func = funcs.function_of(leaf);
-        for (i, s) in sites.iter().enumerate() {
-            let h = &mut out[i];
-            if *leaf == s.location {
-                h.line_self += n;
-            }
-            if row.stack.iter().any(|f| *f == s.location) {
-                h.line_total += n;
-            }
-            if let Some(sf) = site_funcs[i] {
-                if leaf_func == sf {
-                    h.func_self += n;
+        seen_lines.clear();
+        seen_funcs.clear();
+        let leaf = row.stack.len() - 1;
+        for (j, frame) in row.stack.iter().enumerate().rev() {
+            let func = k.function_of(frame);
+            if !seen_lines.contains(&frame.as_str()) {
+                seen_lines.push(frame);
+                for &i in by_line.get(frame.as_str()).into_iter().flatten() {
+                    out[i].line_total += n;
+                    if j == leaf {
+                        out[i].line_self += n;
+                    }
                 }
-                if row.stack.iter().any(|f| funcs.function_of(f) == sf) {
-                    h.func_total += n;
+            }
+            if !seen_funcs.contains(&func) {
+                seen_funcs.push(func);
+                for &i in by_func.get(func).into_iter().flatten() {
+                    out[i].func_total += n;
+                    if j == leaf {
+                        out[i].func_self += n;
+                    }
                 }
             }
         }
@@ -598,8 +632,8 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
     );
     let _ = writeln!(
         out,
-        "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}",
-        "fn self", "fn total", "self", "total", "aborts", "severity", "location: reason [zone]"
+        "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  location: reason [zone]",
+        "fn self", "fn total", "self", "total", "aborts", "severity"
     );
     for h in ranked {
         let s = &sites[h.site];
