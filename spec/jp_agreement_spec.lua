@@ -122,6 +122,31 @@ describe("views agree with luajit -jp", function()
     agree("zone beta by function", a2.beta, a.beta, b2.beta, b.beta, 16)
   end)
 
+  it("annotated source (-jp=A): per-line shares", function()
+    local out = os.tmpname()
+    local rc, text = run.run(string.format("%s -jp=Arm0i1,%s %s %s", run.luajit, out, WORKLOAD, SECONDS))
+    assert.equal(0, rc, text)
+    local b, nb, n, in_file = {}, 0, 0, false
+    for line in assert(run.read(out)):gmatch("([^\n]*)\n") do
+      if line:find("^====== ") then
+        in_file = line:find("jp_workload.lua", 1, true) ~= nil
+        n = 0
+      elseif in_file and line:find(" | ", 1, true) then
+        n = n + 1
+        local c = line:match("^ *(%d+) | ")
+        if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
+      end
+    end
+    os.remove(out)
+    local a, na = {}, 0
+    local ann = profile.report(collapsed, { annotate = "full", raw = true, minPercent = 0 })
+    for c, lineno in ann:gmatch("\n *(%d+) +%d+ | +(%d+) | ") do
+      a[WORKLOAD .. ":" .. lineno] = tonumber(c)
+      na = na + tonumber(c)
+    end
+    agree("annotated line", a, na, b, nb)
+  end)
+
   it("VM states by function (-jp=vf): the interpreted function", function()
     local a, a2, na = ours(collapsed, { mode = "vf" }, normalise)
     local b, b2, nb = jp("vf")
