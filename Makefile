@@ -25,7 +25,7 @@ RUST_FILES := $(shell find src -name '*.rs' | sort) Cargo.toml
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps test test-rust test-lua install uninstall demo bench clean
+.PHONY: all build deps consumers test test-rust test-lua install uninstall demo bench clean
 
 all: build
 
@@ -41,11 +41,15 @@ $(BUILD_SO): $(NATIVE_SO)
 deps:
 	@bash scripts/deps.sh
 
-test: deps build
+# Outside programs the format tests feed our output to (inferno, speedscope, ajv).
+consumers:
+	@bash scripts/consumers.sh
+
+test: deps consumers build
 	@bash scripts/test.sh
 
 test-rust: deps
-	$(CARGO) test --no-default-features
+	$(CARGO) test --no-default-features --features flamegraph,speedscope
 
 test-lua: deps build
 	busted --lua=$(LUAJIT) spec
@@ -56,14 +60,26 @@ install: build
 	for f in $(LUA_FILES); do \
 	  rel=$${f#lua/}; install -d $(INST_LUADIR)/$$(dirname $$rel); \
 	  install -m 0644 $$f $(INST_LUADIR)/$$rel; done
+	install -d $(INST_BINDIR)
+	sed -e 's|@LUADIR@|$(INST_LUADIR)|' -e 's|@LIBDIR@|$(INST_LIBDIR)|' bin/tecs-profile > $(INST_BINDIR)/tecs-profile
+	chmod 0755 $(INST_BINDIR)/tecs-profile
 
 uninstall:
 	rm -f $(INST_LIBDIR)/tecs/profile/native.so
 	rm -rf $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/profile.lua $(INST_LUADIR)/tecs/utils/profile.lua
+	rm -f $(INST_BINDIR)/tecs-profile
 
 demo: deps build
 	@mkdir -p demo-output
 	$(LUAJIT) examples/demo.lua demo-output
+	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo.svg --title "examples/demo.lua"
+	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo-functions.svg --functions --title "examples/demo.lua by function"
+	bin/tecs-profile flamegraph demo-output/demo.collapsed -o demo-output/demo.speedscope.json --title "examples/demo.lua"
+	bin/tecs-profile report demo-output/demo.collapsed --min 1 -o demo-output/demo-report.txt
+	bin/tecs-profile report demo-output/demo.collapsed --by zone --sort total --min 1 >> demo-output/demo-report.txt
+	bin/tecs-profile report demo-output/demo.collapsed --mode vf --min 1 >> demo-output/demo-report.txt
+	@cat demo-output/demo-report.txt
+	@echo "wrote demo-output/demo.svg, demo-output/demo.speedscope.json, demo-output/demo-report.txt"
 
 clean:
 	$(CARGO) clean

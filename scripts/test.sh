@@ -22,7 +22,7 @@ record() { # name passed failed rc
 }
 
 # Rust unit and integration tests (linked against the system LuaJIT).
-cargo test --no-default-features >"$logdir/rust.log" 2>&1; rc=$?
+cargo test --no-default-features --features flamegraph,speedscope >"$logdir/rust.log" 2>&1; rc=$?
 read -r p f < <(awk '/^test result:/ { for (i = 2; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } } END { print p+0, f+0 }' "$logdir/rust.log")
 [ "$rc" -eq 0 ] || tail -40 "$logdir/rust.log"
 record "cargo test" "${p:-0}" "${f:-0}" "$rc"

@@ -38,5 +38,10 @@ describe("luarocks make", function()
       tree, tree, luajit, tree))
     assert.equal(0, rc, out)
     assert.matches("^OK " .. tree:gsub("%p", "%%%0") .. "/lib/lua/5.1/tecs/profile/native.so", out)
+    -- The command line comes with the rock.
+    rc, out = run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH '%s/bin/tecs-profile' report '%s/spec/golden/input.collapsed'",
+      tree, os.getenv("PWD")))
+    assert.equal(0, rc, out)
+    assert.matches("1000 samples", out)
   end)
 end)

@@ -65,15 +65,27 @@ pub fn looks_like_code(frame: &str) -> bool {
             let digits = &frame[i + 1..];
             !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
         }
-        None => frame.contains('.') && !frame.contains(' ') && frame.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && is_builtin_like(frame),
+        None => {
+            BASE_BUILTINS.contains(&frame) || (!frame.contains(' ') && is_builtin_like(frame))
+        }
     }
 }
 
 fn is_builtin_like(frame: &str) -> bool {
     // Library functions named by jit.vmdef: string.format, math.floor, ...
-    const LIBS: [&str; 10] = ["string.", "table.", "math.", "io.", "os.", "coroutine.", "debug.", "bit.", "jit.", "package."];
+    const LIBS: [&str; 11] =
+        ["string.", "table.", "math.", "io.", "os.", "coroutine.", "debug.", "bit.", "jit.", "package.", "ffi."];
     LIBS.iter().any(|l| frame.starts_with(l))
 }
+
+/// Base-library builtins, named without a library prefix. A stack cut by the
+/// depth limit can start with one of them, where a zone name would be.
+const BASE_BUILTINS: [&str; 30] = [
+    "assert", "collectgarbage", "dofile", "error", "gcinfo", "getfenv", "getmetatable", "ipairs", "load",
+    "loadfile", "loadstring", "module", "newproxy", "next", "pairs", "pcall", "print", "rawequal", "rawget",
+    "rawlen", "rawset", "require", "select", "setfenv", "setmetatable", "tonumber", "tostring",
+    "type", "unpack", "xpcall",
+];
 
 /// Strictly parses collapsed text. Lines are `frames count`; blank lines are
 /// skipped; anything else is an error naming the line. A trailing `_[X]` on
@@ -148,6 +160,15 @@ mod tests {
         assert_eq!(p.rows[1].counts, [0, 2, 0, 0, 0]);
         assert_eq!(p.rows[2].stack, Vec::<String>::new());
         assert_eq!(write(&p), text);
+    }
+
+    #[test]
+    fn a_cut_stack_starting_with_a_builtin_has_no_zone() {
+        let p = parse("pcall;a.lua:3_[N] 4\nrender;hud;xpcall;a.lua:3_[I] 2\ngfx.sprite;a.lua:1_[N] 1\n").unwrap();
+        assert!(p.rows[0].zones.is_empty());
+        assert_eq!(p.rows[0].stack, vec!["pcall", "a.lua:3"]);
+        assert_eq!(p.rows[1].zones, vec!["render", "hud"]);
+        assert_eq!(p.rows[2].zones, vec!["gfx.sprite"]);
     }
 
     #[test]

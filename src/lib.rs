@@ -9,13 +9,22 @@
 //! * [`collector`]: the stack table the callback counts into.
 //! * [`timer`]: the precise sampling clock.
 //! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
+//! * [`frames`], [`report`]: frame kinds, function identity, text views.
+//! * `flamegraph`, `speedscope`: SVG and speedscope output (cargo features).
 //! * [`lua_api`]: the functions and session object Lua sees.
 
 pub mod collapsed;
 pub mod collector;
+#[cfg(feature = "flamegraph")]
+pub mod flamegraph;
+pub mod frames;
 pub mod lua_api;
+pub mod lua_views;
 pub mod profile_data;
 pub mod profiler;
+pub mod report;
+#[cfg(feature = "speedscope")]
+pub mod speedscope;
 pub mod sys;
 pub mod timer;
 

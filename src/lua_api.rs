@@ -308,6 +308,7 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
+        methods.add_method("profile", |_, this, ()| Ok(crate::lua_views::ProfileData(this.profile())));
     }
 }
 
@@ -337,6 +338,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("available", lua.create_function(available)?)?;
     t.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
+    t.set("parse_profile", lua.create_function(crate::lua_views::parse_profile)?)?;
+    t.set("formats", lua.create_function(crate::lua_views::formats)?)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)
 }

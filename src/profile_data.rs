@@ -135,6 +135,30 @@ impl Profile {
         self.rows.iter().map(Row::total).sum()
     }
 
+    /// The same samples with every frame renamed by `rename`; rows that end
+    /// up equal are merged, and consecutive equal frames (lines of one
+    /// function) become one.
+    pub fn map_frames(&self, mut rename: impl FnMut(&str) -> String) -> Profile {
+        let mut merged: HashMap<(Vec<String>, Vec<String>), [u64; 5]> = HashMap::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let mut stack: Vec<String> = Vec::with_capacity(row.stack.len());
+            for f in &row.stack {
+                let name = rename(f);
+                if stack.last() != Some(&name) {
+                    stack.push(name);
+                }
+            }
+            let slot = merged.entry((row.zones.clone(), stack)).or_insert([0; 5]);
+            for (sum, c) in slot.iter_mut().zip(row.counts) {
+                *sum += c;
+            }
+        }
+        let rows = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
+        let mut p = Profile { rows };
+        p.sort();
+        p
+    }
+
     /// Keeps the rows whose zone path is `prefix` or lies below it.
     pub fn filter_zone(&mut self, prefix: &[String]) {
         self.rows.retain(|r| r.zones.len() >= prefix.len() && r.zones[..prefix.len()] == *prefix);
@@ -161,6 +185,20 @@ mod tests {
         assert_eq!(n.name(b"[builtin#99]"), "[builtin#99]");
         assert_eq!(n.name(b"@0x10"), "[C:0x10]");
         assert_eq!(n.name(b"a.lua:3"), "a.lua:3");
+    }
+
+    #[test]
+    fn map_frames_merges_rows_and_repeated_frames() {
+        let p = Profile {
+            rows: vec![
+                Row { zones: vec![], stack: vec!["a:1".into(), "a:2".into(), "b:7".into()], counts: [3, 0, 0, 0, 0] },
+                Row { zones: vec![], stack: vec!["a:1".into(), "b:8".into()], counts: [0, 2, 0, 0, 0] },
+            ],
+        };
+        let m = p.map_frames(|f| f.split(':').next().unwrap().to_string());
+        assert_eq!(m.rows.len(), 1);
+        assert_eq!(m.rows[0].stack, vec!["a", "b"]);
+        assert_eq!(m.rows[0].counts, [3, 2, 0, 0, 0]);
     }
 
     #[test]

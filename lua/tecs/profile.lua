@@ -22,6 +22,30 @@ profile.sample = sample.start
 -- @function trace
 profile.trace = require("tecs.profile.trace").start
 
+--- Render a text view of a profile (see `tecs.profile.report`).
+-- @function report
+function profile.report(source, opts)
+  return require("tecs.profile.report").report(source, opts)
+end
+
+--- Rank trace-abort sites by sampled time at their locations.
+-- @function hotAborts
+function profile.hotAborts(source, trace, opts)
+  return require("tecs.profile.report").hotAborts(source, trace, opts)
+end
+
+--- Render an SVG flamegraph of a profile.
+-- @function flamegraph
+function profile.flamegraph(source, opts)
+  return require("tecs.profile.report").flamegraph(source, opts)
+end
+
+--- Render a speedscope JSON document of a profile.
+-- @function speedscope
+function profile.speedscope(source, opts)
+  return require("tecs.profile.report").speedscope(source, opts)
+end
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

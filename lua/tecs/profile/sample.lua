@@ -7,6 +7,7 @@
 local check = require("tecs.profile.check")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
+local output = require("tecs.profile.output")
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
@@ -32,6 +33,7 @@ local option_spec = {
   clock = check.oneof("cpu", "wall"),
   maxStacks = check.integer(1, 100000000, "an integer from 1 to 100000000"),
   resolveC = check.boolean,
+  format = check.oneof("auto", "collapsed", "svg", "speedscope"),
 }
 M.option_names = option_spec
 
@@ -41,7 +43,10 @@ M.option_names = option_spec
 -- @tparam[opt] table opts `intervalMs` (default 1), `zone` (zone path prefix
 --   filter), `stackDepth` (default 16), `clock` ("cpu" default, or "wall"),
 --   `maxStacks` (unique stacks kept before folding into an overflow line,
---   default 100000), `resolveC` (name C functions with dladdr, default true)
+--   default 100000), `resolveC` (name C functions with dladdr, default true),
+--   `format` of files written by stop/write ("auto" default: by extension,
+--   ".svg" SVG flamegraph, ".speedscope.json" speedscope, else collapsed;
+--   or "collapsed", "svg", "speedscope")
 -- @treturn SampleSession
 function M.start(opts)
   opts = check.options("profile.sample", opts, option_spec, 2)
@@ -78,6 +83,7 @@ function M.start(opts)
     zone = zone_filter,
     stackDepth = opts.stackDepth or 16,
     clock = opts.clock or "cpu",
+    format = opts.format or "auto",
   }, SampleSession)
   active = session
   return session
@@ -109,7 +115,7 @@ function SampleSession:stop(filename)
   end
   finish(self)
   if filename then
-    local ok, err = fs.write_atomic(filename, self._text)
+    local ok, err = self:_write_file(filename, nil)
     if not ok then
       error("SampleSession:stop: " .. err ..
         " (the session is stopped and nothing is lost: :collapsed() returns the text, :write(path) retries)", 2)
@@ -140,17 +146,41 @@ function SampleSession:collapsed()
   return self._native:collapsed()
 end
 
---- Write the collapsed text to `filename` (atomically); for retrying a
--- failed `:stop(filename)` or saving a snapshot of a running session.
--- @treturn string the text written
-function SampleSession:write(filename)
+-- Writes the profile to `filename` in the session's format (or `format`),
+-- atomically. Returns true, or nil and a message.
+function SampleSession:_write_file(filename, format)
+  local fmt = output.format_for(filename, format or self.format)
+  local content, err
+  if fmt == "collapsed" then
+    content = self:collapsed()
+  else
+    content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs })
+    if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
+  end
+  return fs.write_atomic(filename, content)
+end
+
+--- Write the profile to `filename` (atomically); for retrying a failed
+-- `:stop(filename)` or saving a snapshot of a running session. The format
+-- follows `format`, else the session's `format` option, else the extension
+-- (`.svg`, `.speedscope.json`, anything else collapsed).
+-- @tparam string filename
+-- @tparam[opt] string format "collapsed", "svg", "speedscope" or "auto"
+-- @treturn string the collapsed text
+function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)
   if type(filename) ~= "string" or filename == "" then
     check.fail(2, "SampleSession:write: bad argument #1 'filename' (non-empty string expected, got %s)",
       check.describe(filename))
   end
+  if format ~= nil then
+    local ok, expected = check.oneof(unpack(output.formats))(format)
+    if not ok then
+      check.fail(2, "SampleSession:write: bad argument #2 'format' (%s expected, got %s)", expected, check.describe(format))
+    end
+  end
   local text = self:collapsed()
-  local ok, err = fs.write_atomic(filename, text)
+  local ok, err = self:_write_file(filename, format)
   if not ok then error("SampleSession:write: " .. err, 2) end
   return text
 end

@@ -1,0 +1,111 @@
+-- The tecs-profile command line, run as a separate process.
+local run = require("spec.support.run")
+
+local CLI = run.cli
+local SCRIPT = "spec/fixtures/cli_script.lua"
+
+describe("tecs-profile", function()
+  local dir
+  before_each(function() dir = run.tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it("prints help for each command and exits 0", function()
+    for _, cmd in ipairs({ "--help", "run --help", "report --help", "flamegraph --help" }) do
+      local rc, out = run.run3(CLI .. " " .. cmd)
+      assert.equal(0, rc, cmd)
+      assert.matches("Usage: tecs%-profile", out, 1)
+    end
+  end)
+
+  it("prints the usage and exits 2 on wrong usage", function()
+    local cases = {
+      { "", "Usage: tecs%-profile <command>" },
+      { "frobnicate", "unknown command 'frobnicate'" },
+      { "report", "report needs exactly one FILE" },
+      { "report a b", "report needs exactly one FILE" },
+      { "report --bogus f", "unknown option %-%-bogus" },
+      { "report --min", "option %-%-min needs a value" },
+      { "report --min lots f", "needs a number" },
+      { "flamegraph spec/golden/input.collapsed", "needs %-o OUT" },
+      { "run", "run needs a script" },
+      { "run --interval 0 " .. SCRIPT, "intervalMs" },
+      { "run --by stack " .. SCRIPT, "option 'by'" },
+    }
+    for _, c in ipairs(cases) do
+      local rc, out, err = run.run3(CLI .. " " .. c[1])
+      assert.equal(2, rc, c[1] .. ": " .. out .. err)
+      assert.matches(c[2], err, 1)
+      assert.matches("Usage:", err, 1)
+      assert.equal("", out, "nothing on stdout for: " .. c[1])
+    end
+  end)
+
+  it("run profiles a whole program, passes its arguments, writes the outputs", function()
+    local rc, out, err = run.run3(string.format("%s run -i 1 -o %s/p.svg --report %s/r.txt %s normal 0.4",
+      CLI, dir, dir, SCRIPT))
+    assert.equal(0, rc, err)
+    assert.matches("arg0=" .. SCRIPT .. " arg1=normal n=2", out, 1, true)
+    assert.matches("^<%?xml", run.read(dir .. "/p.svg"))
+    local rep = run.read(dir .. "/r.txt")
+    assert.matches("spin %(" .. SCRIPT:gsub("%p", "%%%0") .. ":3%)", rep)
+    local pct = tonumber(rep:match("\n +([%d.]+)%% +[%d.]+%%  spin"))
+    assert.is_true(pct > 50, rep)
+  end)
+
+  it("run writes speedscope and collapsed files and honours the view options", function()
+    local rc, out, err = run.run3(string.format("%s run -o %s/p.speedscope.json -m l %s normal 0.3", CLI, dir, SCRIPT))
+    assert.equal(0, rc, err)
+    assert.matches("by line", out)
+    assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/p.speedscope.json")))
+    rc, out, err = run.run3(string.format("%s run -q -f collapsed -o %s/p.svg %s normal 0.2", CLI, dir, SCRIPT))
+    assert.equal(0, rc, err)
+    assert.not_matches("self", out)
+    assert.matches("_%[[NICGJ]%] %d+\n", run.read(dir .. "/p.svg"))
+  end)
+
+  it("run keeps the profile when the program calls os.exit or fails", function()
+    local rc, out, err = run.run3(string.format("%s run -o %s/e.collapsed %s exit 0.2", CLI, dir, SCRIPT))
+    assert.equal(3, rc, err)
+    assert.matches("self +total", out)
+    assert.truthy(run.read(dir .. "/e.collapsed"))
+    rc, out, err = run.run3(string.format("%s run -o %s/f.collapsed %s error 0.2", CLI, dir, SCRIPT))
+    assert.equal(1, rc)
+    assert.matches("boom from the script", err)
+    assert.matches("self +total", out)
+    assert.truthy(run.read(dir .. "/f.collapsed"))
+  end)
+
+  it("report prints views of a file, and hot aborts from a trace CSV", function()
+    local rc, out, err = run.run3(CLI .. " report spec/golden/input.collapsed --mode vf")
+    assert.equal(0, rc, err)
+    assert.equal(run.read("spec/golden/expected/vmstate-by-function.txt"), out)
+    rc, out, err = run.run3(CLI .. " report spec/golden/input.collapsed --aborts spec/golden/trace.csv")
+    assert.equal(0, rc, err)
+    assert.equal(run.read("spec/golden/expected/hot-aborts.txt"), out)
+    rc, out, err = run.run3(CLI .. " report /no/such.collapsed")
+    assert.equal(1, rc)
+    assert.matches("cannot read file '/no/such.collapsed'", err, 1, true)
+  end)
+
+  it("flamegraph draws SVG or speedscope by the output's extension", function()
+    local rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -o %s/g.svg --title golden", CLI, dir))
+    assert.equal(0, rc, err)
+    assert.equal(run.read("spec/golden/expected/flamegraph.svg"), run.read(dir .. "/g.svg"))
+    rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -o %s/g.speedscope.json", CLI, dir))
+    assert.equal(0, rc, err)
+    assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/g.speedscope.json")))
+  end)
+
+  it("is installed by make install and runs from there", function()
+    local prefix = dir .. "/prefix"
+    local rc, out = run.run("make -s install PREFIX='" .. prefix .. "'")
+    assert.equal(0, rc, out)
+    local bin = prefix .. "/bin/tecs-profile"
+    rc, out = run.run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH '%s' --help", bin))
+    assert.equal(0, rc, out)
+    rc, out = run.run(string.format("cd '%s' && env -u LUA_PATH -u LUA_CPATH '%s' report '%s/spec/golden/input.collapsed' --no-functions",
+      dir, bin, os.getenv("PWD")))
+    assert.equal(0, rc, out)
+    assert.matches("string.format", out)
+  end)
+end)

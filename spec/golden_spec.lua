@@ -1,0 +1,88 @@
+-- Golden-file tests: fixed input (spec/golden/input.collapsed, whose frames
+-- point into spec/golden/game.lua) rendered by every view and format, compared
+-- byte for byte with spec/golden/expected/. After an intended change to an
+-- output, regenerate with:  UPDATE_GOLDEN=1 make test-lua
+local profile = require("tecs.profile")
+local cli = require("tecs.profile.cli")
+
+local dir = "spec/golden/"
+local update = os.getenv("UPDATE_GOLDEN") == "1"
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function golden(name, actual)
+  local path = dir .. "expected/" .. name
+  if update then
+    os.execute("mkdir -p " .. dir .. "expected")
+    write(path, actual)
+  end
+  local expected = read(path)
+  assert.are.equal(expected, actual, "output differs from " .. path)
+end
+
+local input = dir .. "input.collapsed"
+
+local views = {
+  { "functions.txt", {} },
+  { "functions-total.txt", { sort = "total", minPercent = 1 } },
+  { "lines.txt", { by = "line", minPercent = 1 } },
+  { "modules.txt", { by = "module", sort = "total", minPercent = 0 } },
+  { "callers.txt", { mode = "s" } },
+  { "callees.txt", { mode = "-s", sort = "total" } },
+  { "zones.txt", { by = "zone", sort = "total", minPercent = 0 } },
+  { "zone-components.txt", { by = "zonecomponent", minPercent = 0 } },
+  { "vmstate-by-function.txt", { mode = "vf" } },
+  { "function-by-vmstate.txt", { mode = "fv" } },
+  { "zone-by-function.txt", { mode = "zf" } },
+  { "function-lines.txt", { mode = "fl" } },
+  { "depth3-raw.txt", { by = "line", depth = 3, raw = true } },
+  { "caller-first.txt", { by = "function", depth = -2 } },
+  { "render-zone-only.txt", { zone = "render", minPercent = 0 } },
+  { "annotate-hot.txt", { annotate = "hot", context = 2, minPercent = 1 } },
+  { "annotate-full.txt", { annotate = "full" } },
+}
+
+describe("golden outputs", function()
+  for _, case in ipairs(views) do
+    it("report " .. case[1], function()
+      golden(case[1], profile.report(input, case[2]))
+    end)
+  end
+
+  it("hot aborts from a trace report CSV", function()
+    local trace = assert(cli.read_abort_csv(read(dir .. "trace.csv")))
+    assert.equal(4, #trace.sites)
+    local text, ranked = profile.hotAborts(input, trace)
+    golden("hot-aborts.txt", text)
+    -- The blacklisted loop in collide() is where the time goes: first.
+    assert.equal("spec/golden/game.lua:14", trace.sites[ranked[1].site].location)
+  end)
+
+  it("flamegraph.svg", function()
+    golden("flamegraph.svg", profile.flamegraph(input, { title = "golden" }))
+  end)
+
+  it("flamegraph-functions.svg", function()
+    golden("flamegraph-functions.svg", profile.flamegraph(input, { title = "golden", frames = "function" }))
+  end)
+
+  it("speedscope.json", function()
+    golden("speedscope.json", profile.speedscope(input, { name = "golden", intervalMs = 1 }))
+  end)
+
+  it("collapsed text round-trips unchanged", function()
+    local prof = require("tecs.profile.report").load("test", input)
+    assert.equal(read(input), prof:collapsed())
+  end)
+end)

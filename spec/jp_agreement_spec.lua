@@ -1,0 +1,159 @@
+-- The views agree with `luajit -jp` on the same workload: both profile
+-- spec/fixtures/jp_workload.lua (6:3:1 work in heavy/medium/light, zones,
+-- one function kept interpreted) in separate processes, and the shares of
+-- every key above 5% must match within sampling error (3 standard errors of
+-- the difference of two proportions, plus 1.5 points for -jp's rounding).
+local run = require("spec.support.run")
+local profile = require("tecs.profile")
+
+local WORKLOAD = "spec/fixtures/jp_workload.lua"
+local SECONDS = "2"
+
+-- Runs `luajit -jp=<mode>` with raw counts and no threshold; returns the
+-- first-level counts, the second-level counts and the total.
+local function jp(mode)
+  local out = os.tmpname()
+  local rc, text = run.run(string.format("%s -jp=%srm0i1,%s %s %s", run.luajit, mode, out, WORKLOAD, SECONDS))
+  assert.equal(0, rc, text)
+  local first, second, total, current = {}, {}, 0, nil
+  for line in assert(run.read(out)):gmatch("[^\n]+") do
+    local c2, k2 = line:match("^  %-%- +(%d+)  (.+)$")
+    if c2 then
+      second[current][k2] = (second[current][k2] or 0) + tonumber(c2)
+    else
+      local c, k = line:match("^ *(%d+)  (.+)$")
+      assert(c, "unexpected -jp line: " .. line)
+      current = k
+      first[k] = tonumber(c)
+      second[k] = {}
+      total = total + tonumber(c)
+    end
+  end
+  os.remove(out)
+  return first, second, total
+end
+
+-- Parses our raw report: first level `self total key`, second level `n -- key`.
+local function ours(path, opts, normalise)
+  opts.raw, opts.minPercent = true, 0
+  local text = profile.report(path, opts)
+  local first, second, total, current = {}, {}, 0, nil
+  for line in text:gmatch("[^\n]+") do
+    if not line:find("^#") and not line:find("^ +self +total") then
+      local c2, k2 = line:match("^ +(%d+)  %-%- (.+)$")
+      if c2 then
+        k2 = normalise(k2)
+        second[current][k2] = (second[current][k2] or 0) + tonumber(c2)
+      else
+        local s, _, k = line:match("^ *(%d+) +(%d+)  (.+)$")
+        assert(s, "unexpected report line: " .. line)
+        current = normalise(k)
+        first[current] = (first[current] or 0) + tonumber(s)
+        second[current] = second[current] or {}
+        total = total + tonumber(s)
+      end
+    end
+  end
+  return first, second, total
+end
+
+-- Our keys in -jp's spelling: function names without their location,
+-- lines with the file's base name, "(none)" for no zone.
+local function normalise(k)
+  k = k:gsub(" %(.-:%d+%)$", "")
+  k = k:gsub("^.*/([^/]+:%d+)$", "%1")
+  if k == "(no zone)" then k = "(none)" end
+  return k
+end
+
+-- `max_tol` bounds the tolerance so that a test with too few samples fails
+-- instead of passing vacuously (second levels hold fewer samples).
+local function agree(what, a, na, b, nb, max_tol)
+  max_tol = max_tol or 10
+  assert.is_true(na >= 200, what .. ": too few samples of ours: " .. na)
+  assert.is_true(nb >= 80, what .. ": too few samples from -jp: " .. nb)
+  local keys, compared = {}, 0
+  for k in pairs(a) do keys[k] = true end
+  for k in pairs(b) do keys[k] = true end
+  for k in pairs(keys) do
+    local pa, pb = (a[k] or 0) / na, (b[k] or 0) / nb
+    if pa >= 0.05 or pb >= 0.05 then
+      local p = ((a[k] or 0) + (b[k] or 0)) / (na + nb)
+      local tol = 100 * 3 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + 1.5
+      assert.is_true(tol < max_tol, what .. ": tolerance too loose to mean anything: " .. tol)
+      local msg = string.format("%s %q: ours %.1f%% (n=%d), -jp %.1f%% (n=%d), tolerance %.1f",
+        what, k, 100 * pa, na, 100 * pb, nb, tol)
+      assert.is_true(math.abs(100 * (pa - pb)) <= tol, msg)
+      compared = compared + 1
+    end
+  end
+  assert.is_true(compared >= 2, what .. ": fewer than two keys above 5%")
+end
+
+describe("views agree with luajit -jp", function()
+  local collapsed
+
+  setup(function()
+    collapsed = os.tmpname()
+    local rc, out = run.run(string.format("%s run -q -o %s %s %s", run.cli, collapsed, WORKLOAD, SECONDS))
+    assert.equal(0, rc, out)
+  end)
+
+  teardown(function() os.remove(collapsed) end)
+
+  it("top functions (-jp=f)", function()
+    local a, _, na = ours(collapsed, { by = "function" }, normalise)
+    local b, _, nb = jp("f")
+    assert.is_true(a.heavy > a.medium and a.medium > a.light, "6:3:1 order")
+    agree("function", a, na, b, nb)
+  end)
+
+  it("top lines (-jp=l)", function()
+    local a, _, na = ours(collapsed, { by = "line" }, normalise)
+    local b, _, nb = jp("l")
+    agree("line", a, na, b, nb)
+  end)
+
+  it("zones by function (-jp=zf)", function()
+    local a, a2, na = ours(collapsed, { mode = "zf" }, normalise)
+    local b, b2, nb = jp("zf")
+    agree("zone", a, na, b, nb)
+    assert.is_true(a.alpha > 0 and b.alpha > 0)
+    agree("zone beta by function", a2.beta, a.beta, b2.beta, b.beta, 16)
+  end)
+
+  it("annotated source (-jp=A): per-line shares", function()
+    local out = os.tmpname()
+    local rc, text = run.run(string.format("%s -jp=Arm0i1,%s %s %s", run.luajit, out, WORKLOAD, SECONDS))
+    assert.equal(0, rc, text)
+    local b, nb, n, in_file = {}, 0, 0, false
+    for line in assert(run.read(out)):gmatch("([^\n]*)\n") do
+      if line:find("^====== ") then
+        in_file = line:find("jp_workload.lua", 1, true) ~= nil
+        n = 0
+      elseif in_file and line:find(" | ", 1, true) then
+        n = n + 1
+        local c = line:match("^ *(%d+) | ")
+        if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
+      end
+    end
+    os.remove(out)
+    local a, na = {}, 0
+    local ann = profile.report(collapsed, { annotate = "full", raw = true, minPercent = 0 })
+    for c, lineno in ann:gmatch("\n *(%d+) +%d+ | +(%d+) | ") do
+      a[WORKLOAD .. ":" .. lineno] = tonumber(c)
+      na = na + tonumber(c)
+    end
+    agree("annotated line", a, na, b, nb)
+  end)
+
+  it("VM states by function (-jp=vf): the interpreted function", function()
+    local a, a2, na = ours(collapsed, { mode = "vf" }, normalise)
+    local b, b2, nb = jp("vf")
+    agree("vmstate", a, na, b, nb)
+    -- "Which time-consuming functions are only interpreted?" Both say: interp.
+    assert.is_true(a2.Interpreted.interp / a.Interpreted > 0.9)
+    assert.is_true(b2.Interpreted.interp / b.Interpreted > 0.9)
+    assert.is_nil(a2.Compiled.interp)
+  end)
+end)

@@ -1,0 +1,52 @@
+-- Runs a shell command; returns its exit code and its combined output.
+local M = {}
+
+M.luajit = os.getenv("LUAJIT_BIN") or "luajit"
+
+function M.run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return rc, (out:gsub("rc=%d+%s*$", ""))
+end
+
+-- Runs a command with stdout and stderr kept apart.
+function M.run3(cmd)
+  local err = os.tmpname()
+  local p = assert(io.popen(cmd .. " 2>'" .. err .. "'; echo \"rc=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local f = io.open(err, "rb")
+  local errtext = f and f:read("*a") or ""
+  if f then f:close() end
+  os.remove(err)
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return rc, (out:gsub("rc=%d+%s*$", "")), errtext
+end
+
+function M.read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+function M.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+-- A fresh temporary directory.
+function M.tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p '" .. d .. "'") == 0)
+  return d
+end
+
+M.cli = M.luajit .. " bin/tecs-profile"
+
+return M

@@ -1,0 +1,169 @@
+-- Views of live sessions: function identity from the source, VM state by
+-- function, lines within a function, callers, annotation, options and errors.
+local profile = require("tecs.profile")
+local report = require("tecs.profile.report")
+local work = dofile("spec/fixtures/views_work.lua")
+
+local FILE = "spec/fixtures/views_work.lua"
+
+local function for_cpu(sec, fn)
+  local t0 = os.clock()
+  while os.clock() - t0 < sec do fn() end
+end
+
+-- Parses a raw report into first-level {self, total} and second-level counts.
+local function parse(text)
+  local first, second, current = {}, {}, nil
+  for line in text:gmatch("[^\n]+") do
+    if not line:find("^#") and not line:find("^ +self +total") then
+      local c2, k2 = line:match("^ +(%d+)  [-<>][-<>] (.+)$")
+      if c2 then
+        second[current][k2] = tonumber(c2)
+      else
+        local s, t, k = line:match("^ *(%d+) +(%d+)  (.+)$")
+        assert(s, "unexpected line: " .. line)
+        current = k
+        first[k] = { self = tonumber(s), total = tonumber(t) }
+        second[k] = {}
+      end
+    end
+  end
+  return first, second
+end
+
+describe("views of a session", function()
+  after_each(function()
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  it("names functions from the source and groups their lines", function()
+    local s = profile.sample()
+    for_cpu(0.8, function() work.two_lines(20000) end)
+    s:stop()
+    local first, second = parse(profile.report(s, { mode = "fl", raw = true, minPercent = 0 }))
+    local key = "M.two_lines (" .. FILE .. ":5)"
+    assert.is_table(first[key], "function key present")
+    local a, b = second[key][FILE .. ":7"] or 0, second[key][FILE .. ":8"] or 0
+    assert.is_true(a + b >= 300, "samples in the two lines: " .. (a + b))
+    local share = a / (a + b)
+    local tol = 3 * math.sqrt(share * (1 - share) / (a + b)) + 0.03
+    assert.is_true(math.abs(share - 2 / 3) <= tol,
+      string.format("line 7 share %.3f of %d samples, expected 0.667", share, a + b))
+  end)
+
+  it("answers: which hot functions only run interpreted?", function()
+    work.compiled(100000)
+    local s = profile.sample()
+    for_cpu(0.8, function() work.interpreted(3000) work.compiled(30000) end)
+    s:stop()
+    local first, second = parse(profile.report(s, { mode = "vf", raw = true, minPercent = 0 }))
+    local interp = "M.interpreted (" .. FILE .. ":13)"
+    local comp = "M.compiled (" .. FILE .. ":20)"
+    assert.is_true(first.Interpreted.self > 100, "interpreted samples")
+    assert.is_true(second.Interpreted[interp] / first.Interpreted.self > 0.9)
+    assert.is_true((second.Compiled[interp] or 0) < 0.05 * first.Interpreted.self)
+    assert.is_true(second.Compiled[comp] > 100)
+  end)
+
+  it("splits a function's time by caller, and shows callees", function()
+    local s = profile.sample()
+    for_cpu(0.8, function() work.caller_a(30000) work.caller_b(10000) end)
+    s:stop()
+    local comp = "M.compiled (" .. FILE .. ":20)"
+    local first, second = parse(profile.report(s, { by = "function", ["then"] = "caller", raw = true, minPercent = 0 }))
+    local a = second[comp]["M.caller_a (" .. FILE .. ":26)"] or 0
+    local b = second[comp]["M.caller_b (" .. FILE .. ":27)"] or 0
+    assert.is_true(a + b > 300 and a + b <= first[comp].self)
+    assert.is_true(math.abs(a / (a + b) - 0.75) < 0.08, "caller split " .. a .. ":" .. b)
+    local _, callees = parse(profile.report(s, { mode = "-s", sort = "total", raw = true, minPercent = 0 }))
+    assert.is_true(callees["M.caller_a (" .. FILE .. ":26)"][comp] > 100)
+  end)
+
+  it("annotates the hot lines of the source with their shares", function()
+    local s = profile.sample()
+    for_cpu(0.5, function() work.two_lines(20000) end)
+    s:stop()
+    local text = profile.report(s, { annotate = "hot", context = 0 })
+    assert.truthy(text:find("====== " .. FILE .. " ======", 1, true))
+    local pct7 = text:match("\n +([%d.]+)%% +[%d.]+%% |     7 | ")
+    local pct8 = text:match("\n +([%d.]+)%% +[%d.]+%% |     8 | ")
+    assert.is_truthy(pct7, text)
+    assert.is_true(tonumber(pct7) > tonumber(pct8))
+    local full = profile.report(s, { annotate = "full" })
+    assert.truthy(full:find("|    28 | return M", 1, true), "whole file shown")
+  end)
+
+  it("applies the threshold and the row limit", function()
+    local s = profile.sample()
+    for_cpu(0.4, function() work.two_lines(20000) work.compiled(1000) end)
+    s:stop()
+    local all = profile.report(s, { by = "line", minPercent = 0 })
+    local some = profile.report(s, { by = "line", minPercent = 20 })
+    local one = profile.report(s, { by = "line", minPercent = 0, limit = 1 })
+    local function rows(t) local n = 0 for _ in t:gmatch("\n +[%d.]+%% ") do n = n + 1 end return n end
+    assert.is_true(rows(all) > rows(some))
+    assert.equal(1, rows(one))
+  end)
+
+  it("reports a running session, a profile object and collapsed text alike", function()
+    local s = profile.sample()
+    for_cpu(0.3, function() work.compiled(10000) end)
+    local live = profile.report(s, { minPercent = 0 })
+    assert.matches("M.compiled", live)
+    local text = s:stop()
+    assert.matches("M.compiled", profile.report(text, { minPercent = 0 }))
+    assert.matches(FILE .. ":%d+", profile.report(text, { minPercent = 0, functions = false }))
+    assert.not_matches("M%.compiled", profile.report(text, { minPercent = 0, functions = false }))
+  end)
+
+  it("reports an empty profile", function()
+    assert.matches("no samples", profile.report(""))
+  end)
+
+  describe("errors", function()
+    local cases = {
+      { { by = "stack" }, "option 'by'" },
+      { { ["then"] = "nothing" }, "option 'then'" },
+      { { by = "line", ["then"] = "line" }, "must differ" },
+      { { minPercent = -1 }, "minPercent" },
+      { { depth = 0 }, "depth" },
+      { { mode = "fq" }, "unknown letter" },
+      { { mode = "fvl" }, "too many" },
+      { { annotate = "yes" }, "annotate" },
+      { { colour = true }, "unknown option 'colour'" },
+      { "fast", "table or nil expected" },
+    }
+    for _, c in ipairs(cases) do
+      it("rejects " .. c[2], function()
+        local ok, err = pcall(profile.report, "a.lua:1_[N] 1\n", c[1])
+        assert.is_false(ok)
+        assert.matches(c[2], err, 1, true)
+        assert.matches("^profile.report: ", (err:gsub("^[^:]+:%d+: ", "")))
+      end)
+    end
+
+    it("names bad sources and reports at the caller's line", function()
+      local ok, err = pcall(function() profile.report("/no/such/file.collapsed") end)
+      assert.is_false(ok)
+      assert.matches("views_spec.lua:%d+: profile.report: bad argument #1 'source': cannot read file", err)
+      ok, err = pcall(profile.report, "a;b x\n")
+      assert.is_false(ok)
+      assert.matches("not collapsed%-stack text %(line 1", err)
+      ok, err = pcall(profile.report, 42)
+      assert.matches("'source'", err)
+      ok, err = pcall(profile.hotAborts, "a.lua:1 1\n", "report")
+      assert.matches("profile.hotAborts: bad argument #2 'trace'", err)
+    end)
+  end)
+
+  it("parses -jp mode strings", function()
+    local m = report.parse_mode("vf")
+    assert.same({ by = "vmstate", ["then"] = "function" }, m)
+    assert.same({ by = "function", ["then"] = "caller", minPercent = 1 }, report.parse_mode("3si4m1"))
+    assert.same({ by = "function", ["then"] = "callee" }, report.parse_mode("-s"))
+    assert.same({ by = "line", depth = -3, raw = true }, report.parse_mode("l-3r"))
+    assert.same({ by = "function", annotate = "full" }, report.parse_mode("A"))
+    assert.same({ by = "zonecomponent", ["then"] = "line" }, report.parse_mode("zl"))
+  end)
+end)

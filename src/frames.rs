@@ -1,0 +1,158 @@
+//! What a frame of a finished profile is: a Lua source line (`file:line`),
+//! a builtin (`pcall`, `string.format`), a C function (`[C:symbol]`), or a
+//! marker such as the overflow line. Also the function identity of a line.
+//!
+//! Frames are recorded as `file:line`, where the line is the line the
+//! function was executing. A function is identified by the range of lines
+//! its prototype spans, which the Lua side reads from the compiled chunk
+//! (`loadfile` + `jit.util.funcinfo`, see `tecs.profile.funcmap`). A line in
+//! a file with no known ranges stays its own function: views then fall back
+//! to line granularity for that file, and say so by showing `file:line`.
+
+use std::collections::HashMap;
+
+/// The kind of a frame, for grouping and labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// A Lua source line: `file:line`.
+    Lua,
+    /// A C function, `[C:...]`.
+    C,
+    /// A builtin (fast function) named by `jit.vmdef`, or `[builtin#N]`.
+    Builtin,
+    /// Anything else (`<root>`, the overflow line).
+    Other,
+}
+
+/// Splits `file:line`; None for frames that are not Lua source lines.
+pub fn file_line(frame: &str) -> Option<(&str, u32)> {
+    if frame.starts_with('[') || frame.starts_with('<') {
+        return None;
+    }
+    let i = frame.rfind(':')?;
+    let (file, line) = (&frame[..i], &frame[i + 1..]);
+    if file.is_empty() || line.is_empty() || !line.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((file, line.parse().ok()?))
+}
+
+pub fn kind(frame: &str) -> FrameKind {
+    if frame.starts_with("[C:") || frame.starts_with('@') {
+        FrameKind::C
+    } else if frame.starts_with("[builtin") {
+        FrameKind::Builtin
+    } else if frame.starts_with('[') || frame.starts_with('<') {
+        FrameKind::Other
+    } else if file_line(frame).is_some() {
+        FrameKind::Lua
+    } else {
+        FrameKind::Builtin
+    }
+}
+
+/// The module (source file) of a frame; builtins and C functions are grouped
+/// under `[builtin]` and `[C]`.
+pub fn module(frame: &str) -> &str {
+    match kind(frame) {
+        FrameKind::Lua => file_line(frame).map(|(f, _)| f).unwrap_or(frame),
+        FrameKind::C => "[C]",
+        FrameKind::Builtin => "[builtin]",
+        FrameKind::Other => frame,
+    }
+}
+
+/// One Lua function prototype: the lines it spans and a display name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuncRange {
+    pub first: u32,
+    pub last: u32,
+    /// How the function is shown, e.g. `update (game.lua:12)`.
+    pub label: String,
+}
+
+/// Line-to-function map per source file.
+#[derive(Clone, Debug, Default)]
+pub struct FunctionMap {
+    files: HashMap<String, Vec<FuncRange>>,
+    main: HashMap<String, String>,
+}
+
+impl FunctionMap {
+    /// Adds the functions of one file. `main_label` names lines outside every
+    /// function (the main chunk).
+    pub fn add_file(&mut self, file: &str, mut ranges: Vec<FuncRange>, main_label: String) {
+        // Innermost first: a line inside nested functions belongs to the
+        // narrowest one that contains it.
+        ranges.sort_by_key(|r| (r.last - r.first.min(r.last), r.first));
+        self.files.insert(file.to_string(), ranges);
+        self.main.insert(file.to_string(), main_label);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    pub fn knows(&self, file: &str) -> bool {
+        self.files.contains_key(file)
+    }
+
+    /// The function a frame belongs to: the innermost known function of a Lua
+    /// line, the main chunk when the file is known but no function spans the
+    /// line, and the frame itself otherwise (builtins, C, unknown files).
+    pub fn function_of<'a>(&'a self, frame: &'a str) -> &'a str {
+        let Some((file, line)) = file_line(frame) else { return frame };
+        let Some(ranges) = self.files.get(file) else { return frame };
+        for r in ranges {
+            if r.first <= line && line <= r.last {
+                return &r.label;
+            }
+        }
+        self.main.get(file).map(String::as_str).unwrap_or(frame)
+    }
+
+    /// The file and line range of the innermost known function of a frame.
+    pub fn range_of<'a>(&'a self, frame: &'a str) -> Option<(&'a str, u32, u32)> {
+        let (file, line) = file_line(frame)?;
+        let ranges = self.files.get(file)?;
+        ranges.iter().find(|r| r.first <= line && line <= r.last).map(|r| (file, r.first, r.last))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_frames() {
+        assert_eq!(file_line("a/b.lua:12"), Some(("a/b.lua", 12)));
+        assert_eq!(file_line("C:/x.lua:3"), Some(("C:/x.lua", 3)));
+        assert_eq!(file_line("pcall"), None);
+        assert_eq!(file_line("[C:0x10]"), None);
+        assert_eq!(kind("[C:write]"), FrameKind::C);
+        assert_eq!(kind("string.format"), FrameKind::Builtin);
+        assert_eq!(kind("[builtin#3]"), FrameKind::Builtin);
+        assert_eq!(kind("<root>"), FrameKind::Other);
+        assert_eq!(module("a.lua:3"), "a.lua");
+        assert_eq!(module("pcall"), "[builtin]");
+        assert_eq!(module("[C:x]"), "[C]");
+    }
+
+    #[test]
+    fn maps_lines_to_innermost_function() {
+        let mut m = FunctionMap::default();
+        m.add_file(
+            "a.lua",
+            vec![
+                FuncRange { first: 1, last: 20, label: "outer (a.lua:1)".into() },
+                FuncRange { first: 5, last: 8, label: "inner (a.lua:5)".into() },
+            ],
+            "(main chunk) a.lua".into(),
+        );
+        assert_eq!(m.function_of("a.lua:6"), "inner (a.lua:5)");
+        assert_eq!(m.function_of("a.lua:9"), "outer (a.lua:1)");
+        assert_eq!(m.function_of("a.lua:30"), "(main chunk) a.lua");
+        assert_eq!(m.function_of("b.lua:3"), "b.lua:3");
+        assert_eq!(m.function_of("pcall"), "pcall");
+    }
+}

@@ -1,0 +1,207 @@
+//! Lua-facing views: the `ProfileData` object (a finished profile, from a
+//! session or parsed from collapsed text) and its renderers: text reports,
+//! hot aborts, SVG flamegraphs and speedscope JSON.
+//!
+//! Options arrive validated by `tecs.profile.report`; this layer converts
+//! them and re-checks only what it relies on.
+
+use mlua::{Lua, Table, UserData, UserDataMethods, Value};
+
+use crate::collapsed;
+use crate::frames::{FuncRange, FunctionMap};
+use crate::profile_data::Profile;
+use crate::report::{self, AbortSite, Annotate, Group, Metric, ReportOptions};
+
+pub struct ProfileData(pub Profile);
+
+fn err(msg: impl Into<String>) -> mlua::Error {
+    mlua::Error::runtime(msg.into())
+}
+
+/// `{ [file] = { main = label, { first, last, label }, ... } }`
+fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
+    let mut m = FunctionMap::default();
+    let Some(t) = t else { return Ok(m) };
+    for pair in t.pairs::<String, Table>() {
+        let (file, ft) = pair?;
+        let main: Option<String> = ft.get("main")?;
+        let mut ranges = Vec::new();
+        for r in ft.sequence_values::<Table>() {
+            let r = r?;
+            let first: u32 = r.get(1)?;
+            let last: u32 = r.get(2)?;
+            let label: String = r.get(3)?;
+            ranges.push(FuncRange { first, last: last.max(first), label });
+        }
+        let main = main.unwrap_or_else(|| format!("(main chunk) {}", file));
+        m.add_file(&file, ranges, main);
+    }
+    Ok(m)
+}
+
+fn group(t: &Table, key: &str) -> mlua::Result<Option<Group>> {
+    match t.get::<Option<String>>(key)? {
+        None => Ok(None),
+        Some(s) => Group::parse(&s).map(Some).ok_or_else(|| err(format!("{} must name a grouping, got {:?}", key, s))),
+    }
+}
+
+fn read_report_options(t: Option<Table>) -> mlua::Result<ReportOptions> {
+    let mut o = ReportOptions::default();
+    let Some(t) = t else { return Ok(o) };
+    if let Some(g) = group(&t, "by")? {
+        o.by = g;
+    }
+    o.then = group(&t, "then")?;
+    if let Some(s) = t.get::<Option<String>>("sort")? {
+        o.sort = match s.as_str() {
+            "self" => Metric::SelfTime,
+            "total" => Metric::Total,
+            _ => return Err(err("sort must be \"self\" or \"total\"")),
+        };
+    }
+    if let Some(m) = t.get::<Option<f64>>("minPercent")? {
+        o.min_percent = m;
+    }
+    if let Some(d) = t.get::<Option<i32>>("depth")? {
+        o.depth = if d == 0 { 1 } else { d };
+    }
+    o.raw = t.get::<Option<bool>>("raw")?.unwrap_or(false);
+    o.limit = t.get::<Option<usize>>("limit")?;
+    let context = t.get::<Option<usize>>("context")?.unwrap_or(3);
+    o.annotate = match t.get::<Option<String>>("annotate")?.as_deref() {
+        None => None,
+        Some("hot") => Some(Annotate::Excerpts(context)),
+        Some("full") => Some(Annotate::Full),
+        Some(other) => return Err(err(format!("annotate must be \"hot\" or \"full\", got {:?}", other))),
+    };
+    Ok(o)
+}
+
+fn read_sites(t: Table) -> mlua::Result<Vec<AbortSite>> {
+    let mut v = Vec::new();
+    for s in t.sequence_values::<Table>() {
+        let s = s?;
+        v.push(AbortSite {
+            severity: s.get::<Option<String>>("severity")?.unwrap_or_default(),
+            count: s.get::<Option<f64>>("count")?.unwrap_or(0.0).max(0.0) as u64,
+            reason: s.get::<Option<String>>("reason")?.unwrap_or_default(),
+            location: s.get::<Option<String>>("location")?.unwrap_or_default(),
+            zone: s.get::<Option<String>>("zone")?.unwrap_or_default(),
+        });
+    }
+    Ok(v)
+}
+
+impl UserData for ProfileData {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_method("samples", |_, this, ()| Ok(this.0.total()));
+        methods.add_method("rows", |_, this, ()| Ok(this.0.rows.len()));
+        methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
+        // Source files named by Lua frames, for building the function map.
+        methods.add_method("files", |lua, this, ()| {
+            let mut files: Vec<&str> = this
+                .0
+                .rows
+                .iter()
+                .flat_map(|r| r.stack.iter())
+                .filter_map(|f| crate::frames::file_line(f).map(|(file, _)| file))
+                .collect();
+            files.sort_unstable();
+            files.dedup();
+            lua.create_sequence_from(files)
+        });
+        methods.add_method("report", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
+            let o = read_report_options(opts)?;
+            let m = read_funcmap(funcs)?;
+            lua.create_string(report::render(&this.0, &m, &o))
+        });
+        methods.add_method("hotAborts", |lua, this, (sites, opts, funcs): (Table, Option<Table>, Option<Table>)| {
+            let sites = read_sites(sites)?;
+            let raw = match &opts {
+                Some(t) => t.get::<Option<bool>>("raw")?.unwrap_or(false),
+                None => false,
+            };
+            let m = read_funcmap(funcs)?;
+            let text = report::render_hot_aborts(&this.0, &m, &sites, raw);
+            let ranked = report::hot_aborts(&this.0, &m, &sites);
+            let list = lua.create_table()?;
+            for (i, h) in ranked.iter().enumerate() {
+                let r = lua.create_table()?;
+                r.set("site", h.site + 1)?;
+                r.set("lineSelf", h.line_self)?;
+                r.set("lineTotal", h.line_total)?;
+                r.set("functionSelf", h.func_self)?;
+                r.set("functionTotal", h.func_total)?;
+                list.set(i + 1, r)?;
+            }
+            Ok((lua.create_string(text)?, list))
+        });
+        methods.add_method("flamegraph", |lua, this, opts: Option<Table>| flamegraph(lua, &this.0, opts));
+        methods.add_method("speedscope", |lua, this, opts: Option<Table>| speedscope(lua, &this.0, opts));
+        // Frames renamed to the functions they belong to (see `frames`).
+        methods.add_method("byFunction", |_, this, funcs: Option<Table>| {
+            let m = read_funcmap(funcs)?;
+            Ok(ProfileData(this.0.map_frames(|f| m.function_of(f).to_string())))
+        });
+        methods.add_method("filterZone", |_, this, prefix: String| {
+            let mut p = this.0.clone();
+            let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+            p.filter_zone(&parts);
+            Ok(ProfileData(p))
+        });
+    }
+}
+
+#[cfg(feature = "flamegraph")]
+fn flamegraph(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
+    let mut o = crate::flamegraph::FlameOptions::default();
+    if let Some(t) = opts {
+        if let Some(s) = t.get::<Option<String>>("title")? {
+            o.title = s;
+        }
+        if let Some(s) = t.get::<Option<String>>("countName")? {
+            o.count_name = s;
+        }
+        o.inverted = t.get::<Option<bool>>("inverted")?.unwrap_or(false);
+    }
+    let svg = crate::flamegraph::render(p, &o).map_err(err)?;
+    Ok(Value::String(lua.create_string(svg)?))
+}
+
+#[cfg(not(feature = "flamegraph"))]
+fn flamegraph(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
+    Err(err("SVG output is not available: tecs.profile.native was built without the `flamegraph` feature"))
+}
+
+#[cfg(feature = "speedscope")]
+fn speedscope(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
+    let mut o = crate::speedscope::SpeedscopeOptions { name: "tecs-profile".into(), interval_ms: None };
+    if let Some(t) = opts {
+        if let Some(s) = t.get::<Option<String>>("name")? {
+            o.name = s;
+        }
+        o.interval_ms = t.get::<Option<f64>>("intervalMs")?;
+    }
+    Ok(Value::String(lua.create_string(crate::speedscope::render(p, &o))?))
+}
+
+#[cfg(not(feature = "speedscope"))]
+fn speedscope(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
+    Err(err("speedscope output is not available: tecs.profile.native was built without the `speedscope` feature"))
+}
+
+/// `native.parse_profile(text)`: a ProfileData from collapsed text.
+pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData> {
+    let text = text.to_string_lossy();
+    collapsed::parse(&text).map(ProfileData).map_err(|e| err(e.to_string()))
+}
+
+/// Which optional output formats this build has.
+pub fn formats(lua: &Lua, (): ()) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set("collapsed", true)?;
+    t.set("svg", cfg!(feature = "flamegraph"))?;
+    t.set("speedscope", cfg!(feature = "speedscope"))?;
+    Ok(t)
+}

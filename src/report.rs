@@ -1,0 +1,820 @@
+//! Text views of a profile, the ones `luajit -jp` prints and a few more:
+//! top functions, lines or modules by self or total share; callers and
+//! callees of each function; zones by full path or by component; VM states;
+//! any two of these nested (zone by function, VM state by function, lines
+//! within a function, ...); and source annotated with per-line shares.
+//!
+//! Self time of a key is the samples whose innermost frame has that key;
+//! total time counts a sample once for every distinct key anywhere on its
+//! stack. For zones, a path's total includes the paths below it and a
+//! component's self time is the time it was the innermost zone.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::collector::VM_STATES;
+use crate::frames::{self, FunctionMap};
+use crate::profile_data::{Profile, Row};
+
+/// What a level of a view groups samples by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    Function,
+    Line,
+    Module,
+    /// The full zone path, `update/physics`.
+    Zone,
+    /// Each zone name on the path, wherever it appears.
+    ZoneComponent,
+    VmState,
+    /// The function that called (second level only).
+    Caller,
+    /// The function called (second level only).
+    Callee,
+}
+
+impl Group {
+    pub fn parse(s: &str) -> Option<Group> {
+        Some(match s {
+            "function" | "functions" | "f" => Group::Function,
+            "line" | "lines" | "l" => Group::Line,
+            "module" | "modules" | "m" => Group::Module,
+            "zone" | "zones" | "z" => Group::Zone,
+            "zonecomponent" | "component" | "zc" => Group::ZoneComponent,
+            "vmstate" | "vmstates" | "v" => Group::VmState,
+            "caller" | "callers" => Group::Caller,
+            "callee" | "callees" => Group::Callee,
+            _ => return None,
+        })
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Group::Function => "function",
+            Group::Line => "line",
+            Group::Module => "module",
+            Group::Zone => "zone path",
+            Group::ZoneComponent => "zone",
+            Group::VmState => "VM state",
+            Group::Caller => "caller",
+            Group::Callee => "callee",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    SelfTime,
+    Total,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Annotate {
+    /// Hot lines with `context` lines around them.
+    Excerpts(usize),
+    /// Whole files.
+    Full,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    pub by: Group,
+    pub then: Option<Group>,
+    pub sort: Metric,
+    /// Rows below this share (percent) are not shown; second-level rows are
+    /// compared with their parent.
+    pub min_percent: f64,
+    /// Frames per key for function/line/module keys (like `-jp=N`): the
+    /// innermost frame and its callers, joined by ` < `. Negative: the same
+    /// frames caller first, joined by ` > `.
+    pub depth: i32,
+    /// Print sample counts instead of percentages.
+    pub raw: bool,
+    /// At most this many first-level rows.
+    pub limit: Option<usize>,
+    pub annotate: Option<Annotate>,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            by: Group::Function,
+            then: None,
+            sort: Metric::SelfTime,
+            min_percent: 3.0,
+            depth: 1,
+            raw: false,
+            limit: None,
+            annotate: None,
+        }
+    }
+}
+
+pub fn vm_state_name(state: u8) -> &'static str {
+    match state {
+        b'N' => "Compiled",
+        b'I' => "Interpreted",
+        b'C' => "C code",
+        b'G' => "Garbage Collector",
+        _ => "JIT Compiler",
+    }
+}
+
+const NO_ZONE: &str = "(no zone)";
+const NO_STACK: &str = "(no stack)";
+
+/// Counts of one first-level key.
+#[derive(Default, Debug, Clone)]
+pub struct Entry {
+    pub self_samples: u64,
+    pub total_samples: u64,
+    pub children: HashMap<String, u64>,
+}
+
+impl Entry {
+    fn value(&self, m: Metric) -> u64 {
+        match m {
+            Metric::SelfTime => self.self_samples,
+            Metric::Total => self.total_samples,
+        }
+    }
+}
+
+/// A computed view: every first-level key with its counts.
+#[derive(Debug, Default)]
+pub struct Table {
+    pub samples: u64,
+    pub entries: HashMap<String, Entry>,
+}
+
+impl Table {
+    /// Keys sorted by the metric, descending, then by name.
+    pub fn sorted(&self, m: Metric) -> Vec<(&String, &Entry)> {
+        let mut v: Vec<_> = self.entries.iter().collect();
+        v.sort_by(|a, b| b.1.value(m).cmp(&a.1.value(m)).then_with(|| a.0.cmp(b.0)));
+        v
+    }
+
+    /// Share (percent) of `key` by metric; 0 when absent.
+    pub fn share(&self, key: &str, m: Metric) -> f64 {
+        if self.samples == 0 {
+            return 0.0;
+        }
+        self.entries.get(key).map_or(0.0, |e| 100.0 * e.value(m) as f64 / self.samples as f64)
+    }
+}
+
+struct Keyer<'a> {
+    funcs: &'a FunctionMap,
+    /// Function of each frame seen so far: profiles repeat frames a lot, and
+    /// finding a line's function scans the file's ranges.
+    memo: RefCell<HashMap<&'a str, &'a str>>,
+}
+
+impl<'a> Keyer<'a> {
+    fn new(funcs: &'a FunctionMap) -> Self {
+        Keyer { funcs, memo: RefCell::new(HashMap::new()) }
+    }
+
+    fn function_of(&self, frame: &'a str) -> &'a str {
+        if let Some(f) = self.memo.borrow().get(frame) {
+            return f;
+        }
+        let f = self.funcs.function_of(frame);
+        self.memo.borrow_mut().insert(frame, f);
+        f
+    }
+
+    fn frame_key(&self, g: Group, frame: &'a str) -> &'a str {
+        match g {
+            Group::Function | Group::Caller | Group::Callee => self.function_of(frame),
+            Group::Module => frames::module(frame),
+            _ => frame,
+        }
+    }
+
+    /// Key of the frame at `i` for a frame group, with `depth` frames.
+    fn frame_key_at(&self, g: Group, row: &'a Row, i: usize, depth: i32) -> String {
+        let n = depth.unsigned_abs().max(1) as usize;
+        if n == 1 {
+            return self.frame_key(g, &row.stack[i]).to_string();
+        }
+        let lo = (i + 1).saturating_sub(n);
+        let mut keys: Vec<&str> = Vec::with_capacity(n);
+        for j in (lo..=i).rev() {
+            let k = self.frame_key(g, &row.stack[j]);
+            // Consecutive frames of one function are one level of the key.
+            if keys.last() != Some(&k) || g == Group::Line {
+                keys.push(k);
+            }
+        }
+        if depth < 0 {
+            keys.reverse();
+            keys.join(" > ")
+        } else {
+            keys.join(" < ")
+        }
+    }
+}
+
+/// One place a first-level key occurs in a sample: the key and, for frame
+/// groups, the index of its innermost frame.
+struct Occurrence {
+    key: String,
+    frame: Option<usize>,
+    is_self: bool,
+}
+
+fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32) -> Vec<Occurrence> {
+    let mut out: Vec<Occurrence> = Vec::new();
+    match g {
+        Group::Function | Group::Line | Group::Module | Group::Caller | Group::Callee => {
+            if row.stack.is_empty() {
+                out.push(Occurrence { key: NO_STACK.into(), frame: None, is_self: true });
+                return out;
+            }
+            let leaf = row.stack.len() - 1;
+            out.push(Occurrence { key: k.frame_key_at(g, row, leaf, depth), frame: Some(leaf), is_self: true });
+            if depth.unsigned_abs() <= 1 {
+                for i in (0..leaf).rev() {
+                    let key = k.frame_key(g, &row.stack[i]);
+                    if !out.iter().any(|o| o.key == key) {
+                        out.push(Occurrence { key: key.to_string(), frame: Some(i), is_self: false });
+                    }
+                }
+            }
+        }
+        Group::Zone => {
+            let full = if row.zones.is_empty() { NO_ZONE.to_string() } else { row.zones.join("/") };
+            out.push(Occurrence { key: full, frame: None, is_self: true });
+            for n in (1..row.zones.len()).rev() {
+                out.push(Occurrence { key: row.zones[..n].join("/"), frame: None, is_self: false });
+            }
+        }
+        Group::ZoneComponent => {
+            if row.zones.is_empty() {
+                out.push(Occurrence { key: NO_ZONE.into(), frame: None, is_self: true });
+            }
+            for (i, z) in row.zones.iter().enumerate().rev() {
+                if !out.iter().any(|o| o.key == *z) {
+                    out.push(Occurrence { key: z.clone(), frame: None, is_self: i + 1 == row.zones.len() });
+                }
+            }
+        }
+        Group::VmState => {
+            out.push(Occurrence { key: vm_state_name(state).into(), frame: None, is_self: true });
+        }
+    }
+    out
+}
+
+/// Second-level keys for one first-level occurrence.
+fn second_keys<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, occ: &Occurrence, sort: Metric) -> Vec<String> {
+    match g {
+        Group::Caller => {
+            let i = occ.frame.unwrap_or(row.stack.len().saturating_sub(1));
+            if i == 0 || row.stack.is_empty() {
+                vec!["(root)".into()]
+            } else {
+                vec![k.frame_key(Group::Function, &row.stack[i - 1]).to_string()]
+            }
+        }
+        Group::Callee => match occ.frame {
+            Some(i) if i + 1 < row.stack.len() => {
+                // The next frame of another function: consecutive frames of
+                // the same function (recursion aside) are one call level.
+                let me = k.frame_key(Group::Function, &row.stack[i]);
+                let next = row.stack[i + 1..].iter().map(|f| k.frame_key(Group::Function, f)).find(|f| *f != me);
+                vec![next.unwrap_or("(self)").to_string()]
+            }
+            _ => vec!["(self)".into()],
+        },
+        Group::Function | Group::Line | Group::Module => {
+            if row.stack.is_empty() {
+                return vec![NO_STACK.into()];
+            }
+            match occ.frame {
+                Some(i) => vec![k.frame_key(g, &row.stack[i]).to_string()],
+                None => {
+                    let leaf = k.frame_key(g, &row.stack[row.stack.len() - 1]).to_string();
+                    if sort == Metric::SelfTime {
+                        vec![leaf]
+                    } else {
+                        let mut v: Vec<String> = Vec::new();
+                        for f in row.stack.iter().rev() {
+                            let key = k.frame_key(g, f);
+                            if !v.iter().any(|x| x == key) {
+                                v.push(key.to_string());
+                            }
+                        }
+                        v
+                    }
+                }
+            }
+        }
+        Group::Zone => vec![if row.zones.is_empty() { NO_ZONE.into() } else { row.zones.join("/") }],
+        Group::ZoneComponent => vec![row.zones.last().cloned().unwrap_or_else(|| NO_ZONE.into())],
+        Group::VmState => vec![vm_state_name(state).into()],
+    }
+}
+
+/// Aggregates a profile into a view table.
+pub fn aggregate(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> Table {
+    let k = Keyer::new(funcs);
+    let mut t = Table::default();
+    let split_states = opts.by == Group::VmState || opts.then == Some(Group::VmState);
+    for row in &profile.rows {
+        let parts: Vec<(u8, u64)> = if split_states {
+            VM_STATES.iter().zip(row.counts.iter()).filter(|(_, &c)| c > 0).map(|(&s, &c)| (s, c)).collect()
+        } else {
+            let n = row.total();
+            if n == 0 {
+                continue;
+            }
+            vec![(row.dominant_state(), n)]
+        };
+        for (state, weight) in parts {
+            t.samples += weight;
+            for occ in occurrences(&k, opts.by, row, state, opts.depth) {
+                let e = t.entries.entry(occ.key.clone()).or_default();
+                e.total_samples += weight;
+                if occ.is_self {
+                    e.self_samples += weight;
+                }
+                if let Some(g2) = opts.then {
+                    let counts = occ.is_self || opts.sort == Metric::Total;
+                    if counts {
+                        for k2 in second_keys(&k, g2, row, state, &occ, opts.sort) {
+                            *e.children.entry(k2).or_insert(0) += weight;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    t
+}
+
+fn pct(v: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * v as f64 / of as f64
+    }
+}
+
+fn fmt_value(v: u64, of: u64, raw: bool) -> String {
+    if raw {
+        format!("{}", v)
+    } else {
+        format!("{:.1}%", pct(v, of))
+    }
+}
+
+/// Renders a view (or, with `annotate`, the annotated source).
+pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> String {
+    if let Some(a) = opts.annotate {
+        return annotate(profile, funcs, opts, a, &mut |p| std::fs::read_to_string(p));
+    }
+    let t = aggregate(profile, funcs, opts);
+    let mut out = String::new();
+    let metric = match opts.sort {
+        Metric::SelfTime => "self",
+        Metric::Total => "total",
+    };
+    let _ = write!(out, "# {} samples; by {}", t.samples, opts.by.title());
+    if let Some(g) = opts.then {
+        let _ = write!(out, ", then {}", g.title());
+    }
+    let _ = writeln!(out, "; sorted by {} time; rows below {}% hidden", metric, opts.min_percent);
+    if t.samples == 0 {
+        out.push_str("[no samples]\n");
+        return out;
+    }
+    let _ = writeln!(out, "{:>8} {:>8}  {}", "self", "total", opts.by.title());
+    let arrow = match opts.then {
+        Some(Group::Caller) => "<-",
+        Some(Group::Callee) => "->",
+        _ => "--",
+    };
+    for (shown, (key, e)) in t.sorted(opts.sort).into_iter().enumerate() {
+        if opts.limit.is_some_and(|l| shown >= l) {
+            break;
+        }
+        let v = e.value(opts.sort);
+        if pct(v, t.samples) < opts.min_percent || v == 0 {
+            break;
+        }
+        let _ = writeln!(
+            out,
+            "{:>8} {:>8}  {}",
+            fmt_value(e.self_samples, t.samples, opts.raw),
+            fmt_value(e.total_samples, t.samples, opts.raw),
+            key
+        );
+        if opts.then.is_some() {
+            let parent: u64 = e.children.values().sum();
+            let mut kids: Vec<_> = e.children.iter().collect();
+            kids.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+            for (k2, &c) in kids {
+                if pct(c, parent) < opts.min_percent {
+                    break;
+                }
+                let _ = writeln!(out, "{:>17}  {} {}", fmt_value(c, parent, opts.raw), arrow, k2);
+            }
+        }
+    }
+    out
+}
+
+/// Per-line counts of one file: (self, total).
+type LineCounts = HashMap<u32, (u64, u64)>;
+
+/// Source annotated with each line's self and total share. `read` supplies a
+/// file's text (the file system, or a test double in unit tests).
+pub fn annotate(
+    profile: &Profile,
+    _funcs: &FunctionMap,
+    opts: &ReportOptions,
+    mode: Annotate,
+    read: &mut dyn FnMut(&str) -> std::io::Result<String>,
+) -> String {
+    let total = profile.total();
+    let mut files: HashMap<&str, LineCounts> = HashMap::new();
+    for row in &profile.rows {
+        let n = row.total();
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, f) in row.stack.iter().enumerate().rev() {
+            let Some((file, line)) = frames::file_line(f) else { continue };
+            let is_leaf = i + 1 == row.stack.len();
+            let c = files.entry(file).or_default().entry(line).or_default();
+            if is_leaf {
+                c.0 += n;
+            }
+            if !seen.contains(&f.as_str()) {
+                c.1 += n;
+                seen.push(f);
+            }
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {} samples; annotated source; lines below {}% self and total left blank",
+        total, opts.min_percent
+    );
+    if total == 0 {
+        out.push_str("[no samples]\n");
+        return out;
+    }
+    let shown = |c: (u64, u64)| pct(c.0, total) >= opts.min_percent || pct(c.1, total) >= opts.min_percent;
+    let mut order: Vec<(&str, u64, u64)> = files
+        .iter()
+        .filter(|(_, lines)| lines.values().any(|&c| shown(c)))
+        .map(|(f, lines)| {
+            (*f, lines.values().map(|c| c.0).sum::<u64>(), lines.values().map(|c| c.1).max().unwrap_or(0))
+        })
+        .collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
+    for (file, self_sum, _) in order {
+        let lines = &files[file];
+        let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_value(self_sum, total, opts.raw));
+        let text = match read(file) {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = writeln!(out, "[cannot read {}: {}]", file, e);
+                continue;
+            }
+        };
+        if text.as_bytes().first() == Some(&0x1b) {
+            out.push_str("[bytecode file: cannot annotate]\n");
+            continue;
+        }
+        let _ = writeln!(out, "{:>7} {:>7} | {:>5} | source", "self", "total", "line");
+        let src: Vec<&str> = text.lines().collect();
+        let hot: Vec<usize> = (1..=src.len()).filter(|n| lines.get(&(*n as u32)).is_some_and(|&c| shown(c))).collect();
+        let visible = |n: usize| match mode {
+            Annotate::Full => true,
+            Annotate::Excerpts(ctx) => hot.iter().any(|&h| h.abs_diff(n) <= ctx),
+        };
+        let mut gap = true;
+        for (idx, code) in src.iter().enumerate() {
+            let n = idx + 1;
+            if !visible(n) {
+                gap = true;
+                continue;
+            }
+            if gap && matches!(mode, Annotate::Excerpts(_)) {
+                let _ = writeln!(out, "@@ {} @@", n);
+            }
+            gap = false;
+            match lines.get(&(n as u32)) {
+                Some(&c) if shown(c) => {
+                    let _ = writeln!(
+                        out,
+                        "{:>7} {:>7} | {:>5} | {}",
+                        fmt_value(c.0, total, opts.raw),
+                        fmt_value(c.1, total, opts.raw),
+                        n,
+                        code
+                    );
+                }
+                _ => {
+                    let _ = writeln!(out, "{:>7} {:>7} | {:>5} | {}", "", "", n, code);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A trace-abort site as the trace tracker reports it.
+#[derive(Clone, Debug, Default)]
+pub struct AbortSite {
+    pub severity: String,
+    pub count: u64,
+    pub reason: String,
+    pub location: String,
+    pub zone: String,
+}
+
+/// Samples spent at a location.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HotSite {
+    /// Index of the site in the input list.
+    pub site: usize,
+    /// Samples whose innermost frame is the location's line.
+    pub line_self: u64,
+    /// Samples with the location's line anywhere on the stack.
+    pub line_total: u64,
+    /// Samples whose innermost frame lies in the location's function.
+    pub func_self: u64,
+    /// Samples with the location's function anywhere on the stack.
+    pub func_total: u64,
+}
+
+/// Ranks abort sites by the sampled time at their location. The location
+/// names the line where recording stopped, but the time an abort costs is
+/// spent in all the code the trace would have covered, which lies in the
+/// same function: so sites are ranked by the total samples in the function
+/// containing the location (when the function map knows the file; by the
+/// samples at the line itself otherwise), then at the line, then by the
+/// number of aborts.
+pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -> Vec<HotSite> {
+    let mut out: Vec<HotSite> =
+        sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
+    let site_funcs: Vec<Option<&str>> =
+        sites.iter().map(|s| funcs.range_of(&s.location).map(|_| funcs.function_of(&s.location))).collect();
+    // Sites by location and by function, so each row costs one lookup per frame.
+    let mut by_line: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_func: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in sites.iter().enumerate() {
+        by_line.entry(s.location.as_str()).or_default().push(i);
+        if let Some(f) = site_funcs[i] {
+            by_func.entry(f).or_default().push(i);
+        }
+    }
+    let k = Keyer::new(funcs);
+    let mut seen_lines: Vec<&str> = Vec::new();
+    let mut seen_funcs: Vec<&str> = Vec::new();
+    for row in &profile.rows {
+        let n = row.total();
+        if n == 0 || row.stack.is_empty() {
+            continue;
+        }
+        seen_lines.clear();
+        seen_funcs.clear();
+        let leaf = row.stack.len() - 1;
+        for (j, frame) in row.stack.iter().enumerate().rev() {
+            let func = k.function_of(frame);
+            if !seen_lines.contains(&frame.as_str()) {
+                seen_lines.push(frame);
+                for &i in by_line.get(frame.as_str()).into_iter().flatten() {
+                    out[i].line_total += n;
+                    if j == leaf {
+                        out[i].line_self += n;
+                    }
+                }
+            }
+            if !seen_funcs.contains(&func) {
+                seen_funcs.push(func);
+                for &i in by_func.get(func).into_iter().flatten() {
+                    out[i].func_total += n;
+                    if j == leaf {
+                        out[i].func_self += n;
+                    }
+                }
+            }
+        }
+    }
+    let rank = |h: &HotSite| if site_funcs[h.site].is_some() { h.func_total } else { h.line_total };
+    out.sort_by(|a, b| {
+        rank(b)
+            .cmp(&rank(a))
+            .then_with(|| b.line_total.cmp(&a.line_total))
+            .then_with(|| sites[b.site].count.cmp(&sites[a.site].count))
+            .then_with(|| a.site.cmp(&b.site))
+    });
+    out
+}
+
+/// The hot-aborts view as text.
+pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite], raw: bool) -> String {
+    let total = profile.total();
+    let ranked = hot_aborts(profile, funcs, sites);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {} samples, {} abort sites; ranked by sampled time in the function of the abort location (fn), then at its line",
+        total,
+        sites.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  location: reason [zone]",
+        "fn self", "fn total", "self", "total", "aborts", "severity"
+    );
+    for h in ranked {
+        let s = &sites[h.site];
+        let zone = if s.zone.is_empty() { String::new() } else { format!(" [{}]", s.zone) };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}: {}{}",
+            fmt_value(h.func_self, total, raw),
+            fmt_value(h.func_total, total, raw),
+            fmt_value(h.line_self, total, raw),
+            fmt_value(h.line_total, total, raw),
+            s.count,
+            s.severity,
+            s.location,
+            s.reason,
+            zone
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collapsed;
+    use crate::frames::FuncRange;
+
+    fn sample_profile() -> Profile {
+        collapsed::parse(
+            "update;physics;main.lua:10;phys.lua:5_[N] 60\n\
+             update;physics;main.lua:10;phys.lua:7_[I] 20\n\
+             render;main.lua:11;draw.lua:3;string.format_[I] 15\n\
+             main.lua:12_[G] 5\n",
+        )
+        .unwrap()
+    }
+
+    fn funcs() -> FunctionMap {
+        let mut m = FunctionMap::default();
+        m.add_file(
+            "phys.lua",
+            vec![FuncRange { first: 4, last: 9, label: "step (phys.lua:4)".into() }],
+            "(main chunk) phys.lua".into(),
+        );
+        m.add_file(
+            "main.lua",
+            vec![FuncRange { first: 9, last: 13, label: "frame (main.lua:9)".into() }],
+            "(main chunk) main.lua".into(),
+        );
+        m
+    }
+
+    #[test]
+    fn self_and_total_by_function() {
+        let p = sample_profile();
+        let t = aggregate(&p, &funcs(), &ReportOptions::default());
+        assert_eq!(t.samples, 100);
+        assert_eq!(t.entries["step (phys.lua:4)"].self_samples, 80);
+        assert_eq!(t.entries["frame (main.lua:9)"].total_samples, 100);
+        assert_eq!(t.entries["frame (main.lua:9)"].self_samples, 5);
+        assert_eq!(t.entries["string.format"].self_samples, 15);
+        assert_eq!(t.entries["draw.lua:3"].total_samples, 15, "unknown files fall back to lines");
+    }
+
+    #[test]
+    fn zones_by_path_and_component() {
+        let p = sample_profile();
+        let o = ReportOptions { by: Group::Zone, ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["update/physics"].self_samples, 80);
+        assert_eq!(t.entries["update"].total_samples, 80);
+        assert_eq!(t.entries["update"].self_samples, 0);
+        assert_eq!(t.entries["(no zone)"].self_samples, 5);
+        let o = ReportOptions { by: Group::ZoneComponent, ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["physics"].self_samples, 80);
+        assert_eq!(t.entries["update"].total_samples, 80);
+    }
+
+    #[test]
+    fn vm_state_by_function_and_lines_in_function() {
+        let p = sample_profile();
+        let o = ReportOptions { by: Group::VmState, then: Some(Group::Function), ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["Interpreted"].self_samples, 35);
+        assert_eq!(t.entries["Interpreted"].children["step (phys.lua:4)"], 20);
+        assert_eq!(t.entries["Interpreted"].children["string.format"], 15);
+        let o = ReportOptions { by: Group::Function, then: Some(Group::Line), ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        let step = &t.entries["step (phys.lua:4)"];
+        assert_eq!(step.children["phys.lua:5"], 60);
+        assert_eq!(step.children["phys.lua:7"], 20);
+    }
+
+    #[test]
+    fn callers_and_callees() {
+        let p = sample_profile();
+        let o = ReportOptions { by: Group::Function, then: Some(Group::Caller), ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["step (phys.lua:4)"].children["frame (main.lua:9)"], 80);
+        let o =
+            ReportOptions { by: Group::Function, then: Some(Group::Callee), sort: Metric::Total, ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        let f = &t.entries["frame (main.lua:9)"];
+        assert_eq!(f.children["step (phys.lua:4)"], 80);
+        assert_eq!(f.children["draw.lua:3"], 15);
+        assert_eq!(f.children["(self)"], 5);
+    }
+
+    #[test]
+    fn depth_joins_callers() {
+        let p = sample_profile();
+        let o = ReportOptions { by: Group::Line, depth: 2, ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["phys.lua:5 < main.lua:10"].self_samples, 60);
+        let o = ReportOptions { by: Group::Line, depth: -2, ..Default::default() };
+        let t = aggregate(&p, &funcs(), &o);
+        assert_eq!(t.entries["main.lua:10 > phys.lua:5"].self_samples, 60);
+    }
+
+    #[test]
+    fn threshold_hides_small_rows() {
+        let p = sample_profile();
+        let o = ReportOptions { by: Group::Line, min_percent: 10.0, ..Default::default() };
+        let text = render(&p, &funcs(), &o);
+        assert!(text.contains("phys.lua:5"));
+        assert!(text.contains("string.format"));
+        assert!(!text.contains("main.lua:12"), "{}", text);
+    }
+
+    #[test]
+    fn annotates_hot_lines_with_context() {
+        let p = sample_profile();
+        let src: String = (1..=20).map(|i| format!("code{}\n", i)).collect();
+        let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+        let text = annotate(&p, &funcs(), &o, Annotate::Excerpts(1), &mut |_| Ok(src.clone()));
+        assert!(text.contains("====== phys.lua ======"));
+        assert!(text.contains("  60.0%   60.0% |     5 | code5"), "{}", text);
+        assert!(text.contains("|     4 | code4"));
+        assert!(!text.contains("code15\n"));
+    }
+
+    #[test]
+    fn hot_aborts_rank_by_time_at_location() {
+        let p = sample_profile();
+        let sites = vec![
+            AbortSite {
+                severity: "warn".into(),
+                count: 50,
+                reason: "NYI".into(),
+                location: "draw.lua:3".into(),
+                zone: String::new(),
+            },
+            AbortSite {
+                severity: "blacklist".into(),
+                count: 1,
+                reason: "blacklisted".into(),
+                location: "phys.lua:5".into(),
+                zone: "update/physics".into(),
+            },
+            AbortSite {
+                severity: "warn".into(),
+                count: 9,
+                reason: "cold".into(),
+                location: "cold.lua:1".into(),
+                zone: String::new(),
+            },
+        ];
+        let r = hot_aborts(&p, &funcs(), &sites);
+        assert_eq!(r.iter().map(|h| h.site).collect::<Vec<_>>(), vec![1, 0, 2]);
+        assert_eq!(r[0].line_self, 60);
+        assert_eq!(r[0].func_total, 80);
+        assert_eq!(r[1].line_total, 15);
+        assert_eq!(r[2].line_total, 0);
+        // A loop header with no samples of its own still ranks by its function.
+        let sites = vec![
+            AbortSite { location: "draw.lua:3".into(), count: 50, ..Default::default() },
+            AbortSite { location: "phys.lua:4".into(), count: 1, ..Default::default() },
+        ];
+        let r = hot_aborts(&p, &funcs(), &sites);
+        assert_eq!(r[0].site, 1);
+        assert_eq!((r[0].line_total, r[0].func_total), (0, 80));
+    }
+}
