@@ -406,6 +406,25 @@ pub mod posix {
         }
     }
 
+    /// Whether another sampler seems to be running in this process right now:
+    /// ITIMER_PROF is armed or SIGPROF has a handler function installed (LuaJIT
+    /// installs both while `jit.p` or `jit.profile` is running). Called before
+    /// our own start, so neither can be ours.
+    pub fn foreign_sampler_active() -> bool {
+        // SAFETY: getitimer and sigaction with a null new action only read into
+        // valid, zero-initialised out-structures.
+        unsafe {
+            let mut it = MaybeUninit::<libc::itimerval>::zeroed().assume_init();
+            let armed = libc::getitimer(libc::ITIMER_PROF, &mut it) == 0
+                && (it.it_value.tv_sec != 0 || it.it_value.tv_usec != 0);
+            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            let handled = libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0
+                && cur.sa_sigaction != libc::SIG_DFL
+                && cur.sa_sigaction != libc::SIG_IGN;
+            armed || handled
+        }
+    }
+
     /// Unblocks SIGPROF on the calling thread; returns whether it was blocked
     /// (LÖVE starts its main thread with every signal blocked).
     pub fn unblock_sigprof() -> bool {

@@ -121,6 +121,13 @@ impl PreciseTimer {
         None
     }
 
+    /// The shared count of signals sent, for the sampler to compare against
+    /// the callbacks it receives (a stalled count means someone else owns
+    /// LuaJIT's profiler now).
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.sent.clone()
+    }
+
     /// Signals sent so far.
     pub fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)

@@ -68,7 +68,8 @@ function M.start(opts)
     resolve_c = opts.resolveC,
   })
   if not ok then
-    error("profile.sample: " .. tostring(handle):gsub("^runtime error: ", ""), 2)
+    local msg = tostring(handle):gsub("^tecs%.profile%.native%.start: ", "")
+    error("profile.sample: " .. msg, 2)
   end
   local session = setmetatable({
     _native = handle,
@@ -90,6 +91,13 @@ end
 
 local function finish(self)
   self._native:stop()
+  -- Data lost to another sampler taking LuaJIT's profiler over is reported
+  -- once, at stop; stats().warning keeps the text.
+  local warning = self._native:stats().warning
+  if warning then
+    self.warning = warning
+    io.stderr:write("tecs.profile: warning: ", warning, "\n")
+  end
   self._text = self._native:collapsed()
   self._stopped = true
   if active == self then active = nil end
