@@ -285,6 +285,21 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
     let foreign = sys::posix::foreign_sampler_active();
     #[cfg(not(target_os = "linux"))]
     let foreign = false;
+    if foreign {
+        // A sampler of this VM (jit.p, jit.profile): stop it now, as LuaJIT's
+        // start would, but before SIGPROF's disposition is chosen below, so
+        // that LuaJIT saves "ignore" rather than "default" and a later stop by
+        // that sampler's owner cannot leave our timer's signals fatal.
+        let _ = sys::stop_profiler(&api, lua);
+        #[cfg(target_os = "linux")]
+        if sys::posix::foreign_sampler_active() {
+            OWNER.store(false, Ordering::Release);
+            return Err(mlua::Error::runtime(
+                "LuaJIT's profiler is in use by another Lua state or library (SIGPROF has a handler or \
+                 ITIMER_PROF is armed): stop jit.p/jit.profile there first",
+            ));
+        }
+    }
     let result = start_owned(lua, api, o).map(|mut s| {
         if foreign {
             s.start_warning = Some(

@@ -161,6 +161,14 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     }));
 }
 
+/// Stops LuaJIT's profiler if this VM runs it (a no-op otherwise).
+pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
+    let stop = api.stop;
+    // SAFETY: a valid state of this VM; LuaJIT only stops a profiler that
+    // belongs to the calling VM.
+    unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
+}
+
 /// A state pointer of this VM that lives as long as the VM (mlua keeps it).
 pub fn main_state(lua: &Lua) -> mlua::Result<*mut ffi::lua_State> {
     let mut out = std::ptr::null_mut();
@@ -387,6 +395,15 @@ pub mod posix {
             ign.sa_sigaction = libc::SIG_IGN;
             libc::sigemptyset(&mut ign.sa_mask);
             libc::sigaction(libc::SIGPROF, &ign, std::ptr::null_mut()) == 0
+        }
+    }
+
+    /// Whether SIGPROF would terminate the process now (default disposition).
+    pub fn sigprof_is_default() -> bool {
+        // SAFETY: sigaction with a null new action only reads.
+        unsafe {
+            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
         }
     }
 

@@ -105,6 +105,11 @@ impl PreciseTimer {
                         _ => true,
                     };
                     if fire {
+                        // Someone else stopped LuaJIT's profiler and restored the
+                        // default disposition: a signal now would kill the process.
+                        if posix::sigprof_is_default() {
+                            continue;
+                        }
                         if !posix::send_sigprof(tid) {
                             break;
                         }
