@@ -89,9 +89,10 @@ describe("writes", function()
       "local a=('a;b;c_[N] 1\\n'):rep(200000) local b=('x;y_[I] 2\\n'):rep(300000) " ..
       "for i=1,60 do assert(fs.write_atomic('%s', i%%2==1 and b or a)) end " ..
       "io.open('%s/done','w'):close()\"", LUAJIT, target, dir)
-    local proc = io.popen(writer, "r")
+    -- two writers at once: their temporary files must not collide either
+    local proc = io.popen(writer .. " & " .. writer:gsub("/done", "/done2") .. "; wait", "r")
     local reads, saw_a, saw_b = 0, 0, 0
-    while not read(dir .. "/done") and reads < 100000 do
+    while not (read(dir .. "/done") and read(dir .. "/done2")) and reads < 100000 do
       local t = read(target)
       reads = reads + 1
       if t == a then saw_a = saw_a + 1
@@ -103,7 +104,7 @@ describe("writes", function()
     assert.is_true(saw_b > 0, "the reader saw the writer's files (a=" .. saw_a .. ", b=" .. saw_b .. ")")
     local names = list(dir)
     table.sort(names)
-    assert.same({ "done", "out.collapsed" }, names)
+    assert.same({ "done", "done2", "out.collapsed" }, names)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 

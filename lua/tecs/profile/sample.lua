@@ -166,7 +166,9 @@ end
 --- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
 -- `filteredSamples`, `overflowSamples`, `stacks`, `durationSec`, `cpuSec`,
 -- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
--- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`.
+-- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`, and
+-- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
+-- profiler over.
 -- @treturn table
 function SampleSession:stats()
   check.self(self, SampleSession, "SampleSession", "stats", 2)
