@@ -6,7 +6,11 @@
 # error or definite/indirect leak with a frame in tecs-profile fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+if ! command -v valgrind >/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "installing: valgrind"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq valgrind >/dev/null
+fi
 LUAJIT=${LUAJIT:-luajit}
 logdir=build/valgrind
 mkdir -p "$logdir"
