@@ -335,32 +335,29 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
     let want_precise = o.precise && cfg!(target_os = "linux");
     let ms = ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64;
     let mode = sys::cstring(&format!("li{}", ms));
-    sampler.start(&api, lua, &mode)?;
-    let mut source = TimerSource::LuaJit;
-    let mut timer = None;
-    if want_precise {
+    if let Err(e) = sampler.start(&api, lua, &mode) {
+        // Leave nothing half-started: signal state and registry anchors back.
         #[cfg(target_os = "linux")]
         {
-            sys::posix::disarm_itimer_prof();
-            match PreciseTimer::start(o.clock, o.interval_ns) {
-                Some(t) => {
-                    sampler.with(|s| s.watch_signals(t.counter()));
-                    timer = Some(t);
-                    source = if o.clock == ClockKind::Cpu { TimerSource::PreciseCpu } else { TimerSource::PreciseWall };
-                }
-                None => {
-                    // Could not start the thread: re-arm LuaJIT's own timer.
-                    sampler.stop(&api, lua)?;
-                    sampler.start(&api, lua, &mode)?;
-                }
+            if ignored {
+                sys::posix::restore_sigprof_default();
+            }
+            if unblocked {
+                sys::posix::block_sigprof();
             }
         }
+        sampler.with(|s| {
+            if let Some(z) = s.zones_mut() {
+                z.release(lua);
+            }
+        });
+        return Err(e);
     }
-    Ok(NativeSession {
+    let mut session = NativeSession {
         api,
         sampler,
-        timer,
-        source,
+        timer: None,
+        source: TimerSource::LuaJit,
         interval_ns: o.interval_ns,
         running: true,
         timing: Timing::start(),
@@ -370,7 +367,31 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
         ignored_sigprof: ignored,
         main_state,
         start_warning: None,
-    })
+    };
+    if want_precise {
+        #[cfg(target_os = "linux")]
+        {
+            sys::posix::disarm_itimer_prof();
+            match PreciseTimer::start(o.clock, o.interval_ns) {
+                Some(t) => {
+                    session.sampler.with(|s| s.watch_signals(t.counter()));
+                    session.timer = Some(t);
+                    session.source =
+                        if o.clock == ClockKind::Cpu { TimerSource::PreciseCpu } else { TimerSource::PreciseWall };
+                }
+                None => {
+                    // Could not start the thread: re-arm LuaJIT's own timer.
+                    let restarted =
+                        session.sampler.stop(&session.api, lua).and_then(|_| session.sampler.start(&session.api, lua, &mode));
+                    if let Err(e) = restarted {
+                        session.stop_sampling(Some(lua));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    Ok(session)
 }
 
 fn sys_main_state(lua: &Lua, out: &mut *mut mlua::ffi::lua_State) -> mlua::Result<()> {
