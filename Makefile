@@ -26,6 +26,7 @@ export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
 .PHONY: all build deps consumers test test-rust test-lua install uninstall demo bench clean
+.PHONY: soak fuzz valgrind tsan
 
 all: build
 
@@ -84,3 +85,20 @@ demo: deps build
 clean:
 	$(CARGO) clean
 	rm -rf build demo-output
+
+# Robustness: a long mixed-fault run, fuzzing of the input parsers, and the
+# memory and thread checkers (see README, "Robustness").
+SOAK_SECONDS ?= 600
+FUZZ_SECONDS ?= 60
+
+soak: deps build
+	SOAK_SECONDS=$(SOAK_SECONDS) $(LUAJIT) scripts/soak.lua
+
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+valgrind: deps build
+	@bash scripts/valgrind.sh
+
+tsan: deps
+	@bash scripts/tsan.sh

@@ -38,6 +38,16 @@ run_busted() { # name luajit-binary
 }
 run_busted "busted ($LUAJIT)" "$LUAJIT"
 
+# Robustness: 30 s of the mixed-fault soak at the highest rate (`make soak`
+# runs it for 10 minutes), and memcheck on a fault mix (`make valgrind`).
+run_check() { # name log command...
+  local name=$1 log=$2; shift 2
+  "$@" >"$log" 2>&1; local rc=$?
+  if [ "$rc" -eq 0 ]; then record "$name" 1 0 0; else tail -25 "$log"; record "$name" 0 1 "$rc"; fi
+}
+run_check "soak (30 s)" "$logdir/soak.log" env SOAK_SECONDS=30 LUAJIT_BIN="$LUAJIT" "$LUAJIT" scripts/soak.lua
+run_check "valgrind memcheck" "$logdir/valgrind.log" env LUAJIT="$LUAJIT" bash scripts/valgrind.sh
+
 echo
 printf '%s\n' "${summary[@]}"
 echo "$total_pass passed, $total_fail failed"

@@ -74,6 +74,9 @@ pub struct StackTable {
     entries: Vec<Entry>,
     arena: Vec<u8>,
     max_entries: usize,
+    /// Budget for key bytes: very long names (huge chunk names, deep zone
+    /// paths) must not let a table of `max_entries` keys grow without bound.
+    max_bytes: usize,
     /// Samples whose key was new once the table was full, per VM state.
     pub overflow: [u64; 5],
 }
@@ -87,8 +90,15 @@ impl StackTable {
             entries: Vec::with_capacity(1024),
             arena: Vec::with_capacity(64 * 1024),
             max_entries: max_entries.max(1),
+            max_bytes: Self::byte_budget(max_entries),
             overflow: [0; 5],
         }
+    }
+
+    /// Key bytes allowed for a table of `max_entries` keys: 1 KiB per key on
+    /// average, at least 1 MiB, and never past the u32 offsets of the arena.
+    pub fn byte_budget(max_entries: usize) -> usize {
+        max_entries.max(1).saturating_mul(1024).clamp(1 << 20, u32::MAX as usize)
     }
 
     #[inline]
@@ -107,7 +117,7 @@ impl StackTable {
             *c = c.saturating_add(samples);
             return;
         }
-        if self.entries.len() >= self.max_entries || self.arena.len() + key.len() > u32::MAX as usize {
+        if self.entries.len() >= self.max_entries || self.arena.len() + key.len() > self.max_bytes {
             self.overflow[state] += samples as u64;
             return;
         }
@@ -196,6 +206,18 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t.overflow, [0, 5, 0, 0, 0]);
         assert_eq!(t.iter().next().unwrap().1.counts[0], 2);
+    }
+
+    #[test]
+    fn huge_keys_are_bounded_by_the_byte_budget() {
+        let mut t = StackTable::new(10);
+        let big = key("", &"x".repeat(600 * 1024));
+        t.add(&big, 0, 1);
+        let mut other = big.clone();
+        other.push(b'y');
+        t.add(&other, 0, 1);
+        assert_eq!(t.len(), 1, "the second 600 KiB key exceeds the 1 MiB budget");
+        assert_eq!(t.overflow_total(), 1);
     }
 
     #[test]

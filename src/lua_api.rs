@@ -74,7 +74,13 @@ pub struct NativeSession {
     unblocked_sigprof: bool,
     ignored_sigprof: bool,
     vm: VmHandle,
+    start_warning: Option<String>,
 }
+
+/// Timer signals without a callback after which the session reports that it
+/// lost LuaJIT's profiler (at least this many, and at least 250 ms worth).
+const STALL_SIGNALS: u64 = 100;
+const STALL_NS: u64 = 250_000_000;
 
 /// Options as the shim passes them (already validated there).
 struct StartOptions {
@@ -89,30 +95,123 @@ struct StartOptions {
     resolve_c: bool,
 }
 
-fn read_options(opts: &Table) -> mlua::Result<StartOptions> {
-    let interval_us: f64 = opts.get::<Option<f64>>("interval_us")?.unwrap_or(1000.0);
-    if !(interval_us.is_finite() && interval_us >= 1.0) {
-        return Err(mlua::Error::runtime("interval_us must be a number >= 1"));
+/// Option names `start` accepts.
+pub const START_OPTIONS: [&str; 9] =
+    ["interval_us", "depth", "filter", "clock", "precise", "max_stacks", "zones", "ffnames", "resolve_c"];
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Nil => "nil",
+        Value::Boolean(_) => "boolean",
+        Value::Integer(_) | Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Table(_) => "table",
+        Value::Function(_) => "function",
+        Value::Thread(_) => "thread",
+        Value::UserData(_) | Value::LightUserData(_) => "userdata",
+        _ => "other value",
     }
-    let depth: i64 = opts.get::<Option<i64>>("depth")?.unwrap_or(16);
-    if !(1..=10_000).contains(&depth) {
-        return Err(mlua::Error::runtime("depth must be an integer from 1 to 10000"));
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => format!("number {}", i),
+        Value::Number(n) => format!("number {}", n),
+        Value::String(s) => {
+            let t = s.to_string_lossy();
+            let t: String = if t.chars().count() > 40 { t.chars().take(37).chain("...".chars()).collect() } else { t };
+            format!("string {:?}", t)
+        }
+        other => type_name(other).to_string(),
     }
-    let filter = opts.get::<Option<mlua::LuaString>>("filter")?.map(|s| s.as_bytes().to_vec());
-    let clock_name = opts.get::<Option<String>>("clock")?.unwrap_or_else(|| "cpu".into());
-    let clock = ClockKind::parse(&clock_name).ok_or_else(|| mlua::Error::runtime("clock must be \"cpu\" or \"wall\""))?;
-    let precise = opts.get::<Option<bool>>("precise")?.unwrap_or(true);
-    let max_stacks = opts.get::<Option<i64>>("max_stacks")?.unwrap_or(DEFAULT_MAX_STACKS as i64);
-    if max_stacks < 1 {
-        return Err(mlua::Error::runtime("max_stacks must be a positive integer"));
+}
+
+fn bad_option(key: &str, expected: &str, got: &Value) -> String {
+    format!("option '{}' must be {} (got {})", key, expected, describe(got))
+}
+
+fn opt_number(opts: &Table, key: &str, expected: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>, String> {
+    let v: Value = opts.raw_get(key).map_err(|e| e.to_string())?;
+    let n = match v {
+        Value::Nil => return Ok(None),
+        Value::Integer(i) => i as f64,
+        Value::Number(n) => n,
+        ref other => return Err(bad_option(key, expected, other)),
+    };
+    if n.is_finite() && ok(n) {
+        Ok(Some(n))
+    } else {
+        Err(bad_option(key, expected, &v))
     }
-    let zones = opts.get::<Option<Table>>("zones")?;
+}
+
+fn opt_integer(opts: &Table, key: &str, lo: i64, hi: i64) -> Result<Option<i64>, String> {
+    let expected = format!("an integer from {} to {}", lo, hi);
+    let n = opt_number(opts, key, &expected, |n| n.fract() == 0.0 && n >= lo as f64 && n <= hi as f64)?;
+    Ok(n.map(|n| n as i64))
+}
+
+fn opt_bool(opts: &Table, key: &str) -> Result<Option<bool>, String> {
+    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
+        Value::Nil => Ok(None),
+        Value::Boolean(b) => Ok(Some(b)),
+        other => Err(bad_option(key, "a boolean", &other)),
+    }
+}
+
+fn opt_string(opts: &Table, key: &str, expected: &str) -> Result<Option<mlua::LuaString>, String> {
+    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
+        Value::Nil => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        other => Err(bad_option(key, expected, &other)),
+    }
+}
+
+fn opt_table(opts: &Table, key: &str, expected: &str) -> Result<Option<Table>, String> {
+    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
+        Value::Nil => Ok(None),
+        Value::Table(t) => Ok(Some(t)),
+        other => Err(bad_option(key, expected, &other)),
+    }
+}
+
+/// Reads and checks the options table of `start`. Every error names the
+/// option and what was expected. Only raw reads: no metamethod runs.
+fn read_options(opts: &Table) -> Result<StartOptions, String> {
+    for pair in opts.pairs::<Value, Value>() {
+        let (k, _) = pair.map_err(|e| e.to_string())?;
+        let known = match &k {
+            Value::String(s) => START_OPTIONS.iter().any(|o| s.as_bytes().as_ref() == o.as_bytes()),
+            _ => false,
+        };
+        if !known {
+            return Err(format!("unknown option {} (known options: {})", describe(&k), START_OPTIONS.join(", ")));
+        }
+    }
+    let interval_us = opt_number(opts, "interval_us", "a number of microseconds from 1 to 60000000", |n| {
+        (1.0..=60_000_000.0).contains(&n)
+    })?
+    .unwrap_or(1000.0);
+    let depth = opt_integer(opts, "depth", 1, 10_000)?.unwrap_or(16);
+    let filter = opt_string(opts, "filter", "a zone path string")?.map(|s| s.as_bytes().to_vec());
+    let clock = match opt_string(opts, "clock", "\"cpu\" or \"wall\"")? {
+        None => ClockKind::Cpu,
+        Some(s) => ClockKind::parse(&s.to_string_lossy())
+            .ok_or_else(|| bad_option("clock", "\"cpu\" or \"wall\"", &Value::String(s.clone())))?,
+    };
+    let precise = opt_bool(opts, "precise")?.unwrap_or(true);
+    let max_stacks = opt_integer(opts, "max_stacks", 1, 100_000_000)?.unwrap_or(DEFAULT_MAX_STACKS as i64);
+    let zones = opt_table(opts, "zones", "a table (the jit.zone stack)")?;
     let mut ffnames = Vec::new();
-    if let Some(t) = opts.get::<Option<Table>>("ffnames")? {
-        for pair in t.pairs::<i64, mlua::LuaString>() {
-            let (k, v) = pair?;
-            if (0..100_000).contains(&k) {
-                let k = k as usize;
+    if let Some(t) = opt_table(opts, "ffnames", "a table of builtin names indexed by number")? {
+        for pair in t.pairs::<Value, Value>() {
+            let (k, v) = pair.map_err(|e| e.to_string())?;
+            let (Value::Integer(k), Value::String(v)) = (&k, &v) else {
+                // jit.vmdef.ffnames is a plain array of strings; anything else is skipped.
+                continue;
+            };
+            if (0..100_000).contains(k) {
+                let k = *k as usize;
                 if ffnames.len() <= k {
                     ffnames.resize(k + 1, None);
                 }
@@ -120,7 +219,7 @@ fn read_options(opts: &Table) -> mlua::Result<StartOptions> {
             }
         }
     }
-    let resolve_c = opts.get::<Option<bool>>("resolve_c")?.unwrap_or(true);
+    let resolve_c = opt_bool(opts, "resolve_c")?.unwrap_or(true);
     Ok(StartOptions {
         interval_ns: (interval_us * 1000.0).round() as u64,
         depth: depth as i32,
@@ -134,8 +233,45 @@ fn read_options(opts: &Table) -> mlua::Result<StartOptions> {
     })
 }
 
-fn start(lua: &Lua, opts: Table) -> mlua::Result<NativeSession> {
-    let o = read_options(&opts)?;
+/// Checks an options table the way `start` does, without starting anything
+/// (for tests and the option fuzzer).
+pub fn check_start_options(opts: &Table) -> Result<(), String> {
+    read_options(opts).map(|_| ())
+}
+
+/// Result convention of the raw exported functions: `(true, value)` or
+/// `(false, message)`; a small Lua wrapper (see `exports`) raises the message
+/// at the caller's level, prefixed with the function's name.
+type Outcome = (bool, Value);
+
+fn failure(lua: &Lua, msg: impl AsRef<str>) -> mlua::Result<Outcome> {
+    Ok((false, Value::String(lua.create_string(msg.as_ref())?)))
+}
+
+fn start_export(lua: &Lua, opts: Value) -> mlua::Result<Outcome> {
+    let Value::Table(opts) = opts else {
+        return failure(lua, format!("bad argument #1 'opts' (table expected, got {})", describe(&opts)));
+    };
+    let o = match read_options(&opts) {
+        Ok(o) => o,
+        Err(e) => return failure(lua, e),
+    };
+    match start(lua, o) {
+        Ok(session) => Ok((true, Value::UserData(lua.create_userdata(session)?))),
+        Err(e) => failure(lua, error_text(&e)),
+    }
+}
+
+/// The message of an error without mlua's wrapping and traceback.
+fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
     let api = sys::profiler_api().ok_or_else(|| {
         mlua::Error::runtime("this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)")
     })?;
@@ -145,7 +281,35 @@ fn start(lua: &Lua, opts: Table) -> mlua::Result<NativeSession> {
              stop the other session, which may belong to another Lua state or thread, first)",
         ));
     }
-    let result = start_owned(lua, api, o);
+    #[cfg(target_os = "linux")]
+    let foreign = sys::posix::foreign_sampler_active();
+    #[cfg(not(target_os = "linux"))]
+    let foreign = false;
+    if foreign {
+        // A sampler of this VM (jit.p, jit.profile): stop it now, as LuaJIT's
+        // start would, but before SIGPROF's disposition is chosen below, so
+        // that LuaJIT saves "ignore" rather than "default" and a later stop by
+        // that sampler's owner cannot leave our timer's signals fatal.
+        let _ = sys::stop_profiler(&api, lua);
+        #[cfg(target_os = "linux")]
+        if sys::posix::foreign_sampler_active() {
+            OWNER.store(false, Ordering::Release);
+            return Err(mlua::Error::runtime(
+                "LuaJIT's profiler is in use by another Lua state or library (SIGPROF has a handler or \
+                 ITIMER_PROF is armed): stop jit.p/jit.profile there first",
+            ));
+        }
+    }
+    let result = start_owned(lua, api, o).map(|mut s| {
+        if foreign {
+            s.start_warning = Some(
+                "another sampler (jit.p or jit.profile) was running when this session started; \
+                 LuaJIT has one profiler per process and this session took it over"
+                    .into(),
+            );
+        }
+        s
+    });
     if result.is_err() {
         OWNER.store(false, Ordering::Release);
     }
@@ -168,31 +332,29 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
     let want_precise = o.precise && cfg!(target_os = "linux");
     let ms = ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64;
     let mode = sys::cstring(&format!("li{}", ms));
-    sampler.start(&api, lua, &mode)?;
-    let mut source = TimerSource::LuaJit;
-    let mut timer = None;
-    if want_precise {
+    if let Err(e) = sampler.start(&api, lua, &mode) {
+        // Leave nothing half-started: signal state and registry anchors back.
         #[cfg(target_os = "linux")]
         {
-            sys::posix::disarm_itimer_prof();
-            match PreciseTimer::start(o.clock, o.interval_ns) {
-                Some(t) => {
-                    timer = Some(t);
-                    source = if o.clock == ClockKind::Cpu { TimerSource::PreciseCpu } else { TimerSource::PreciseWall };
-                }
-                None => {
-                    // Could not start the thread: re-arm LuaJIT's own timer.
-                    sampler.stop(&api, lua)?;
-                    sampler.start(&api, lua, &mode)?;
-                }
+            if ignored {
+                sys::posix::restore_sigprof_default();
+            }
+            if unblocked {
+                sys::posix::block_sigprof();
             }
         }
+        sampler.with(|s| {
+            if let Some(z) = s.zones_mut() {
+                z.release(lua);
+            }
+        });
+        return Err(e);
     }
-    Ok(NativeSession {
+    let mut session = NativeSession {
         api,
         sampler,
-        timer,
-        source,
+        timer: None,
+        source: TimerSource::LuaJit,
         interval_ns: o.interval_ns,
         running: true,
         timing: Timing::start(),
@@ -201,7 +363,32 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
         unblocked_sigprof: unblocked,
         ignored_sigprof: ignored,
         vm,
-    })
+        start_warning: None,
+    };
+    if want_precise {
+        #[cfg(target_os = "linux")]
+        {
+            sys::posix::disarm_itimer_prof();
+            match PreciseTimer::start(o.clock, o.interval_ns) {
+                Some(t) => {
+                    session.sampler.with(|s| s.watch_signals(t.counter()));
+                    session.timer = Some(t);
+                    session.source =
+                        if o.clock == ClockKind::Cpu { TimerSource::PreciseCpu } else { TimerSource::PreciseWall };
+                }
+                None => {
+                    // Could not start the thread: re-arm LuaJIT's own timer.
+                    let restarted =
+                        session.sampler.stop(&session.api, lua).and_then(|_| session.sampler.start(&session.api, lua, &mode));
+                    if let Err(e) = restarted {
+                        session.stop_sampling(Some(lua));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+    Ok(session)
 }
 
 impl NativeSession {
@@ -237,6 +424,25 @@ impl NativeSession {
         self.timing.finish();
         self.running = false;
         OWNER.store(false, Ordering::Release);
+    }
+
+    /// Why this session's data may be incomplete, if it can tell.
+    fn warning(&self) -> Option<String> {
+        let stalled = self.sampler.with(|s| s.stalled_signals());
+        let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
+        if stalled >= STALL_SIGNALS && stalled.saturating_mul(self.interval_ns) >= STALL_NS {
+            parts.push(format!(
+                "no samples arrived for the last {} timer signals (about {:.2} s): another sampler \
+                 (jit.p or jit.profile.start) probably took LuaJIT's profiler over or stopped it",
+                stalled,
+                stalled as f64 * self.interval_ns as f64 / 1e9
+            ));
+        }
+        if parts.is_empty() {
+            None
+        } else {
+            Some(parts.join("; "))
+        }
     }
 
     fn profile(&self) -> Profile {
@@ -275,6 +481,9 @@ impl NativeSession {
             t.set("timerSignals", tm.sent())?;
         }
         t.set("running", self.running)?;
+        if let Some(w) = self.warning() {
+            t.set("warning", w)?;
+        }
         Ok(t)
     }
 }
@@ -319,24 +528,45 @@ fn available(_: &Lua, (): ()) -> mlua::Result<(bool, Option<String>)> {
     })
 }
 
-fn parse_collapsed(lua: &Lua, text: mlua::LuaString) -> mlua::Result<Value> {
+fn parse_collapsed(lua: &Lua, text: Value) -> mlua::Result<Outcome> {
+    let Value::String(text) = text else {
+        return failure(lua, format!("bad argument #1 'text' (string expected, got {})", describe(&text)));
+    };
     let text = text.to_string_lossy();
     match collapsed::parse(&text) {
         Ok(p) => {
             let t = lua.create_table()?;
             t.set("rows", p.rows.len())?;
             t.set("samples", p.total())?;
-            Ok(Value::Table(t))
+            Ok((true, Value::Table(t)))
         }
-        Err(e) => Err(mlua::Error::runtime(e.to_string())),
+        Err(e) => failure(lua, e.to_string()),
     }
+}
+
+/// Wraps a raw function returning an [`Outcome`] so that failures are raised
+/// as plain string errors at the caller's level, prefixed with `name`.
+fn raising(lua: &Lua, name: &str, raw: mlua::Function) -> mlua::Result<mlua::Function> {
+    lua.load(
+        "local raw, name = ...\n\
+         return function(...)\n\
+           local ok, r = raw(...)\n\
+           if not ok then error(name .. ': ' .. r, 2) end\n\
+           return r\n\
+         end",
+    )
+    .set_name("=tecs.profile.native")
+    .call((raw, name))
 }
 
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    t.set("start", lua.create_function(start)?)?;
+    t.set("start", raising(lua, "tecs.profile.native.start", lua.create_function(start_export)?)?)?;
     t.set("available", lua.create_function(available)?)?;
-    t.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
+    t.set(
+        "parse_collapsed",
+        raising(lua, "tecs.profile.native.parse_collapsed", lua.create_function(parse_collapsed)?)?,
+    )?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     t.set("parse_profile", lua.create_function(crate::lua_views::parse_profile)?)?;
     t.set("formats", lua.create_function(crate::lua_views::formats)?)?;

@@ -21,8 +21,10 @@ pub struct Row {
 }
 
 impl Row {
+    /// Samples of the row. Saturating: counts read from a file can be as
+    /// large as a u64 holds.
     pub fn total(&self) -> u64 {
-        self.counts.iter().sum()
+        self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c))
     }
 
     /// The VM state seen most often; ties go to the earlier of N I C G J.
@@ -132,7 +134,7 @@ impl Profile {
     }
 
     pub fn total(&self) -> u64 {
-        self.rows.iter().map(Row::total).sum()
+        self.rows.iter().fold(0u64, |a, r| a.saturating_add(r.total()))
     }
 
     /// The same samples with every frame renamed by `rename`; rows that end
@@ -199,6 +201,13 @@ mod tests {
         assert_eq!(m.rows.len(), 1);
         assert_eq!(m.rows[0].stack, vec!["a", "b"]);
         assert_eq!(m.rows[0].counts, [3, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn totals_saturate_instead_of_overflowing() {
+        // Found by the collapsed_parse fuzz target: two rows of u64::MAX.
+        let p = crate::collapsed::parse("a 18446744073709551615\nb 18446744073709551615\n").unwrap();
+        assert_eq!(p.total(), u64::MAX);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! the JIT is recording a trace does not abort it.
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::collector::{state_index, Key, StackTable};
 use crate::sys::{SampleSink, VmStack, ZoneAnchor};
@@ -41,6 +42,11 @@ pub struct Sampler {
     scratch: Vec<u8>,
     /// Set by pause()/resume(); read by the callback.
     pub paused: AtomicBool,
+    /// Signals sent by our timer thread (precise timer only).
+    signals: Option<Arc<AtomicU64>>,
+    /// Value of `signals` at the last callback: if it falls far behind, our
+    /// callback is no longer LuaJIT's profiler callback (see `stalled_signals`).
+    signals_at_callback: u64,
 }
 
 impl Sampler {
@@ -57,11 +63,30 @@ impl Sampler {
             fmt,
             scratch: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
+            signals: None,
+            signals_at_callback: 0,
         }
     }
 
     pub fn zones_mut(&mut self) -> Option<&mut ZoneAnchor> {
         self.zones.as_mut()
+    }
+
+    /// Lets the callback note how many timer signals had been sent when it ran.
+    pub fn watch_signals(&mut self, counter: Arc<AtomicU64>) {
+        self.signals_at_callback = counter.load(Ordering::Relaxed);
+        self.signals = Some(counter);
+    }
+
+    /// Timer signals sent since our callback last ran (0 without the precise
+    /// timer). Pending ticks are delivered at the next bytecode dispatch, so
+    /// when Lua code asks, this is large only if LuaJIT stopped calling us:
+    /// `jit.p`/`jit.profile.start` replaced or stopped the profiler.
+    pub fn stalled_signals(&self) -> u64 {
+        match &self.signals {
+            Some(c) => c.load(Ordering::Relaxed).saturating_sub(self.signals_at_callback),
+            None => 0,
+        }
     }
 
     /// Whether `path` is the filter or lies below it (whole components).
@@ -75,6 +100,9 @@ impl SampleSink for Sampler {
     #[inline]
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8) {
         self.stats.callbacks += 1;
+        if let Some(c) = &self.signals {
+            self.signals_at_callback = c.load(Ordering::Relaxed);
+        }
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {
             self.stats.paused += samples as u64;

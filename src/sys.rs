@@ -161,6 +161,14 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     }));
 }
 
+/// Stops LuaJIT's profiler if this VM runs it (a no-op otherwise).
+pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
+    let stop = api.stop;
+    // SAFETY: a valid state of this VM; LuaJIT only stops a profiler that
+    // belongs to the calling VM.
+    unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
+}
+
 /// A state pointer of this VM, kept for finalisers that have no `Lua` handle.
 /// mlua keeps the state it hands out alive for the VM's lifetime.
 #[derive(Clone, Copy)]
@@ -396,6 +404,15 @@ pub mod posix {
         }
     }
 
+    /// Whether SIGPROF would terminate the process now (default disposition).
+    pub fn sigprof_is_default() -> bool {
+        // SAFETY: sigaction with a null new action only reads.
+        unsafe {
+            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
+        }
+    }
+
     /// Restores the default SIGPROF disposition if it is still "ignore".
     pub fn restore_sigprof_default() {
         // SAFETY: as in ignore_sigprof_if_default.
@@ -409,6 +426,25 @@ pub mod posix {
                 libc::sigemptyset(&mut dfl.sa_mask);
                 libc::sigaction(libc::SIGPROF, &dfl, std::ptr::null_mut());
             }
+        }
+    }
+
+    /// Whether another sampler seems to be running in this process right now:
+    /// ITIMER_PROF is armed or SIGPROF has a handler function installed (LuaJIT
+    /// installs both while `jit.p` or `jit.profile` is running). Called before
+    /// our own start, so neither can be ours.
+    pub fn foreign_sampler_active() -> bool {
+        // SAFETY: getitimer and sigaction with a null new action only read into
+        // valid, zero-initialised out-structures.
+        unsafe {
+            let mut it = MaybeUninit::<libc::itimerval>::zeroed().assume_init();
+            let armed = libc::getitimer(libc::ITIMER_PROF, &mut it) == 0
+                && (it.it_value.tv_sec != 0 || it.it_value.tv_usec != 0);
+            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            let handled = libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0
+                && cur.sa_sigaction != libc::SIG_DFL
+                && cur.sa_sigaction != libc::SIG_IGN;
+            armed || handled
         }
     }
 

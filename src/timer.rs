@@ -105,6 +105,11 @@ impl PreciseTimer {
                         _ => true,
                     };
                     if fire {
+                        // Someone else stopped LuaJIT's profiler and restored the
+                        // default disposition: a signal now would kill the process.
+                        if posix::sigprof_is_default() {
+                            continue;
+                        }
                         if !posix::send_sigprof(tid) {
                             break;
                         }
@@ -119,6 +124,13 @@ impl PreciseTimer {
     #[cfg(not(target_os = "linux"))]
     pub fn start(_kind: ClockKind, _interval_ns: u64) -> Option<PreciseTimer> {
         None
+    }
+
+    /// The shared count of signals sent, for the sampler to compare against
+    /// the callbacks it receives (a stalled count means someone else owns
+    /// LuaJIT's profiler now).
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.sent.clone()
     }
 
     /// Signals sent so far.

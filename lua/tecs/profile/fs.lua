@@ -7,13 +7,29 @@
 local fs = {}
 
 local counter = 0
+-- Its address differs between processes, so two processes writing the same
+-- target in the same second still pick different temporary names.
+local anchor = {}
+local EEXIST = 17
+
+--- Opens a new temporary file beside `path`. The "x" mode (O_EXCL) makes
+-- the open fail rather than share a file another writer just created.
+local function open_temporary(path)
+  local f, err, code, tmp
+  for _ = 1, 8 do
+    counter = counter + 1
+    tmp = string.format("%s.tmp-%d-%s-%d", path, os.time() % 100000,
+      tostring(anchor):match("0x(%x+)") or "0", counter)
+    f, err, code = io.open(tmp, "wbx")
+    if f or code ~= EEXIST then break end
+  end
+  return f, err, tmp
+end
 
 --- Write `text` to `path` atomically.
 -- @return true, or nil and an error message naming the path
 function fs.write_atomic(path, text)
-  counter = counter + 1
-  local tmp = string.format("%s.tmp-%d-%d", path, os.time() % 100000, counter)
-  local f, err = io.open(tmp, "wb")
+  local f, err, tmp = open_temporary(path)
   if not f then
     -- Report the target path, with the system's reason.
     local reason = tostring(err):gsub("^.-: ", "", 1)

@@ -73,7 +73,8 @@ function M.start(opts)
     resolve_c = opts.resolveC,
   })
   if not ok then
-    error("profile.sample: " .. tostring(handle):gsub("^runtime error: ", ""), 2)
+    local msg = tostring(handle):gsub("^tecs%.profile%.native%.start: ", "")
+    error("profile.sample: " .. msg, 2)
   end
   local session = setmetatable({
     _native = handle,
@@ -96,6 +97,13 @@ end
 
 local function finish(self)
   self._native:stop()
+  -- Data lost to another sampler taking LuaJIT's profiler over is reported
+  -- once, at stop; stats().warning keeps the text.
+  local warning = self._native:stats().warning
+  if warning then
+    self.warning = warning
+    io.stderr:write("tecs.profile: warning: ", warning, "\n")
+  end
   self._text = self._native:collapsed()
   self._stopped = true
   if active == self then active = nil end
@@ -188,7 +196,9 @@ end
 --- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
 -- `filteredSamples`, `overflowSamples`, `stacks`, `durationSec`, `cpuSec`,
 -- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
--- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`.
+-- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`, and
+-- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
+-- profiler over.
 -- @treturn table
 function SampleSession:stats()
   check.self(self, SampleSession, "SampleSession", "stats", 2)
