@@ -1,0 +1,69 @@
+--- Profile a whole busted run without touching the specs.
+--
+--    busted --helper=tecs.profile.busted                 -- writes busted.collapsed
+--    TECS_PROFILE=run.collapsed busted --helper=tecs.profile.busted
+--    busted --helper=tecs.profile.busted -Xhelper out=run.collapsed,intervalMs=5
+--
+-- One sampling session covers the run, from loading the helper to busted's
+-- `exit` event, and is written as one collapsed-stack file. Samples taken
+-- while a spec file runs carry a zone named after that file, so the profile
+-- splits by file. LuaJIT has one profiler per process: specs that start
+-- their own `profile.sample()` sessions cannot run under this helper.
+-- @module tecs.profile.busted
+
+local profile = require("tecs.profile")
+local check = require("tecs.profile.check")
+
+-- Helper arguments (`-Xhelper k=v,k=v`) arrive in the global `arg`.
+local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
+for _, a in ipairs(type(arg) == "table" and arg or {}) do
+  local k, v = tostring(a):match("^([%w_]+)=(.*)$")
+  if k == "out" or k == "intervalMs" then
+    settings[k] = v
+  else
+    error(string.format("tecs.profile.busted: unknown helper argument %s (expected out=PATH or intervalMs=N)",
+      check.describe(a)), 0)
+  end
+end
+if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
+local interval = 1
+if settings.intervalMs ~= nil then
+  interval = tonumber(settings.intervalMs)
+  if not interval then
+    error(string.format("tecs.profile.busted: intervalMs must be a number of milliseconds (got %s)",
+      check.describe(settings.intervalMs)), 0)
+  end
+end
+
+local busted = require("busted")
+local zone = profile.zone()
+local session = profile.sample({ intervalMs = interval })
+local depth_at_file = {}
+
+busted.subscribe({ "file", "start" }, function(file)
+  depth_at_file[#depth_at_file + 1] = #zone
+  zone(file.name)
+  return nil, true
+end)
+
+busted.subscribe({ "file", "end" }, function()
+  -- Pop our zone and anything a failing spec left pushed above it.
+  local depth = table.remove(depth_at_file) or 0
+  while #zone > depth do zone() end
+  return nil, true
+end)
+
+busted.subscribe({ "exit" }, function()
+  if session:isRunning() then
+    local ok, err = pcall(session.stop, session, settings.out)
+    local st = session:stats()
+    if ok then
+      io.stderr:write(string.format("tecs.profile.busted: %d samples written to %s\n", st.samples, settings.out))
+    else
+      io.stderr:write("tecs.profile.busted: " .. tostring(err) .. "\n")
+    end
+  end
+  return nil, true
+end)
+
+return { session = session, out = settings.out }
