@@ -18,26 +18,30 @@ local check = require("tecs.profile.check")
 local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
 for _, a in ipairs(type(arg) == "table" and arg or {}) do
   local k, v = tostring(a):match("^([%w_]+)=(.*)$")
-  if k == "out" or k == "intervalMs" then
+  if k == "out" or k == "intervalMs" or k == "stackDepth" then
     settings[k] = v
   else
-    error(string.format("tecs.profile.busted: unknown helper argument %s (expected out=PATH or intervalMs=N)",
-      check.describe(a)), 0)
+    error(string.format("tecs.profile.busted: unknown helper argument %s"
+      .. " (expected out=PATH, intervalMs=N or stackDepth=N)", check.describe(a)), 0)
   end
 end
 if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
-local interval = 1
-if settings.intervalMs ~= nil then
-  interval = tonumber(settings.intervalMs)
-  if not interval then
-    error(string.format("tecs.profile.busted: intervalMs must be a number of milliseconds (got %s)",
-      check.describe(settings.intervalMs)), 0)
+
+local function number_setting(name, default)
+  local v = settings[name]
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n then
+    error(string.format("tecs.profile.busted: %s must be a number (got %s)", name, check.describe(v)), 0)
   end
+  return n
 end
+local sample_opts = { intervalMs = number_setting("intervalMs", 1), stackDepth = number_setting("stackDepth", 32) }
 
 local busted = require("busted")
 local zone = profile.zone()
-local session = profile.sample({ intervalMs = interval })
+local ok, session = pcall(profile.sample, sample_opts)
+if not ok then error("tecs.profile.busted: " .. tostring(session):gsub("^.-: profile%.sample: ", "profile.sample: "), 0) end
 local depth_at_file = {}
 
 busted.subscribe({ "file", "start" }, function(file)
