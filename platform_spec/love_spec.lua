@@ -14,7 +14,7 @@ local function love(game, args, env)
   for k, v in pairs(env or {}) do
     if v then set[#set + 1] = k .. "=" .. sh_quote(v) else unset[#unset + 1] = "-u " .. k end
   end
-  local cmd = "env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 120 xvfb-run -a love " ..
+  local cmd = "env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a love " ..
     sh_quote(game) .. " " .. (args or "") .. " 2>&1; echo \"rc=$?\""
   local p = assert(io.popen(cmd))
   local out = p:read("*a")
@@ -114,24 +114,35 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_false(text:find("xpcall", 1, true) ~= nil, text)
   end)
 
-  it("loads from a .love archive with the native module in the save directory", function()
-    -- The layout of a distributed game: Lua code inside the archive, the
-    -- shared library where LÖVE's C loader can dlopen it (the save directory).
-    local work = save_root .. "/archive"
-    local identity_dir = save_dir("tecs-profile-example")
+  -- The layout of a distributed game: Lua code inside a .love archive, the
+  -- shared library where it can be dlopen'ed (never from inside the archive).
+  local function make_archive(work, so_dir)
     assert(os.execute(table.concat({
-      "rm -rf " .. sh_quote(work) .. " " .. sh_quote(identity_dir .. "/tecs"),
-      "mkdir -p " .. sh_quote(work .. "/game") .. " " .. sh_quote(identity_dir .. "/tecs/profile"),
+      "rm -rf " .. sh_quote(work) .. " " .. sh_quote(save_dir("tecs-profile-example") .. "/tecs"),
+      "mkdir -p " .. sh_quote(work .. "/game") .. " " .. sh_quote(so_dir .. "/tecs/profile"),
       "cp " .. sh_quote(root) .. "/examples/love/*.lua " .. sh_quote(work .. "/game/"),
       "cp -R " .. sh_quote(root .. "/lua/tecs") .. " " .. sh_quote(work .. "/game/"),
-      "cp " .. sh_quote(root .. "/build/lib/tecs/profile/native.so") .. " " .. sh_quote(identity_dir .. "/tecs/profile/"),
+      "cp " .. sh_quote(root .. "/build/lib/tecs/profile/native.so") .. " " .. sh_quote(so_dir .. "/tecs/profile/"),
       "(cd " .. sh_quote(work .. "/game") .. " && python3 -m zipfile -c ../game.love .)",
     }, " && ")) == 0)
-    -- LUA_CPATH leads nowhere: only LÖVE's own C loader can find the library.
-    local rc, out = love(work .. "/game.love", "--seconds 1.5", { LUA_PATH = false, LUA_CPATH = "/nonexistent/?.so" })
+    return work .. "/game.love"
+  end
+
+  local function run_archive(archive)
+    -- LUA_CPATH leads nowhere: only the game's own search finds the library.
+    local rc, out = love(archive, "--seconds 1.5", { LUA_PATH = false, LUA_CPATH = "/nonexistent/?.so" })
     assert.equal(0, rc, out)
-    local text = assert(read(identity_dir .. "/tecs.collapsed"), out)
+    local text = assert(read(save_dir("tecs-profile-example") .. "/tecs.collapsed"), out)
     local s = summarize(text)
     assert.is_true(s.total > 0 and (s.zones.update or 0) > 0 and s.game_frames > 0, text)
+  end
+
+  it("runs from a .love archive, library in the save directory (LÖVE's C loader)", function()
+    run_archive(make_archive(save_root .. "/archive1", save_dir("tecs-profile-example")))
+  end)
+
+  it("runs from a .love archive, library beside it (getSourceBaseDirectory)", function()
+    local work = save_root .. "/archive2"
+    run_archive(make_archive(work, work))
   end)
 end)

@@ -8,18 +8,26 @@
 -- as tecs.collapsed (jit.p's report as jitp.txt). Paths and counters are
 -- printed on stdout.
 
--- Development set-up: when the game runs from this repository, find the Lua
--- package in lua/ and the native module in build/lib/ (`make build`). An
--- installed rock or a fused build needs none of this (see README.md).
-local function add_repository_paths()
+-- Where the Lua package and the native module come from:
+-- * run from this repository (`love examples/love`): lua/ and build/lib/
+--   (`make build`) of the repository;
+-- * a .love archive or a fused executable: the Lua files inside the archive
+--   (LÖVE's require finds them there), the library either beside the
+--   archive/executable (the entry added below) or in the save directory, where
+--   LÖVE's own C loader looks for tecs/profile/native.so.
+-- An installed rock needs none of this when LUA_PATH/LUA_CPATH point at it.
+local function add_module_paths()
   local source = love.filesystem.getSource()
-  if love.filesystem.isFused() or not source:find("examples/love/?$") then return end
-  local root = source:gsub("/?examples/love/?$", "")
-  if root == "" then root = "." end
-  package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
-  package.cpath = root .. "/build/lib/?.so;" .. package.cpath
+  if not love.filesystem.isFused() and source:find("examples/love/?$") then
+    local root = source:gsub("/?examples/love/?$", "")
+    if root == "" then root = "." end
+    package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+    package.cpath = root .. "/build/lib/?.so;" .. package.cpath
+  else
+    package.cpath = love.filesystem.getSourceBaseDirectory() .. "/?.so;" .. package.cpath
+  end
 end
-add_repository_paths()
+add_module_paths()
 
 local game = require("game")
 local profile = require("tecs.profile")
@@ -51,11 +59,21 @@ local function save_and_quit()
   love.event.quit()
 end
 
+-- Unattended runs (--seconds) must not stop on LÖVE's error screen: print
+-- the error and exit with status 1 instead.
+local function unattended_errors()
+  function love.errorhandler(msg)
+    io.stderr:write("error: ", debug.traceback(tostring(msg), 2), "\n")
+    return function() return 1 end
+  end
+end
+
 function love.load(args)
   for i = 1, #args do
     if args[i] == "--seconds" then options.seconds = tonumber(args[i + 1]) end
     if args[i] == "--profiler" then options.profiler = args[i + 1] end
   end
+  if options.seconds then unattended_errors() end
   game.load()
   love.filesystem.createDirectory("")
   if options.profiler == "jitp" then
