@@ -64,7 +64,14 @@ busted.subscribe({ "exit" }, function()
     if ok then
       io.stderr:write(string.format("tecs.profile.busted: %d samples written to %s\n", st.samples, settings.out))
     else
-      io.stderr:write("tecs.profile.busted: " .. tostring(err) .. "\n")
+      -- The process is about to end: keep the profile in a temporary file
+      -- rather than lose it.
+      local base = os.tmpname()
+      os.remove(base)
+      local spare = base .. ".collapsed"
+      local saved = pcall(session.write, session, spare)
+      io.stderr:write("tecs.profile.busted: " .. tostring(err):gsub("%s*%(the session is stopped.*$", "") ..
+        (saved and ("; the profile was saved to " .. spare) or "") .. "\n")
     end
   end
   return nil, true
