@@ -51,7 +51,12 @@ local function save_and_quit()
     print("jitp: " .. save_path("jitp.txt"))
   else
     local path = save_path("tecs.collapsed")
-    session:stop(path)
+    local ok, err = pcall(session.stop, session, path)
+    if not ok then
+      -- The session keeps its text: print it rather than lose it.
+      io.stderr:write(tostring(err), "\n")
+      io.write(session:collapsed())
+    end
     local st = session:stats()
     print(string.format("tecs: %s samples=%d stacks=%d rate=%.0f/s clock=%s",
       path, st.samples, st.stacks, st.rate, st.clock))
