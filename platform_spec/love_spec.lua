@@ -99,6 +99,19 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(tonumber(samples) > 0, out)
   end)
 
+  it("refuses a love.thread worker while the main thread samples, then lets it sample", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_thread", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    assert.matches("worker while main samples: error profile%.sample: a sampling session is already running " ..
+      "in this process %(LuaJIT has one profiler per process;[^\n]*%)\n", out)
+    assert.is_nil(out:find("stack traceback", 1, true), out)
+    local main_n = tonumber(out:match("main samples=(%d+)"))
+    local worker_n = tonumber(out:match("worker after main stopped: ok samples=(%d+)"))
+    assert.is_true(main_n and main_n > 0, out)
+    assert.is_true(worker_n and worker_n > 0, out)
+  end)
+
   it("falls back to its own zone stack and [builtin#N] when jit/*.lua is missing", function()
     -- A LUA_PATH without `;;` hides LuaJIT's jit/ directory, as in LÖVE
     -- builds that do not ship it.

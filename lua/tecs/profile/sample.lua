@@ -68,7 +68,9 @@ function M.start(opts)
     resolve_c = opts.resolveC,
   })
   if not ok then
-    error("profile.sample: " .. tostring(handle):gsub("^runtime error: ", ""), 2)
+    -- The native error carries mlua's prefix and a traceback of this shim.
+    local msg = tostring(handle):gsub("^runtime error: ", ""):gsub("\n*stack traceback:.*$", "")
+    error("profile.sample: " .. msg, 2)
   end
   local session = setmetatable({
     _native = handle,
