@@ -48,6 +48,44 @@ run_check() { # name log command...
 run_check "soak (30 s)" "$logdir/soak.log" env SOAK_SECONDS=30 LUAJIT_BIN="$LUAJIT" "$LUAJIT" scripts/soak.lua
 run_check "valgrind memcheck" "$logdir/valgrind.log" env LUAJIT="$LUAJIT" bash scripts/valgrind.sh
 
+# --- Platforms: other LuaJITs, LuaJIT 2.0, LÖVE (scripts/deps-platforms.sh) ---
+# TAP from any runner, counted like the busted suites.
+record_tap() { # name log rc
+  local p f
+  p=$(grep -cE '^ok ' "$2"); f=$(grep -cE '^not ok ' "$2")
+  [ "$3" -eq 0 ] || grep -A12 -E '^not ok ' "$2" | head -120
+  record "$1" "$p" "$f" "$3"
+}
+# busted's runner run by the given luajit itself (busted --lua would start
+# the `lua` interpreter first, with these paths in its environment).
+run_busted_with() { # name luajit-binary
+  local name=$1 lj=$2 log="$logdir/$(echo "$1" | tr -c 'a-zA-Z0-9.\n' _).log"
+  LUA_PATH="$PWD/lua/?.lua;/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;" \
+  LUA_CPATH="$PWD/build/lib/?.so;/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;/usr/lib/lua/5.1/?.so;;" \
+  LUAJIT_BIN="$lj" "$lj" "$(command -v busted)" -o TAP spec >"$log" 2>&1
+  record_tap "$name" "$log" $?
+}
+if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
+  if lj=$(bash scripts/luajit2.sh 2>"$logdir/luajit2-setup.log"); then
+    run_busted_with "busted (openresty luajit2)" "$lj"
+  else cat "$logdir/luajit2-setup.log"; record "busted (openresty luajit2)" 0 1 1; fi
+  if lj=$(bash tools/luajit-current/build.sh 2>"$logdir/luajit-current-setup.log"); then
+    run_busted_with "busted (luajit 2.1 current)" "$lj"
+  else cat "$logdir/luajit-current-setup.log"; record "busted (luajit 2.1 current)" 0 1 1; fi
+  if py=$(bash scripts/lupa.sh 2>"$logdir/lupa-setup.log"); then
+    "$py" platform_spec/luajit20_check.py >"$logdir/luajit20.log" 2>&1
+    record_tap "luajit 2.0 (lupa): no API" "$logdir/luajit20.log" $?
+  else cat "$logdir/lupa-setup.log"; record "luajit 2.0 (lupa): no API" 0 1 1; fi
+  busted --lua="$LUAJIT" -o TAP platform_spec/love_spec.lua >"$logdir/love.log" 2>&1
+  record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
+  if ngx=$(bash scripts/nginx-lua.sh 2>"$logdir/nginx-lua-setup.log"); then
+    timeout 300 python3 platform_spec/openresty_check.py "$ngx" >"$logdir/openresty.log" 2>&1
+    record_tap "nginx lua module (openresty)" "$logdir/openresty.log" $?
+  else cat "$logdir/nginx-lua-setup.log"; record "nginx lua module (openresty)" 0 1 1; fi
+else
+  cat "$logdir/deps-platforms.log"; record "platform dependencies" 0 1 1
+fi
+
 echo
 printf '%s\n' "${summary[@]}"
 echo "$total_pass passed, $total_fail failed"

@@ -19,7 +19,7 @@ status=0
 run() { # name args...
   local name=$1; shift
   local log="$logdir/$name.log"
-  valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect \
+  valgrind --tool=memcheck --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect \
     --errors-for-leak-kinds=definite,indirect --smc-check=all --num-callers=40 \
     --log-file="$log" "$LUAJIT" "$@" >"$logdir/$name.out" 2>&1
   local rc=$?

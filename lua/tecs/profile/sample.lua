@@ -73,7 +73,9 @@ function M.start(opts)
     resolve_c = opts.resolveC,
   })
   if not ok then
-    local msg = tostring(handle):gsub("^tecs%.profile%.native%.start: ", "")
+    -- Native errors may carry mlua's prefix and a traceback of this shim.
+    local msg = tostring(handle):gsub("^runtime error: ", ""):gsub("\n*stack traceback:.*$", "")
+    msg = msg:gsub("^tecs%.profile%.native%.start: ", "")
     error("profile.sample: " .. msg, 2)
   end
   local session = setmetatable({

@@ -1,0 +1,80 @@
+--- Profile a whole busted run without touching the specs.
+--
+--    busted --helper=tecs.profile.busted                 -- writes busted.collapsed
+--    TECS_PROFILE=run.collapsed busted --helper=tecs.profile.busted
+--    busted --helper=tecs.profile.busted -Xhelper out=run.collapsed,intervalMs=5
+--
+-- One sampling session covers the run, from loading the helper to busted's
+-- `exit` event, and is written as one collapsed-stack file. Samples taken
+-- while a spec file runs carry a zone named after that file, so the profile
+-- splits by file. LuaJIT has one profiler per process: specs that start
+-- their own `profile.sample()` sessions cannot run under this helper.
+-- @module tecs.profile.busted
+
+local profile = require("tecs.profile")
+local check = require("tecs.profile.check")
+
+-- Helper arguments (`-Xhelper k=v,k=v`) arrive in the global `arg`.
+local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
+for _, a in ipairs(type(arg) == "table" and arg or {}) do
+  local k, v = tostring(a):match("^([%w_]+)=(.*)$")
+  if k == "out" or k == "intervalMs" or k == "stackDepth" then
+    settings[k] = v
+  else
+    error(string.format("tecs.profile.busted: unknown helper argument %s"
+      .. " (expected out=PATH, intervalMs=N or stackDepth=N)", check.describe(a)), 0)
+  end
+end
+if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
+
+local function number_setting(name, default)
+  local v = settings[name]
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n then
+    error(string.format("tecs.profile.busted: %s must be a number (got %s)", name, check.describe(v)), 0)
+  end
+  return n
+end
+local sample_opts = { intervalMs = number_setting("intervalMs", 1), stackDepth = number_setting("stackDepth", 32) }
+
+local busted = require("busted")
+local zone = profile.zone()
+local ok, session = pcall(profile.sample, sample_opts)
+if not ok then error("tecs.profile.busted: " .. tostring(session):gsub("^.-: profile%.sample: ", "profile.sample: "), 0) end
+local depth_at_file = {}
+
+busted.subscribe({ "file", "start" }, function(file)
+  depth_at_file[#depth_at_file + 1] = #zone
+  zone(file.name)
+  return nil, true
+end)
+
+busted.subscribe({ "file", "end" }, function()
+  -- Pop our zone and anything a failing spec left pushed above it.
+  local depth = table.remove(depth_at_file) or 0
+  while #zone > depth do zone() end
+  return nil, true
+end)
+
+busted.subscribe({ "exit" }, function()
+  if session:isRunning() then
+    local ok, err = pcall(session.stop, session, settings.out)
+    local st = session:stats()
+    if ok then
+      io.stderr:write(string.format("tecs.profile.busted: %d samples written to %s\n", st.samples, settings.out))
+    else
+      -- The process is about to end: keep the profile in a temporary file
+      -- rather than lose it.
+      local base = os.tmpname()
+      os.remove(base)
+      local spare = base .. ".collapsed"
+      local saved = pcall(session.write, session, spare)
+      io.stderr:write("tecs.profile.busted: " .. tostring(err):gsub("%s*%(the session is stopped.*$", "") ..
+        (saved and ("; the profile was saved to " .. spare) or "") .. "\n")
+    end
+  end
+  return nil, true
+end)
+
+return { session = session, out = settings.out }

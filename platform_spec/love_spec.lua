@@ -1,0 +1,161 @@
+-- Runs the LÖVE example (examples/love) and a signal-mask probe with
+-- Debian's `love` under `xvfb-run -a`, default conf.lua (audio module on).
+local collapsed = require("spec.support.collapsed")
+
+local root = os.getenv("PWD")
+local save_root -- XDG_DATA_HOME of every run: LÖVE's save directories go there
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Run love on `game` with `args`; `env` maps variables to values (false
+-- unsets). Returns exit code and output.
+local function love(game, args, env)
+  local unset, set = {}, { "XDG_DATA_HOME=" .. sh_quote(save_root) }
+  for k, v in pairs(env or {}) do
+    if v then set[#set + 1] = k .. "=" .. sh_quote(v) else unset[#unset + 1] = "-u " .. k end
+  end
+  local cmd = "env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a love " ..
+    sh_quote(game) .. " " .. (args or "") .. " 2>&1; echo \"rc=$?\""
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function save_dir(identity) return save_root .. "/love/" .. identity end
+
+-- Zone totals and whether the game's own frames (file:line) appear.
+local function summarize(text)
+  local rows = collapsed.parse(text)
+  local s = { total = collapsed.sum(rows), zones = {}, game_frames = 0, main_frames = 0 }
+  for _, r in ipairs(rows) do
+    local z = r.frames[1]
+    if z == "update" or z == "draw" then s.zones[z] = (s.zones[z] or 0) + r.count end
+    if collapsed.has_frame(r, "^game%.lua:%d+$") then s.game_frames = s.game_frames + r.count end
+    if collapsed.has_frame(r, "^main%.lua:%d+$") then s.main_frames = s.main_frames + r.count end
+  end
+  s.rows = rows
+  return s
+end
+
+describe("LÖVE 11 (xvfb-run, audio on)", function()
+  setup(function()
+    save_root = os.tmpname()
+    os.remove(save_root)
+    assert(os.execute("mkdir -p " .. sh_quote(save_root)) == 0)
+  end)
+  teardown(function() os.execute("rm -rf " .. sh_quote(save_root)) end)
+
+  it("blocks SIGPROF on the main thread, so jit.p records no samples", function()
+    local rc, out = love(root .. "/examples/love", "--seconds 1.5 --profiler jitp")
+    assert.equal(0, rc, out)
+    local report = read(save_dir("tecs-profile-example") .. "/jitp.txt")
+    assert.is_string(report, "jit.p wrote no report:\n" .. out)
+    assert.matches("No samples collected", report)
+  end)
+
+  it("profiles the example game: samples, update/draw zones, game stacks", function()
+    local rc, out = love(root .. "/examples/love", "--seconds 2", { LUA_PATH = false, LUA_CPATH = false })
+    assert.equal(0, rc, out)
+    local path = save_dir("tecs-profile-example") .. "/tecs.collapsed"
+    assert.matches("tecs: " .. path:gsub("%p", "%%%0") .. " samples=%d+", out)
+    local text = assert(read(path), "no profile written:\n" .. out)
+    local s = summarize(text)
+    assert.is_true(s.total > 0, "no samples:\n" .. out)
+    assert.is_true((s.zones.update or 0) > 0, "no update zone samples:\n" .. text)
+    assert.is_true((s.zones.draw or 0) > 0, "no draw zone samples:\n" .. text)
+    assert.is_true(s.game_frames > 0, "no game.lua:N frames:\n" .. text)
+    assert.is_true(s.main_frames > 0, "no main.lua:N frames:\n" .. text)
+    -- The update zone's stacks run through love.update in main.lua into game.lua.
+    local update_stack = collapsed.sum(s.rows, function(r)
+      return r.frames[1] == "update" and collapsed.has_frame(r, "^main%.lua:%d+$")
+        and r.frames[#r.frames]:match("^game%.lua:%d+$") ~= nil
+    end)
+    assert.is_true(update_stack > 0, text)
+    -- jit.vmdef is there: builtins are named.
+    assert.is_true(collapsed.sum(s.rows, function(r) return collapsed.has_frame(r, "^xpcall$") end) > 0, text)
+  end)
+
+  it("unblocks SIGPROF only while sampling and restores the mask at stop", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_sigmask", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    local before, during, after, samples = out:match("SIGMASK before=(%x+) during=(%x+) after=(%x+) samples=(%d+)")
+    assert.is_string(before, out)
+    local SIGPROF_BIT = 2 ^ 26 -- signal 27
+    local function blocked(hex) return math.floor(tonumber(hex, 16) / SIGPROF_BIT) % 2 == 1 end
+    assert.is_true(blocked(before), "LÖVE did not block SIGPROF here: " .. before)
+    assert.is_false(blocked(during), during)
+    assert.is_true(blocked(after), after)
+    assert.equal(before, after)
+    assert.is_true(tonumber(samples) > 0, out)
+  end)
+
+  it("refuses a love.thread worker while the main thread samples, then lets it sample", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_thread", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    assert.matches("worker while main samples: error profile%.sample: a sampling session is already running " ..
+      "in this process %(LuaJIT has one profiler per process;[^\n]*%)\n", out)
+    assert.is_nil(out:find("stack traceback", 1, true), out)
+    local main_n = tonumber(out:match("main samples=(%d+)"))
+    local worker_n = tonumber(out:match("worker after main stopped: ok samples=(%d+)"))
+    assert.is_true(main_n and main_n > 0, out)
+    assert.is_true(worker_n and worker_n > 0, out)
+  end)
+
+  it("falls back to its own zone stack and [builtin#N] when jit/*.lua is missing", function()
+    -- A LUA_PATH without `;;` hides LuaJIT's jit/ directory, as in LÖVE
+    -- builds that do not ship it.
+    local rc, out = love(root .. "/examples/love", "--seconds 1.5",
+      { LUA_PATH = "/nonexistent/?.lua", LUA_CPATH = false })
+    assert.equal(0, rc, out)
+    local text = assert(read(save_dir("tecs-profile-example") .. "/tecs.collapsed"), out)
+    local s = summarize(text)
+    assert.is_true(s.total > 0, out)
+    assert.is_true((s.zones.update or 0) > 0 and (s.zones.draw or 0) > 0, text)
+    assert.is_true(s.game_frames > 0, text)
+    assert.is_true(collapsed.sum(s.rows, function(r) return collapsed.has_frame(r, "^%[builtin#%d+%]$") end) > 0, text)
+    assert.is_false(text:find("xpcall", 1, true) ~= nil, text)
+  end)
+
+  -- The layout of a distributed game: Lua code inside a .love archive, the
+  -- shared library where it can be dlopen'ed (never from inside the archive).
+  local function make_archive(work, so_dir)
+    assert(os.execute(table.concat({
+      "rm -rf " .. sh_quote(work) .. " " .. sh_quote(save_dir("tecs-profile-example") .. "/tecs"),
+      "mkdir -p " .. sh_quote(work .. "/game") .. " " .. sh_quote(so_dir .. "/tecs/profile"),
+      "cp " .. sh_quote(root) .. "/examples/love/*.lua " .. sh_quote(work .. "/game/"),
+      "cp -R " .. sh_quote(root .. "/lua/tecs") .. " " .. sh_quote(work .. "/game/"),
+      "cp " .. sh_quote(root .. "/build/lib/tecs/profile/native.so") .. " " .. sh_quote(so_dir .. "/tecs/profile/"),
+      "(cd " .. sh_quote(work .. "/game") .. " && python3 -m zipfile -c ../game.love .)",
+    }, " && ")) == 0)
+    return work .. "/game.love"
+  end
+
+  local function run_archive(archive)
+    -- LUA_CPATH leads nowhere: only the game's own search finds the library.
+    local rc, out = love(archive, "--seconds 1.5", { LUA_PATH = false, LUA_CPATH = "/nonexistent/?.so" })
+    assert.equal(0, rc, out)
+    local text = assert(read(save_dir("tecs-profile-example") .. "/tecs.collapsed"), out)
+    local s = summarize(text)
+    assert.is_true(s.total > 0 and (s.zones.update or 0) > 0 and s.game_frames > 0, text)
+  end
+
+  it("runs from a .love archive, library in the save directory (LÖVE's C loader)", function()
+    run_archive(make_archive(save_root .. "/archive1", save_dir("tecs-profile-example")))
+  end)
+
+  it("runs from a .love archive, library beside it (getSourceBaseDirectory)", function()
+    local work = save_root .. "/archive2"
+    run_archive(make_archive(work, work))
+  end)
+end)

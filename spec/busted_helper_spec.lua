@@ -1,0 +1,94 @@
+-- `busted --helper=tecs.profile.busted` profiles a whole run of another
+-- project's specs (platform_spec/fixtures/busted_project) without touching them.
+local collapsed = require("spec.support.collapsed")
+
+local root = os.getenv("PWD")
+local project = root .. "/platform_spec/fixtures/busted_project"
+local luajit = os.getenv("LUAJIT_BIN") or "luajit"
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Run busted's runner with this LuaJIT in the fixture project.
+local function busted(args, env)
+  local busted_bin = io.popen("command -v busted"):read("*l")
+  local cmd = string.format(
+    "cd %s && env -u TECS_PROFILE -u TECS_PROFILE_INTERVAL_MS %s LUA_PATH=%s LUA_CPATH=%s %s %s -o TAP %s spec 2>&1; echo \"rc=$?\"",
+    sh_quote(project), env or "",
+    sh_quote(root .. "/lua/?.lua;" .. (os.getenv("LUA_PATH") or ";")),
+    sh_quote(root .. "/build/lib/?.so;" .. (os.getenv("LUA_CPATH") or ";")),
+    sh_quote(luajit), sh_quote(busted_bin), args)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+describe("tecs.profile.busted helper", function()
+  local out_path = os.tmpname()
+  after_each(function()
+    os.remove(out_path)
+    os.remove(project .. "/busted.collapsed")
+  end)
+
+  it("writes one profile per run to $TECS_PROFILE, split by spec file", function()
+    os.remove(out_path)
+    local rc, out = busted("--helper=tecs.profile.busted", "TECS_PROFILE=" .. sh_quote(out_path))
+    assert.equal(0, rc, out)
+    assert.matches("ok 1 %- arithmetic sums squares", out)
+    assert.matches("ok 2 %- strings builds long strings", out)
+    assert.matches("tecs.profile.busted: %d+ samples written to " .. out_path:gsub("%p", "%%%0"), out)
+    local rows = collapsed.parse(assert(read(out_path), out))
+    local total = collapsed.sum(rows)
+    assert.is_true(total > 0, out)
+    -- The zone is the spec file's path: spec/math_spec.lua -> "spec;math_spec.lua".
+    local function file_zone(name)
+      return collapsed.sum(rows, function(r) return r.frames[1] == "spec" and r.frames[2] == name end)
+    end
+    local math_n, strings_n = file_zone("math_spec.lua"), file_zone("strings_spec.lua")
+    assert.is_true(math_n > 0 and strings_n > 0, string.format("math %d, strings %d", math_n, strings_n))
+    local leaf_in_spec = collapsed.sum(rows, function(r)
+      return r.frames[#r.frames]:match("^spec/math_spec%.lua:%d+$") ~= nil
+    end)
+    assert.is_true(leaf_in_spec > 0, "no samples in spec/math_spec.lua's own lines")
+    assert.is_nil(read(project .. "/busted.collapsed"))
+  end)
+
+  it("takes -Xhelper out=PATH,intervalMs=N, and defaults to ./busted.collapsed", function()
+    os.remove(out_path)
+    local rc, out = busted("--helper=tecs.profile.busted -Xhelper out=" .. sh_quote(out_path) .. ",intervalMs=5")
+    assert.equal(0, rc, out)
+    local rows = collapsed.parse(assert(read(out_path), out))
+    local n5 = collapsed.sum(rows)
+    assert.is_true(n5 > 0, out)
+    rc, out = busted("--helper=tecs.profile.busted")
+    assert.equal(0, rc, out)
+    local n1 = collapsed.sum(collapsed.parse(assert(read(project .. "/busted.collapsed"), out)))
+    -- Same work at a 5x longer interval: clearly fewer samples.
+    assert.is_true(n1 > 2 * n5, string.format("1 ms: %d samples, 5 ms: %d", n1, n5))
+  end)
+
+  it("keeps the profile in a temporary file when the output cannot be written", function()
+    local rc, out = busted("--helper=tecs.profile.busted", "TECS_PROFILE=/nonexistent-dir/run.collapsed")
+    assert.equal(0, rc, out)
+    assert.matches("cannot write '/nonexistent-dir/run.collapsed'", out, 1, true)
+    local spare = out:match("the profile was saved to (%S+%.collapsed)")
+    assert.is_string(spare, out)
+    local text = assert(read(spare), out)
+    os.remove(spare)
+    assert.is_true(collapsed.sum(collapsed.parse(text)) > 0, text)
+  end)
+
+  it("fails the run with a clear message on a bad helper argument", function()
+    local rc, out = busted("--helper=tecs.profile.busted -Xhelper colour=blue")
+    assert.is_true(rc ~= 0, out)
+    assert.matches("tecs.profile.busted: unknown helper argument string \"colour=blue\"", out, 1, true)
+  end)
+end)

@@ -1,0 +1,99 @@
+-- `make install PREFIX=...` and `luarocks make` into fresh trees, then the
+-- installed library and the `tecs-profile` command used from a fresh luajit
+-- that sees only that tree.
+local root = os.getenv("PWD")
+local luajit = os.getenv("LUAJIT_BIN") or "luajit"
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function run(cmd)
+  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+-- Run `script` with this LuaJIT from / with only `tree`'s directories on the paths.
+local function run_in_tree(tree, script)
+  write(tree .. "/check.lua", script)
+  return run(string.format("cd / && env LUA_PATH=%s LUA_CPATH=%s %s %s",
+    sh_quote(tree .. "/share/lua/5.1/?.lua;;"), sh_quote(tree .. "/lib/lua/5.1/?.so;;"),
+    sh_quote(luajit), sh_quote(tree .. "/check.lua")))
+end
+
+local USE_TREE = [[
+  local profile = require("tecs.profile")
+  assert(require("tecs.utils.profile") == profile)
+  assert(package.searchpath("tecs.profile.busted", package.path), "busted helper not installed")
+  local zone = profile.zone()
+  local s = profile.sample()
+  local t0 = os.clock()
+  local x = 0
+  zone("installed")
+  while os.clock() - t0 < 0.3 do for i = 1, 1000 do x = (x + i) % 7 end end
+  zone()
+  local text = s:stop(arg[1])
+  assert(text:match("^installed;[^\n]+_%[[NICGJ]%] %d+\n"), text)
+  io.write("OK ", package.searchpath("tecs.profile.native", package.cpath))
+]]
+
+local has_cli = io.open(root .. "/bin/tecs-profile", "r")
+if has_cli then has_cli:close() end
+
+local function check_tree(tree)
+  local rc, out = run_in_tree(tree, USE_TREE:gsub("arg%[1%]", string.format("%q", tree .. "/run.collapsed")))
+  assert.equal(0, rc, out)
+  assert.matches("^OK " .. tree:gsub("%p", "%%%0") .. "/lib/lua/5.1/tecs/profile/native%.so", out)
+end
+
+-- `launcher` runs the command: this LuaJIT on the installed script, or the
+-- script itself (luarocks installs a shell wrapper that names its own luajit).
+local function check_cli(tree, launcher)
+  local cli = tree .. "/bin/tecs-profile"
+  assert.is_truthy(io.open(cli, "r"), "no " .. cli)
+  local command = (launcher and (sh_quote(launcher) .. " ") or "") .. sh_quote(cli)
+  -- Run from / with no LUA_PATH/LUA_CPATH: the command finds its own tree.
+  local rc, out = run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH %s --help", command))
+  assert.equal(0, rc, out)
+  assert.matches("tecs%-profile", out)
+  rc, out = run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH %s report %s", command,
+    sh_quote(tree .. "/run.collapsed")))
+  assert.equal(0, rc, out)
+  assert.matches("check%.lua", out)
+end
+
+describe("installed trees", function()
+  local make_tree, rocks_tree = os.tmpname(), os.tmpname()
+  os.remove(make_tree)
+  os.remove(rocks_tree)
+  teardown(function() os.execute("rm -rf " .. sh_quote(make_tree) .. " " .. sh_quote(rocks_tree)) end)
+
+  it("make install PREFIX=... gives a tree a fresh luajit can use", function()
+    local rc, out = run(string.format("make -s -C %s install PREFIX=%s", sh_quote(root), sh_quote(make_tree)))
+    assert.equal(0, rc, out)
+    check_tree(make_tree)
+  end)
+
+  it("luarocks make gives a tree a fresh luajit can use, with no rocks server", function()
+    local rc, out = run(string.format(
+      "cd %s && luarocks --lua-version=5.1 --only-server=%s make rockspec/tecs-profile-scm-1.rockspec --tree %s",
+      sh_quote(root), sh_quote("file:///nonexistent"), sh_quote(rocks_tree)))
+    assert.equal(0, rc, out)
+    check_tree(rocks_tree)
+  end)
+
+  it("the tecs-profile command works from both trees", function()
+    if not has_cli then
+      pending("bin/tecs-profile is not part of this source tree: nothing to install or run")
+      return
+    end
+    check_cli(make_tree, luajit)
+    check_cli(rocks_tree)
+  end)
+end)
