@@ -48,7 +48,9 @@ describe("profile.sample", function()
     for_cpu(1.0, function() busy(10000) end)
     s:stop()
     local st = s:stats()
-    assert.is_true(st.rate > 0.9 * st.requestedRate,
+    -- (LuaJIT's own timer would give a quarter of this on a 250 Hz kernel;
+    -- the exact figure is measured by make bench, not asserted here.)
+    assert.is_true(st.rate > 0.8 * st.requestedRate,
       string.format("rate %.0f/s of %.0f/s requested (%s clock)", st.rate, st.requestedRate, st.clock))
   end)
 
