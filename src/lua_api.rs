@@ -283,6 +283,11 @@ impl NativeSession {
             t.set("timerSignals", tm.sent())?;
         }
         t.set("running", self.running)?;
+        #[cfg(feature = "bench-timing")]
+        {
+            t.set("callbackNs", st.callback_ns)?;
+            t.set("dumpNs", st.dump_ns)?;
+        }
         Ok(t)
     }
 }
