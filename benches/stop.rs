@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use tecs_profile::collapsed;
+use tecs_profile::collapsed_table;
 use tecs_profile::collector::{Key, StackTable};
 use tecs_profile::profile_data::{FrameNamer, Profile};
 use tecs_profile::profiler::FRAME_SEP;
@@ -58,7 +59,7 @@ const ZONES: [&str; 4] = ["", "update", "update/physics", "draw/ui"];
 
 /// Unique stack number `i`: 16 frames; the leaf frame's line is `i`, the
 /// frames above it vary over many files and lines, one in ten is a builtin.
-fn fill(table: &mut StackTable, n: usize) {
+fn fill(table: &mut StackTable, n: usize, dir: &str) {
     let mut key = Vec::with_capacity(1024);
     for i in 0..n {
         Key::begin(&mut key);
@@ -69,18 +70,27 @@ fn fill(table: &mut StackTable, n: usize) {
                 key.push(FRAME_SEP);
             }
             let frame = if d == 15 {
-                format!("/home/dev/game/src/module_{}.lua:{}", (i / 97) % 400, i)
+                format!("{}module_{}.lua:{}", dir, (i / 97) % 400, i)
             } else if d == 14 && i % 10 == 0 {
                 format!("[builtin#{}]", 30 + i % 50)
             } else if d < 12 {
-                format!("/home/dev/game/src/module_{}.lua:{}", d, 10 + d * 7)
+                format!("{}module_{}.lua:{}", dir, d, 10 + d * 7)
             } else {
-                format!("/home/dev/game/src/module_{}.lua:{}", (i / 31 + d) % 400, (i * 31 + d * 13) % 5000)
+                format!(
+                    "{}module_{}.lua:{}",
+                    dir,
+                    (i / 31 + d) % 400,
+                    (i * 31 + d * 13) % 5000
+                )
             };
             key.extend_from_slice(frame.as_bytes());
         }
         table.add(&key, i % 5, 1 + (i % 7) as u32);
     }
+}
+
+fn thread_cpu_ns() -> u64 {
+    tecs_profile::sys::posix::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -89,39 +99,78 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let counts: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let counts = if counts.is_empty() { vec![10_000, 100_000] } else { counts };
-    let reps: usize = std::env::var("BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let counts = if counts.is_empty() {
+        vec![10_000, 100_000]
+    } else {
+        counts
+    };
+    let reps: usize = std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     let ffnames: Vec<Option<String>> = (0..200).map(|i| Some(format!("lib.func{}", i))).collect();
-    println!("| unique stacks | stop ms (median of {}) | text bytes/stack | table bytes/stack | peak transient bytes/stack | peak minus text, bytes/stack |", reps);
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for &n in &counts {
-        let mut table = StackTable::new(n);
-        fill(&mut table, n);
-        assert_eq!(table.len(), n, "generated keys must be unique");
-        let table_bytes = table.memory_bytes();
-        let (mut ms, mut peaks, mut text_len) = (vec![], vec![], 0usize);
-        for _ in 0..reps {
-            let base = LIVE.load(Ordering::Relaxed);
-            PEAK.store(base, Ordering::Relaxed);
-            let t0 = Instant::now();
-            let mut namer = FrameNamer::new(&ffnames, false);
-            let text = collapsed::write(&Profile::from_table(&table, &mut namer));
-            ms.push(t0.elapsed().as_secs_f64() * 1e3);
-            peaks.push((PEAK.load(Ordering::Relaxed) - base) as f64);
-            text_len = text.len();
-            assert_eq!(text.lines().count(), n);
+    println!("| unique stacks | code | CPU ms (median of {}) | wall ms | text bytes/stack | table bytes/stack | table minus text | peak transient bytes/stack |", reps);
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    // Full paths as the `p` dumpstack flag keeps them, and short ones.
+    let shapes = [
+        ("/home/dev/game/src/", "long paths"),
+        ("src/", "short paths"),
+    ];
+    for (dir, shape) in shapes {
+        for &n in &counts {
+            let mut table = StackTable::new(n);
+            fill(&mut table, n, dir);
+            assert_eq!(table.len(), n, "generated keys must be unique");
+            let table_bytes = table.memory_bytes();
+            let ways: [(&str, &dyn Fn(&mut FrameNamer) -> String); 2] = [
+                ("stop(): collapsed_table::write", &|namer| {
+                    collapsed_table::write(&table, namer)
+                }),
+                ("Profile rows + collapsed::write", &|namer| {
+                    collapsed::write(&Profile::from_table(&table, namer))
+                }),
+            ];
+            let mut reference: Option<String> = None;
+            let only_new = std::env::var("STOP_BENCH_ONLY_NEW").is_ok();
+            for (label, way) in ways.into_iter().take(if only_new { 1 } else { 2 }) {
+                let (mut ms, mut cpu_ms, mut peaks, mut text_len) =
+                    (vec![], vec![], vec![], 0usize);
+                for _ in 0..reps {
+                    let base = LIVE.load(Ordering::Relaxed);
+                    PEAK.store(base, Ordering::Relaxed);
+                    let t0 = Instant::now();
+                    let c0 = thread_cpu_ns();
+                    let mut namer = FrameNamer::new(&ffnames, false);
+                    let text = way(&mut namer);
+                    ms.push(t0.elapsed().as_secs_f64() * 1e3);
+                    cpu_ms.push((thread_cpu_ns() - c0) as f64 / 1e6);
+                    peaks.push((PEAK.load(Ordering::Relaxed) - base) as f64);
+                    text_len = text.len();
+                    assert_eq!(text.lines().count(), n);
+                    match &reference {
+                        None => reference = Some(text),
+                        Some(r) => assert!(*r == text, "both ways must give the same text"),
+                    }
+                }
+                let per = |x: f64| x / n as f64;
+                let peak = median(&mut peaks);
+                println!(
+                    "| {} | {}, {} | {:.1} | {:.1} | {:.0} | {:.0} | {:+.0} | {:.0} |",
+                    n,
+                    label,
+                    shape,
+                    median(&mut cpu_ms),
+                    median(&mut ms),
+                    per(text_len as f64),
+                    per(table_bytes as f64),
+                    per(table_bytes as f64) - per(text_len as f64),
+                    per(peak),
+                );
+            }
         }
-        let per = |x: f64| x / n as f64;
-        let peak = median(&mut peaks);
-        println!(
-            "| {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            n,
-            median(&mut ms),
-            per(text_len as f64),
-            per(table_bytes as f64),
-            per(peak),
-            per(peak - text_len as f64)
-        );
     }
 }

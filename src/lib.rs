@@ -9,9 +9,11 @@
 //! * [`collector`]: the stack table the callback counts into.
 //! * [`timer`]: the precise sampling clock.
 //! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
+//! * [`collapsed_table`]: the same text straight from the stack table (stop()).
 //! * [`lua_api`]: the functions and session object Lua sees.
 
 pub mod collapsed;
+pub mod collapsed_table;
 pub mod collector;
 pub mod lua_api;
 pub mod profile_data;
