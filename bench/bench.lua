@@ -6,7 +6,7 @@
 --   luajit bench/bench.lua persample                 per-sample cost by depth
 --   luajit bench/bench.lua zones                     zone push+pop cost
 --
--- Environment: BENCH_REPS (default 5), BENCH_SCALE (default 0.6),
+-- Environment: BENCH_REPS (default 7), BENCH_SCALE (default 0.8),
 -- BENCH_OUT (directory for the Markdown fragments, default build/bench),
 -- BENCH_TIMING_CPATH (LUA_CPATH of the instrumented build, for persample).
 local bench_dir = arg[0]:match("^(.*)/[^/]*$") or "."
@@ -14,8 +14,8 @@ package.path = bench_dir .. "/?.lua;" .. package.path
 
 local workloads = require("workloads")
 
-local REPS = tonumber(os.getenv("BENCH_REPS") or "5")
-local SCALE = tonumber(os.getenv("BENCH_SCALE") or "0.6")
+local REPS = tonumber(os.getenv("BENCH_REPS") or "7")
+local SCALE = tonumber(os.getenv("BENCH_SCALE") or "0.8")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
 local LUAJIT = os.getenv("LUAJIT") or "luajit"
 
@@ -81,6 +81,12 @@ local function summarise(runs, base)
     aborts = median(field(runs, "aborts")) - median(field(base, "aborts")),
     stop_ms = median(field(runs, "stop_ms")),
     callback_ns = median(field(runs, "callbackNs")),
+    -- Spread of this config's CPU times: (max - min) / median.
+    spread = (function()
+      local t = field(runs, "cpu")
+      table.sort(t)
+      return (t[#t] - t[1]) / median(t) * 100
+    end)(),
     dump_ns = median(field(runs, "dumpNs")),
   }
   -- Per-sample cost from the CPU time of the profiled thread: it includes
@@ -111,13 +117,13 @@ local matrix_configs = {
   { name = "lua", config = "lua", label = "pure-Lua sampler 1 ms", requested = 1000 },
 }
 
-local header = "| workload | profiler | wall s | wall over | CPU s | CPU over | samples/s (req.) | µs/sample | aborts Δ | stop ms |"
-local rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+local header = "| workload | profiler | wall s | wall over | CPU s | CPU over | CPU spread | samples/s (req.) | µs/sample | aborts Δ | stop ms |"
+local rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 
 local function row_cells(workload, c, s)
-  return string.format("| %s | %s | %s | %s | %s | %s | %s%s | %s | %s | %s |",
+  return string.format("| %s | %s | %s | %s | %s | %s | %s | %s%s | %s | %s | %s |",
     workload, c.label, fmt(s.wall, "%.3f"), c.name == "none" and "" or fmt(s.wall_over, "%+.1f%%"),
-    fmt(s.cpu, "%.3f"), c.name == "none" and "" or fmt(s.cpu_over, "%+.1f%%"),
+    fmt(s.cpu, "%.3f"), c.name == "none" and "" or fmt(s.cpu_over, "%+.1f%%"), fmt(s.spread, "%.0f%%"),
     c.name == "none" and "" or fmt(s.rate, "%.0f"), c.requested and (" (" .. c.requested .. ")") or "",
     c.name == "none" and "" or fmt(s.per_sample_us, "%.1f"),
     c.name == "none" and "" or fmt(s.aborts, "%+d"), c.name == "none" and "" or fmt(s.stop_ms, "%.1f"))
@@ -146,39 +152,45 @@ local function persample()
     { name = "tecs", config = "tecs0.1", label = "tecs-profile 0.1 ms" },
     { name = "lua", config = "lua@0.1", label = "pure-Lua sampler, 0.1 ms timer" },
     { name = "jpG", config = "jpG@0.1", label = "jit.p Gf, 0.1 ms timer" },
+    { name = "empty", config = "empty@0.1", label = "empty SIGPROF handler (the floor), 0.1 ms timer" },
   }
   if timing then
     configs[#configs + 1] = { name = "split", config = "tecs0.1", label = "tecs-profile 0.1 ms, timed build",
       env = "LUA_CPATH=" .. shell_quote(timing) }
   end
-  local h = "| depth | profiler | samples/s | µs/sample | vs tecs | in callback µs | dumpstack µs | our bookkeeping µs | bookkeeping share |"
-  local md = { h, "|---:|---|---:|---:|---:|---:|---:|---:|---:|" }
+  local h = "| depth | profiler | samples/s | µs/sample | ratio to tecs-profile |"
+  local md = { h, "|---:|---|---:|---:|---:|" }
+  local h2 = "| depth | total µs/sample | signal delivery (floor) | rest of LuaJIT's path: hook, trace exit, re-entry | LuaJIT dumpstack | our bookkeeping | bookkeeping share |"
+  local md2 = { h2, "|---:|---:|---:|---:|---:|---:|---:|" }
   print(h) print(md[2])
   for _, w in ipairs({ "deep16", "deep64", "deep200" }) do
     local runs = run_alternating(w, configs)
     local sums = {}
     for _, c in ipairs(configs) do sums[c.name] = summarise(runs[c.name], runs.none) end
     local tecs = sums.tecs.per_sample_us
+    local depth = w:match("%d+")
     for _, c in ipairs(configs) do
-      if c.name ~= "none" then
+      if c.name ~= "none" and c.name ~= "split" then
         local s = sums[c.name]
-        local cb, dump, own, share = "", "", "", ""
-        if c.name == "split" and s.samples > 0 then
-          local n = s.samples
-          local cbu, dumpu = s.callback_ns / n / 1e3, s.dump_ns / n / 1e3
-          cb, dump = fmt(cbu, "%.2f"), fmt(dumpu, "%.2f")
-          own = fmt(cbu - dumpu, "%.2f")
-          -- Share of the full per-sample cost (measured without the timing
-          -- instrumentation, config `tecs`).
-          share = fmt((cbu - dumpu) / tecs * 100, "%.0f%%")
-        end
-        local line = string.format("| %s | %s | %.0f | %s | %s | %s | %s | %s | %s |", w:match("%d+"), c.label, s.rate,
-          fmt(s.per_sample_us, "%.1f"), fmt(s.per_sample_us / tecs, "%.2fx"), cb, dump, own, share)
+        local line = string.format("| %s | %s | %.0f | %s | %s |", depth, c.label, s.rate,
+          fmt(s.per_sample_us, "%.1f"), fmt(s.per_sample_us / tecs, "%.2fx"))
         print(line) io.stdout:flush()
         md[#md + 1] = line
       end
     end
+    local sp = sums.split
+    local floor = sums.empty.per_sample_us
+    if sp and sp.samples > 0 then
+      local cbu, dumpu = sp.callback_ns / sp.samples / 1e3, sp.dump_ns / sp.samples / 1e3
+      local own = cbu - dumpu
+      md2[#md2 + 1] = string.format("| %s | %s | %s | %s | %s | %s | %s |", depth, fmt(tecs, "%.1f"), fmt(floor, "%.1f"),
+        fmt(tecs - floor - cbu, "%.1f"), fmt(dumpu, "%.2f"), fmt(own, "%.2f"), fmt(own / tecs * 100, "%.1f%%"))
+    end
   end
+  print() print(h2) print(md2[2])
+  for i = 3, #md2 do print(md2[i]) end
+  md[#md + 1] = ""
+  for _, l in ipairs(md2) do md[#md + 1] = l end
   write_fragment("persample", md)
 end
 

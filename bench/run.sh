@@ -13,7 +13,7 @@
 #   bench/run.sh zones               zone push+pop cost
 #   bench/run.sh report              rewrite BENCHMARKS.md from the fragments
 #
-# Environment: BENCH_REPS (5), BENCH_SCALE (0.6), LUAJIT (luajit).
+# Environment: BENCH_REPS (7), BENCH_SCALE (0.8), LUAJIT (luajit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LUAJIT=${LUAJIT:-luajit}
@@ -62,11 +62,13 @@ piece() {
       BENCH_TIMING_CPATH="$PWD/$TIMING_LIB/?.so;;" $LUAJIT bench/bench.lua persample ;;
     floor)
       build_floor
-      { echo "| interval | delivered/s (requested) | empty handler: CPU per signal | timer thread CPU per signal |"
-        echo "|---:|---:|---:|---:|"
-        bench/floor/target/release/floor 1000 100 | awk '{
+      { echo "| signal source | interval | delivered/s (requested) | empty handler: CPU per signal | helper thread CPU per signal |"
+        echo "|---|---:|---:|---:|---:|"
+        for m in tgkill posix-timer itimer; do FLOOR_METHOD=$m bench/floor/target/release/floor 1000 100; done | awk '{
           for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-          printf "| %g ms | %.0f (%.0f) | %.2f µs | %.2f µs |\n", v["interval_us"] / 1000, v["rate"], v["requested"], v["signal_ns"] / 1000, v["timer_thread_ns_per_signal"] / 1000 }'
+          name = v["method"] == "tgkill" ? "tgkill timer thread (tecs-profile)" : (v["method"] == "posix-timer" ? "timer_create, SIGEV_THREAD_ID" : "setitimer ITIMER_PROF (LuaJIT)")
+          helper = v["method"] == "tgkill" ? sprintf("%.2f µs", v["timer_thread_ns_per_signal"] / 1000) : "-"
+          printf "| %s | %g ms | %.0f (%.0f) | %.2f µs | %s |\n", name, v["interval_us"] / 1000, v["rate"], v["requested"], v["signal_ns"] / 1000, helper }'
       } | tee "$OUT/floor.md" ;;
     stop)
       cargo bench --quiet --no-default-features --bench stop 2>/dev/null | grep '^|' | tee "$OUT/stop.md" ;;

@@ -3,7 +3,8 @@
 --
 --   luajit bench/run_one.lua WORKLOAD CONFIG [SCALE]
 --
--- CONFIG: none | tecs<ms> (tecs1, tecs10, tecs0.1) | jpf | jpG | lua, and
+-- CONFIG: none | tecs<ms> (tecs1, tecs10, tecs0.1) | jpf | jpG | lua |
+-- empty (SIGPROF to a handler that only counts: the floor), and
 -- for jit.profile-based configs an optional `@<ms>` suffix (`lua@0.1`) that
 -- adds SIGPROF from bench/floor's timer (the same tgkill method tecs-profile
 -- uses) so they sample at that rate instead of the kernel tick.
@@ -75,18 +76,34 @@ elseif config == "lua" then
     stats.textBytes = #text
     return n
   end
-else
+elseif config ~= "empty" then
   io.stderr:write("run_one: unknown config ", config, "\n")
   os.exit(2)
 end
 
+local benchlib
+local function load_benchlib()
+  if not benchlib then
+    local ffi = require("ffi")
+    ffi.cdef[[
+      int bench_timer_start(uint64_t interval_ns);
+      uint64_t bench_timer_stop(void);
+      int bench_empty_handler_install(void);
+      uint64_t bench_empty_delivered(void);
+    ]]
+    benchlib = ffi.load(bench_dir .. "/floor/target/release/libbenchtimer.so")
+  end
+  return benchlib
+end
+
+if config == "empty" then
+  local lib = load_benchlib()
+  start_profiler = function() assert(lib.bench_empty_handler_install() == 0) end
+  stop_profiler = function() return tonumber(lib.bench_empty_delivered()) end
+end
+
 if boost_ms then
-  local ffi = require("ffi")
-  ffi.cdef[[
-    int bench_timer_start(uint64_t interval_ns);
-    uint64_t bench_timer_stop(void);
-  ]]
-  local lib = ffi.load(bench_dir .. "/floor/target/release/libbenchtimer.so")
+  local lib = load_benchlib()
   local start0, stop0 = start_profiler, stop_profiler
   start_profiler = function()
     start0()

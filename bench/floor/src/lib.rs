@@ -117,3 +117,30 @@ pub extern "C" fn bench_timer_stop() -> u64 {
         None => 0,
     }
 }
+
+static EMPTY_DELIVERED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn counting_handler(_sig: libc::c_int) {
+    EMPTY_DELIVERED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Installs a SIGPROF handler that only counts deliveries (the floor,
+/// measured inside the benchmark's own LuaJIT process). Returns 0 on success.
+#[no_mangle]
+pub extern "C" fn bench_empty_handler_install() -> i32 {
+    EMPTY_DELIVERED.store(0, Ordering::Relaxed);
+    // SAFETY: a plain handler with an empty mask and SA_RESTART.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = counting_handler as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGPROF, &sa, std::ptr::null_mut())
+    }
+}
+
+/// Signals the counting handler has received.
+#[no_mangle]
+pub extern "C" fn bench_empty_delivered() -> u64 {
+    EMPTY_DELIVERED.load(Ordering::Relaxed)
+}
