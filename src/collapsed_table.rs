@@ -24,13 +24,16 @@ use crate::profiler::FRAME_SEP;
 #[derive(Clone, Copy)]
 struct Line {
     total: u64,
-    /// First 8 path bytes, `/` as 0x01, zero padded (when `PATH_PACKED`).
+    /// First 8 path bytes, `/` as 0x01, zero padded (when `PATH_PACKED`);
+    /// once sorted, the line's offset in the output.
     path_prefix: u64,
     /// 16 stack bytes from the offset all plain stacks share (when `PLAIN`).
     stack_hi: u64,
     stack_lo: u64,
     /// Index in the table (`SIDE` clear) or in the side buffer (`SIDE` set).
     idx: u32,
+    /// Length of the line's text, newline included.
+    text_len: u32,
     flags: u8,
     state: u8,
 }
@@ -49,9 +52,12 @@ const PATH_WHOLE: u8 = 16;
 const STACK_WHOLE: u8 = 32;
 
 impl Line {
-    fn new(total: u64, idx: u32, flags: u8, state: u8, path: &[u8]) -> Line {
+    fn new(total: u64, idx: u32, flags: u8, state: u8, key: &[u8]) -> Line {
+        let path = Key::path(key);
+        let text_len = line_len(key, total) as u32;
         let mut line = Line {
             total,
+            text_len,
             path_prefix: 0,
             stack_hi: 0,
             stack_lo: 0,
@@ -241,20 +247,6 @@ fn replace_byte(buf: &mut [u8], from: u8, to: u8) {
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
-
 fn digits(mut n: u64) -> usize {
     let mut d = 1;
     while n >= 10 {
@@ -281,14 +273,9 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         if path_is_final(Key::path(key)) && stack_is_final(Key::stack(key)) {
             let counts = widen(&entry.counts);
             let total = counts.iter().sum();
-            size += line_len(key, total);
-            lines.push(Line::new(
-                total,
-                i as u32,
-                PLAIN,
-                dominant(&counts),
-                Key::path(key),
-            ));
+            let line = Line::new(total, i as u32, PLAIN, dominant(&counts), key);
+            size += line.text_len as usize;
+            lines.push(line);
             continue;
         }
         render(key, namer, &mut scratch);
@@ -323,7 +310,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
             }
             let hash = hasher.hash_one(key);
             if let Some(&s) = side_index.find(hash, |&s| side[s as usize].key == key) {
-                size -= line_len(key, line.total);
+                size -= line.text_len as usize;
                 let row = &mut side[s as usize];
                 for (k, c) in entry.counts.iter().enumerate() {
                     row.counts[k] += *c as u64;
@@ -346,20 +333,15 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         });
     }
     for (s, row) in side.iter().enumerate() {
-        size += line_len(&row.key, row.counts.iter().sum());
         let flags = SIDE
             | if stack_is_plain(Key::stack(&row.key)) {
                 PLAIN
             } else {
                 0
             };
-        lines.push(Line::new(
-            row.counts.iter().sum(),
-            s as u32,
-            flags,
-            dominant(&row.counts),
-            Key::path(&row.key),
-        ));
+        let line = Line::new(row.counts.iter().sum(), s as u32, flags, dominant(&row.counts), &row.key);
+        size += line.text_len as usize;
+        lines.push(line);
     }
 
     let key_of = |l: &Line| -> &[u8] {
@@ -429,43 +411,51 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         })
     });
 
-    let mut out: Vec<u8> = Vec::with_capacity(size);
+    // Each line's place in the output, in sorted order; then back to
+    // storage order, so the keys are read front to back (sequential, cheap)
+    // and the lines are scattered to their places (writes do not stall the
+    // way reads of keys spread over the whole table do).
+    let mut offset = 0u64;
+    for l in lines.iter_mut() {
+        l.path_prefix = offset;
+        offset += l.text_len as u64;
+    }
+    debug_assert_eq!(offset as usize, size);
+    lines.sort_unstable_by_key(|l| (((l.flags & SIDE) as u64) << 32) | l.idx as u64);
+    let mut out: Vec<u8> = vec![0; size];
     crate::sys::advise_huge_pages(&mut out);
-    for (i, l) in lines.iter().enumerate() {
-        // Rows are in sorted order, keys in first-seen order: each key is a
-        // cache miss. Prefetch the table entry 16 rows ahead and the key 8
-        // rows ahead so the misses overlap with the copying.
-        if let Some(far) = lines.get(i + 16) {
-            if far.flags & SIDE == 0 {
-                crate::sys::prefetch(table.entry_ptr(far.idx as usize));
-            }
-        }
-        if let Some(near) = lines.get(i + 8) {
-            let k = key_of(near);
-            crate::sys::prefetch(k.as_ptr());
-            crate::sys::prefetch(k.as_ptr().wrapping_add(64));
-            crate::sys::prefetch(k.as_ptr().wrapping_add(128));
-        }
+    for l in &lines {
         let key = key_of(l);
         let (path, stack) = (Key::path(key), Key::stack(key));
+        let start = l.path_prefix as usize;
+        let dst = &mut out[start..start + l.text_len as usize];
+        let mut at = 0;
         if !path.is_empty() {
-            let from = out.len();
-            out.extend_from_slice(path);
-            replace_byte(&mut out[from..], b'/', b';');
-            out.push(b';');
+            dst[..path.len()].copy_from_slice(path);
+            replace_byte(&mut dst[..path.len()], b'/', b';');
+            dst[path.len()] = b';';
+            at = path.len() + 1;
         }
         if stack.is_empty() {
-            out.extend_from_slice(b"<root>");
+            dst[at..at + 6].copy_from_slice(b"<root>");
+            at += 6;
         } else {
-            let from = out.len();
-            out.extend_from_slice(stack);
-            replace_byte(&mut out[from..], FRAME_SEP, b';');
+            dst[at..at + stack.len()].copy_from_slice(stack);
+            replace_byte(&mut dst[at..at + stack.len()], FRAME_SEP, b';');
+            at += stack.len();
         }
-        out.extend_from_slice(b"_[");
-        out.push(l.state);
-        out.extend_from_slice(b"] ");
-        push_decimal(&mut out, l.total);
-        out.push(b'\n');
+        dst[at..at + 2].copy_from_slice(b"_[");
+        dst[at + 2] = l.state;
+        dst[at + 3..at + 5].copy_from_slice(b"] ");
+        at += 5;
+        let n = digits(l.total);
+        let mut v = l.total;
+        for d in dst[at..at + n].iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        dst[at + n] = b'\n';
+        debug_assert_eq!(at + n + 1, dst.len());
     }
     debug_assert_eq!(out.len(), size);
     // Every component is valid UTF-8 (checked or sanitised above).

@@ -197,12 +197,6 @@ impl StackTable {
         (Self::key_of(&self.arena, e), e)
     }
 
-    /// Address of entry `i`, for prefetching (`i < len()`).
-    #[inline]
-    pub fn entry_ptr(&self, i: usize) -> *const u8 {
-        Self::entry(&self.entries, i as u32) as *const Entry as *const u8
-    }
-
     /// Every (key, entry) pair, in first-seen order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.entries

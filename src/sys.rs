@@ -161,20 +161,6 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     }));
 }
 
-/// Hints the CPU to start loading the cache line at `p`. Any address is
-/// allowed: a prefetch never faults and never changes memory.
-#[inline(always)]
-pub fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint; it does not dereference `p` in a way that
-    // can fault, and SSE is part of the x86_64 baseline.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// Asks the kernel to back the spare capacity of `buf` with huge pages when
 /// it is first touched: a large output buffer then takes hundreds of times
 /// fewer page faults. Only a hint; nothing changes if it is refused.
