@@ -79,6 +79,7 @@ local function summarise(runs, base)
     samples = samples,
     rate = median(rates),
     aborts = median(field(runs, "aborts")) - median(field(base, "aborts")),
+    mcode_full = median(field(runs, "mcode_full")) - median(field(base, "mcode_full")),
     stop_ms = median(field(runs, "stop_ms")),
     callback_ns = median(field(runs, "callbackNs")),
     -- Spread of this config's CPU times: (max - min) / median.
@@ -117,16 +118,17 @@ local matrix_configs = {
   { name = "lua", config = "lua", label = "pure-Lua sampler 1 ms", requested = 1000 },
 }
 
-local header = "| workload | profiler | wall s | wall over | CPU s | CPU over | CPU spread | samples/s (req.) | µs/sample | aborts Δ | stop ms |"
-local rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+local header = "| workload | profiler | wall s | wall over | CPU s | CPU over | CPU spread | samples/s (req.) | µs/sample | aborts Δ | mcode-full Δ | stop ms |"
+local rule = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 
 local function row_cells(workload, c, s)
-  return string.format("| %s | %s | %s | %s | %s | %s | %s | %s%s | %s | %s | %s |",
+  return string.format("| %s | %s | %s | %s | %s | %s | %s | %s%s | %s | %s | %s | %s |",
     workload, c.label, fmt(s.wall, "%.3f"), c.name == "none" and "" or fmt(s.wall_over, "%+.1f%%"),
     fmt(s.cpu, "%.3f"), c.name == "none" and "" or fmt(s.cpu_over, "%+.1f%%"), fmt(s.spread, "%.0f%%"),
     c.name == "none" and "" or fmt(s.rate, "%.0f"), c.requested and (" (" .. c.requested .. ")") or "",
     c.name == "none" and "" or fmt(s.per_sample_us, "%.1f"),
-    c.name == "none" and "" or fmt(s.aborts, "%+d"), c.name == "none" and "" or fmt(s.stop_ms, "%.1f"))
+    c.name == "none" and "" or fmt(s.aborts, "%+d"), c.name == "none" and "" or fmt(s.mcode_full, "%+d"),
+    c.name == "none" and "" or fmt(s.stop_ms, "%.1f"))
 end
 
 local function matrix(names)

@@ -26,9 +26,20 @@ if type(work) ~= "function" then
   os.exit(2)
 end
 
-local aborts, traces = 0, 0
-jit.attach(function(what)
-  if what == "abort" then aborts = aborts + 1
+-- Aborts because the machine-code area is full ("failed to allocate mcode
+-- memory") are counted apart: they come from the amount of code compiled
+-- (traces made in profiling mode carry extra checks and fill the area a
+-- little sooner), not from a sample landing in a recording.
+local traceerr = (select(2, pcall(require, "jit.vmdef")) or {}).traceerr or {}
+local aborts, mcode_full, traces = 0, 0, 0
+jit.attach(function(what, _, _, _, err)
+  if what == "abort" then
+    local msg = type(err) == "number" and traceerr[err] or tostring(err)
+    if type(msg) == "string" and msg:find("mcode", 1, true) then
+      mcode_full = mcode_full + 1
+    else
+      aborts = aborts + 1
+    end
   elseif what == "stop" then traces = traces + 1 end
 end, "trace")
 
@@ -128,6 +139,7 @@ local fields = {
   string.format("cpu=%.6f", c1 - c0),
   string.format("samples=%d", samples or 0),
   string.format("aborts=%d", aborts),
+  string.format("mcode_full=%d", mcode_full),
   string.format("traces=%d", traces),
   string.format("stop_ms=%.3f", (w2 - w1) * 1e3),
   string.format("result=%s", tostring(result)),
