@@ -24,9 +24,10 @@ use crate::profiler::FRAME_SEP;
 #[derive(Clone, Copy)]
 struct Line {
     total: u64,
-    /// First 8 path bytes, `/` as 0x01, zero padded (when `PATH_PACKED`);
-    /// once sorted, the line's offset in the output.
-    path_prefix: u64,
+    /// Until the sort, the rank of the line's zone path among all distinct
+    /// paths (so paths compare without touching key bytes); after it, the
+    /// line's offset in the output.
+    slot: u64,
     /// 16 stack bytes from the offset all plain stacks share (when `PLAIN`).
     stack_hi: u64,
     stack_lo: u64,
@@ -44,36 +45,22 @@ const SIDE: u8 = 1;
 const PLAIN: u8 = 2;
 /// Merged into a side row: not written.
 const DEAD: u8 = 4;
-/// No path byte is 0x00 or 0x01, so `path_prefix` orders paths.
-const PATH_PACKED: u8 = 8;
-/// ... and the whole path is in `path_prefix`.
-const PATH_WHOLE: u8 = 16;
 /// The whole stack is within the shared offset plus the 16 cached bytes.
 const STACK_WHOLE: u8 = 32;
 
 impl Line {
-    fn new(total: u64, idx: u32, flags: u8, state: u8, key: &[u8]) -> Line {
-        let path = Key::path(key);
-        let text_len = line_len(key, total) as u32;
-        let mut line = Line {
+    /// A line for `key`; `path_id` numbers its zone path (see [`PathIds`]).
+    fn new(total: u64, idx: u32, flags: u8, state: u8, key: &[u8], path_id: u32) -> Line {
+        Line {
             total,
-            text_len,
-            path_prefix: 0,
+            text_len: line_len(key, total) as u32,
+            slot: path_id as u64,
             stack_hi: 0,
             stack_lo: 0,
             idx,
             flags,
             state,
-        };
-        if path.iter().all(|&b| b > 1) {
-            let mut p = [0u8; 8];
-            for (d, &b) in p.iter_mut().zip(path) {
-                *d = if b == b'/' { 1 } else { b };
-            }
-            line.path_prefix = u64::from_be_bytes(p);
-            line.flags |= PATH_PACKED | if path.len() <= 8 { PATH_WHOLE } else { 0 };
         }
-        line
     }
 
     /// Caches the 16 stack bytes from `shared` (a prefix every plain stack has).
@@ -87,6 +74,34 @@ impl Line {
         if tail.len() <= 16 {
             self.flags |= STACK_WHOLE;
         }
+    }
+}
+
+/// Distinct zone paths (there are few), numbered as first seen.
+#[derive(Default)]
+struct PathIds {
+    ids: std::collections::HashMap<Vec<u8>, u32, ahash::RandomState>,
+}
+
+impl PathIds {
+    fn id(&mut self, path: &[u8]) -> u32 {
+        if let Some(&id) = self.ids.get(path) {
+            return id;
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(path.to_vec(), id);
+        id
+    }
+
+    /// Rank of every id in zone path order.
+    fn ranks(&self) -> Vec<u32> {
+        let mut by_path: Vec<(&[u8], u32)> = self.ids.iter().map(|(p, &id)| (p.as_slice(), id)).collect();
+        by_path.sort_unstable_by(|a, b| cmp_components(a.0, b.0, b'/'));
+        let mut ranks = vec![0; by_path.len()];
+        for (rank, (_, id)) in by_path.iter().enumerate() {
+            ranks[*id as usize] = rank as u32;
+        }
+        ranks
     }
 }
 
@@ -267,13 +282,15 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
     // Output size, counted as rows are made, so the buffer is allocated once
     // without another pass over the keys.
     let mut size = 0usize;
+    let mut paths = PathIds::default();
 
     for i in 0..table.len() {
         let (key, entry) = table.get(i);
         if path_is_final(Key::path(key)) && stack_is_final(Key::stack(key)) {
             let counts = widen(&entry.counts);
             let total = counts.iter().sum();
-            let line = Line::new(total, i as u32, PLAIN, dominant(&counts), key);
+            let id = paths.id(Key::path(key));
+            let line = Line::new(total, i as u32, PLAIN, dominant(&counts), key, id);
             size += line.text_len as usize;
             lines.push(line);
             continue;
@@ -339,7 +356,8 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
             } else {
                 0
             };
-        let line = Line::new(row.counts.iter().sum(), s as u32, flags, dominant(&row.counts), &row.key);
+        let id = paths.id(Key::path(&row.key));
+        let line = Line::new(row.counts.iter().sum(), s as u32, flags, dominant(&row.counts), &row.key, id);
         size += line.text_len as usize;
         lines.push(line);
     }
@@ -383,20 +401,14 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
             lines[i].cache_stack(stack, shared);
         }
     }
+    let ranks = paths.ranks();
+    for l in lines.iter_mut() {
+        l.slot = ranks[l.slot as usize] as u64;
+    }
     lines.sort_unstable_by(|a, b| {
         b.total.cmp(&a.total).then_with(|| {
             let both = a.flags & b.flags;
-            let by_path = if both & PATH_PACKED != 0 {
-                match a.path_prefix.cmp(&b.path_prefix) {
-                    Ordering::Equal if both & PATH_WHOLE != 0 => Ordering::Equal,
-                    Ordering::Equal => {
-                        cmp_components(Key::path(key_of(a)), Key::path(key_of(b)), b'/')
-                    }
-                    o => o,
-                }
-            } else {
-                cmp_components(Key::path(key_of(a)), Key::path(key_of(b)), b'/')
-            };
+            let by_path = a.slot.cmp(&b.slot);
             by_path.then_with(|| {
                 if both & PLAIN != 0 {
                     match (a.stack_hi, a.stack_lo).cmp(&(b.stack_hi, b.stack_lo)) {
@@ -417,7 +429,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
     // way reads of keys spread over the whole table do).
     let mut offset = 0u64;
     for l in lines.iter_mut() {
-        l.path_prefix = offset;
+        l.slot = offset;
         offset += l.text_len as u64;
     }
     debug_assert_eq!(offset as usize, size);
@@ -427,7 +439,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
     for l in &lines {
         let key = key_of(l);
         let (path, stack) = (Key::path(key), Key::stack(key));
-        let start = l.path_prefix as usize;
+        let start = l.slot as usize;
         let dst = &mut out[start..start + l.text_len as usize];
         let mut at = 0;
         if !path.is_empty() {
