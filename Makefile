@@ -3,6 +3,9 @@
 #   make demo      build, then profile examples/demo.lua into demo-output/
 #   make test      every test suite (installs missing system packages first)
 #   make install   PREFIX=/usr/local (or LIBDIR=... LUADIR=... BINDIR=...)
+#   make bench     the benchmark (bench/run.sh all): prints tables, updates
+#                  BENCHMARKS.md; pieces: bench-floor, bench-stop, bench-zones,
+#                  bench-persample, bench-matrix, bench-report
 
 PREFIX     ?= /usr/local
 LUA_VERSION = 5.1
@@ -102,3 +105,20 @@ valgrind: deps build
 
 tsan: deps
 	@bash scripts/tsan.sh
+
+# Benchmarks (bench/run.sh has the pieces; each builds what it needs).
+.PHONY: bench-floor bench-stop bench-zones bench-persample bench-matrix bench-report
+bench: build
+	@bash bench/run.sh all
+bench-floor:
+	@bash bench/run.sh floor
+bench-stop:
+	@bash bench/run.sh stop
+bench-zones: build
+	@bash bench/run.sh zonecost
+bench-persample: build
+	@bash bench/run.sh persample
+bench-matrix: build
+	@bash bench/run.sh matrix
+bench-report:
+	@bash bench/run.sh report

@@ -24,6 +24,8 @@ pub fn state_index(vmstate: u8) -> usize {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
+    /// Arena chunk holding the key, and the key's place in it.
+    chunk: u32,
     start: u32,
     len: u32,
     pub counts: [u32; 5],
@@ -68,15 +70,26 @@ impl Key {
     }
 }
 
+/// Bytes per arena chunk. Keys are stored in fixed-size chunks rather than
+/// one growing buffer, so growth never copies what is stored (no latency
+/// spike inside the callback) and unused capacity stays below one chunk.
+const ARENA_CHUNK: usize = 64 * 1024;
+/// Entries per entry chunk, for the same reasons.
+const ENTRY_CHUNK_BITS: u32 = 12;
+const ENTRY_CHUNK: usize = 1 << ENTRY_CHUNK_BITS;
+
 pub struct StackTable {
     hasher: ahash::RandomState,
     index: HashTable<u32>,
-    entries: Vec<Entry>,
-    arena: Vec<u8>,
+    entries: Vec<Vec<Entry>>,
+    len: usize,
+    arena: Vec<Vec<u8>>,
     max_entries: usize,
     /// Budget for key bytes: very long names (huge chunk names, deep zone
     /// paths) must not let a table of `max_entries` keys grow without bound.
     max_bytes: usize,
+    /// Key bytes stored so far.
+    key_bytes: usize,
     /// Samples whose key was new once the table was full, per VM state.
     pub overflow: [u64; 5],
 }
@@ -87,10 +100,12 @@ impl StackTable {
             // Fixed seeds: hashing needs no randomness source inside the callback.
             hasher: ahash::RandomState::with_seeds(0x7ec5, 0x9f0f, 0x51a7, 0xc0de),
             index: HashTable::with_capacity(1024),
-            entries: Vec::with_capacity(1024),
-            arena: Vec::with_capacity(64 * 1024),
+            entries: Vec::new(),
+            len: 0,
+            arena: Vec::new(),
             max_entries: max_entries.max(1),
             max_bytes: Self::byte_budget(max_entries),
+            key_bytes: 0,
             overflow: [0; 5],
         }
     }
@@ -102,57 +117,121 @@ impl StackTable {
     }
 
     #[inline]
-    fn key_of<'a>(arena: &'a [u8], e: &Entry) -> &'a [u8] {
-        &arena[e.start as usize..(e.start + e.len) as usize]
+    fn key_of<'a>(arena: &'a [Vec<u8>], e: &Entry) -> &'a [u8] {
+        &arena[e.chunk as usize][e.start as usize..(e.start + e.len) as usize]
+    }
+
+    #[inline]
+    fn entry(entries: &[Vec<Entry>], i: u32) -> &Entry {
+        &entries[(i >> ENTRY_CHUNK_BITS) as usize][i as usize & (ENTRY_CHUNK - 1)]
+    }
+
+    /// Copies `key` into the arena; returns (chunk, start).
+    fn store(&mut self, key: &[u8]) -> Option<(u32, u32)> {
+        let fits = self
+            .arena
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= key.len());
+        if !fits {
+            if self.arena.len() >= u32::MAX as usize || key.len() > u32::MAX as usize {
+                return None;
+            }
+            // A key longer than a chunk gets a chunk of its own size.
+            self.arena
+                .push(Vec::with_capacity(ARENA_CHUNK.max(key.len())));
+        }
+        let chunk = self.arena.len() - 1;
+        let buf = &mut self.arena[chunk];
+        let start = buf.len() as u32;
+        buf.extend_from_slice(key);
+        Some((chunk as u32, start))
     }
 
     /// Adds `samples` to the count of `state` for `key`.
     #[inline]
     pub fn add(&mut self, key: &[u8], state: usize, samples: u32) {
         let hash = self.hasher.hash_one(key);
-        let arena = &self.arena;
-        let entries = &self.entries;
-        if let Some(&i) = self.index.find(hash, |&i| Self::key_of(arena, &entries[i as usize]) == key) {
-            let c = &mut self.entries[i as usize].counts[state];
+        let (arena, entries) = (&self.arena, &self.entries);
+        if let Some(&i) = self.index.find(hash, |&i| {
+            Self::key_of(arena, Self::entry(entries, i)) == key
+        }) {
+            let e =
+                &mut self.entries[(i >> ENTRY_CHUNK_BITS) as usize][i as usize & (ENTRY_CHUNK - 1)];
+            let c = &mut e.counts[state];
             *c = c.saturating_add(samples);
             return;
         }
-        if self.entries.len() >= self.max_entries || self.arena.len() + key.len() > self.max_bytes {
+        if self.len >= self.max_entries
+            || self.len >= u32::MAX as usize
+            || self.key_bytes + key.len() > self.max_bytes
+        {
             self.overflow[state] += samples as u64;
             return;
         }
-        let start = self.arena.len() as u32;
-        self.arena.extend_from_slice(key);
+        let Some((chunk, start)) = self.store(key) else {
+            self.overflow[state] += samples as u64;
+            return;
+        };
         let mut counts = [0u32; 5];
         counts[state] = samples;
-        let idx = self.entries.len() as u32;
-        self.entries.push(Entry { start, len: key.len() as u32, counts });
+        let idx = self.len as u32;
+        if self.len % ENTRY_CHUNK == 0 {
+            self.entries.push(Vec::with_capacity(ENTRY_CHUNK));
+        }
+        self.entries
+            .last_mut()
+            .expect("a chunk was just ensured")
+            .push(Entry {
+                chunk,
+                start,
+                len: key.len() as u32,
+                counts,
+            });
+        self.len += 1;
+        self.key_bytes += key.len();
         let (arena, entries, hasher) = (&self.arena, &self.entries, &self.hasher);
-        self.index.insert_unique(hash, idx, |&i| hasher.hash_one(Self::key_of(arena, &entries[i as usize])));
+        self.index.insert_unique(hash, idx, |&i| {
+            hasher.hash_one(Self::key_of(arena, Self::entry(entries, i)))
+        });
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     pub fn overflow_total(&self) -> u64 {
         self.overflow.iter().sum()
     }
 
-    /// Every (key, entry) pair, in first-seen order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.entries.iter().map(move |e| (Self::key_of(&self.arena, e), e))
+    /// The key and entry first seen `i`-th (`i < len()`).
+    #[inline]
+    pub fn get(&self, i: usize) -> (&[u8], &Entry) {
+        let e = Self::entry(&self.entries, i as u32);
+        (Self::key_of(&self.arena, e), e)
     }
 
-    /// Bytes held by the table (arena, entries, index), for the stats.
+    /// Every (key, entry) pair, in first-seen order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.entries
+            .iter()
+            .flatten()
+            .map(move |e| (Self::key_of(&self.arena, e), e))
+    }
+
+    /// Bytes held by the table: arena chunks, entry chunks and the hash
+    /// index (buckets of one u32 plus one control byte), for the stats.
     pub fn memory_bytes(&self) -> usize {
-        self.arena.capacity()
-            + self.entries.capacity() * std::mem::size_of::<Entry>()
-            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+        let arena: usize =
+            self.arena.iter().map(Vec::capacity).sum::<usize>() + self.arena.capacity() * 24;
+        let entries = self.entries.iter().map(Vec::capacity).sum::<usize>()
+            * std::mem::size_of::<Entry>()
+            + self.entries.capacity() * 24;
+        let buckets = (self.index.capacity() * 8 / 7 + 1).next_power_of_two();
+        arena + entries + buckets * (std::mem::size_of::<u32>() + 1)
     }
 }
 
@@ -218,6 +297,33 @@ mod tests {
         t.add(&other, 0, 1);
         assert_eq!(t.len(), 1, "the second 600 KiB key exceeds the 1 MiB budget");
         assert_eq!(t.overflow_total(), 1);
+    }
+
+    #[test]
+    fn keys_across_chunks_and_longer_than_a_chunk() {
+        let mut t = StackTable::new(100_000);
+        let long = "x".repeat(ARENA_CHUNK + 10);
+        let mut want = Vec::new();
+        for i in 0..(2 * ENTRY_CHUNK + 5) {
+            let stack = if i == 7 {
+                format!("{}{}", long, i)
+            } else {
+                format!("f{}.lua:{}", i, i * 3)
+            };
+            let k = key(if i % 2 == 0 { "z" } else { "" }, &stack);
+            t.add(&k, i % 5, 1);
+            want.push(k);
+        }
+        for (i, k) in want.iter().enumerate() {
+            t.add(k, i % 5, 2);
+        }
+        assert_eq!(t.len(), want.len());
+        for (i, (k, e)) in t.iter().enumerate() {
+            assert_eq!(k, &want[i][..]);
+            assert_eq!(e.counts[i % 5], 3);
+            assert_eq!(t.get(i).0, k);
+        }
+        assert!(t.memory_bytes() > ARENA_CHUNK * 2);
     }
 
     #[test]

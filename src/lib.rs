@@ -11,9 +11,11 @@
 //! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
 //! * [`frames`], [`report`]: frame kinds, function identity, text views.
 //! * `flamegraph`, `speedscope`: SVG and speedscope output (cargo features).
+//! * [`collapsed_table`]: the same text straight from the stack table (stop()).
 //! * [`lua_api`]: the functions and session object Lua sees.
 
 pub mod collapsed;
+pub mod collapsed_table;
 pub mod collector;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;

@@ -445,6 +445,14 @@ impl NativeSession {
         }
     }
 
+
+    /// The collapsed text, written straight from the stack table (same
+    /// bytes as `collapsed::write(&self.profile())`, less time and memory).
+    fn collapsed_text(&self) -> String {
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
+        self.sampler.with(|s| crate::collapsed_table::write(&s.table, &mut namer))
+    }
+
     fn profile(&self) -> Profile {
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
         self.sampler.with(|s| Profile::from_table(&s.table, &mut namer))
@@ -484,6 +492,11 @@ impl NativeSession {
         if let Some(w) = self.warning() {
             t.set("warning", w)?;
         }
+        #[cfg(feature = "bench-timing")]
+        {
+            t.set("callbackNs", st.callback_ns)?;
+            t.set("dumpNs", st.dump_ns)?;
+        }
         Ok(t)
     }
 }
@@ -513,7 +526,7 @@ impl UserData for NativeSession {
         });
         methods.add_method("running", |_, this, ()| Ok(this.running));
         methods.add_method("collapsed", |lua, this, ()| {
-            let text = collapsed::write(&this.profile());
+            let text = this.collapsed_text();
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));

@@ -29,6 +29,11 @@ pub struct SampleStats {
     pub paused: u64,
     /// Ticks whose zone path did not match the zone filter.
     pub filtered: u64,
+    /// Nanoseconds spent in recorded callbacks, and within them in LuaJIT's
+    /// stack dump. Only measured in builds with the `bench-timing` feature
+    /// (used by `make bench` to split the per-sample cost); zero otherwise.
+    pub callback_ns: u64,
+    pub dump_ns: u64,
 }
 
 pub struct Sampler {
@@ -108,6 +113,8 @@ impl SampleSink for Sampler {
             self.stats.paused += samples as u64;
             return;
         }
+        #[cfg(feature = "bench-timing")]
+        let callback_started = std::time::Instant::now();
         let key = &mut self.scratch;
         Key::begin(key);
         if let Some(z) = &self.zones {
@@ -120,8 +127,18 @@ impl SampleSink for Sampler {
                 return;
             }
         }
+        #[cfg(feature = "bench-timing")]
+        let dump_started = std::time::Instant::now();
         vm.dump(&self.fmt, -self.depth, key);
+        #[cfg(feature = "bench-timing")]
+        {
+            self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
+        }
         self.table.add(key, state_index(vmstate), samples);
+        #[cfg(feature = "bench-timing")]
+        {
+            self.stats.callback_ns += callback_started.elapsed().as_nanos() as u64;
+        }
     }
 }
 

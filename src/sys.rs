@@ -169,6 +169,29 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
     unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
 }
 
+/// Asks the kernel to back the spare capacity of `buf` with huge pages when
+/// it is first touched: a large output buffer then takes hundreds of times
+/// fewer page faults. Only a hint; nothing changes if it is refused.
+pub fn advise_huge_pages(buf: &mut Vec<u8>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = buf.as_mut_ptr() as usize;
+        let end = start + buf.capacity();
+        let aligned = (start + HUGE - 1) & !(HUGE - 1);
+        if end > aligned + HUGE {
+            let len = (end - aligned) & !(HUGE - 1);
+            // SAFETY: the range lies inside the buffer's own allocation and
+            // MADV_HUGEPAGE does not change its contents or mapping rights.
+            unsafe {
+                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
+}
+
 /// A state pointer of this VM, kept for finalisers that have no `Lua` handle.
 /// mlua keeps the state it hands out alive for the VM's lifetime.
 #[derive(Clone, Copy)]

@@ -1,0 +1,176 @@
+//! stop(): time and peak memory to turn a full stack table into collapsed
+//! text, for 10k and 100k unique stacks.
+//!
+//! The table is filled with generated keys shaped like real ones (a zone
+//! path, then 16 `path:line` frames as LuaJIT's dumpstack writes them), then
+//! the same code `SampleSession:stop()` runs produces the text. A counting
+//! allocator records the peak of live heap bytes above what the table
+//! already held. Runs are repeated; medians are printed.
+//!
+//!   cargo bench --no-default-features --bench stop [-- counts...]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use tecs_profile::collapsed;
+use tecs_profile::collapsed_table;
+use tecs_profile::collector::{Key, StackTable};
+use tecs_profile::profile_data::{FrameNamer, Profile};
+use tecs_profile::profiler::FRAME_SEP;
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only adds bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = System.alloc(l);
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l);
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = System.realloc(p, l, new);
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + (new - l.size());
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const ZONES: [&str; 4] = ["", "update", "update/physics", "draw/ui"];
+
+/// Unique stack number `i`: 16 frames; the leaf frame's line is `i`, the
+/// frames above it vary over many files and lines, one in ten is a builtin.
+fn fill(table: &mut StackTable, n: usize, dir: &str) {
+    let mut key = Vec::with_capacity(1024);
+    for i in 0..n {
+        Key::begin(&mut key);
+        key.extend_from_slice(ZONES[i % ZONES.len()].as_bytes());
+        Key::end_path(&mut key);
+        for d in 0..16usize {
+            if d > 0 {
+                key.push(FRAME_SEP);
+            }
+            let frame = if d == 15 {
+                format!("{}module_{}.lua:{}", dir, (i / 97) % 400, i)
+            } else if d == 14 && i % 10 == 0 {
+                format!("[builtin#{}]", 30 + i % 50)
+            } else if d < 12 {
+                format!("{}module_{}.lua:{}", dir, d, 10 + d * 7)
+            } else {
+                format!(
+                    "{}module_{}.lua:{}",
+                    dir,
+                    (i / 31 + d) % 400,
+                    (i * 31 + d * 13) % 5000
+                )
+            };
+            key.extend_from_slice(frame.as_bytes());
+        }
+        table.add(&key, i % 5, 1 + (i % 7) as u32);
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    tecs_profile::sys::posix::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let counts = if counts.is_empty() {
+        vec![10_000, 100_000]
+    } else {
+        counts
+    };
+    let reps: usize = std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let ffnames: Vec<Option<String>> = (0..200).map(|i| Some(format!("lib.func{}", i))).collect();
+    println!("| unique stacks | code | CPU ms (median of {}) | wall ms | text bytes/stack | table bytes/stack | table minus text | peak transient bytes/stack |", reps);
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    // Full paths as the `p` dumpstack flag keeps them, and short ones.
+    let shapes = [
+        ("/home/dev/game/src/", "long paths"),
+        ("src/", "short paths"),
+    ];
+    for (dir, shape) in shapes {
+        for &n in &counts {
+            let mut table = StackTable::new(n);
+            fill(&mut table, n, dir);
+            assert_eq!(table.len(), n, "generated keys must be unique");
+            let table_bytes = table.memory_bytes();
+            let ways: [(&str, &dyn Fn(&mut FrameNamer) -> String); 2] = [
+                ("stop(): collapsed_table::write", &|namer| {
+                    collapsed_table::write(&table, namer)
+                }),
+                ("Profile rows + collapsed::write", &|namer| {
+                    collapsed::write(&Profile::from_table(&table, namer))
+                }),
+            ];
+            let mut reference: Option<String> = None;
+            let only_new = std::env::var("STOP_BENCH_ONLY_NEW").is_ok();
+            for (label, way) in ways.into_iter().take(if only_new { 1 } else { 2 }) {
+                let (mut ms, mut cpu_ms, mut peaks, mut text_len) =
+                    (vec![], vec![], vec![], 0usize);
+                for _ in 0..reps {
+                    let base = LIVE.load(Ordering::Relaxed);
+                    PEAK.store(base, Ordering::Relaxed);
+                    let t0 = Instant::now();
+                    let c0 = thread_cpu_ns();
+                    let mut namer = FrameNamer::new(&ffnames, false);
+                    let text = way(&mut namer);
+                    ms.push(t0.elapsed().as_secs_f64() * 1e3);
+                    cpu_ms.push((thread_cpu_ns() - c0) as f64 / 1e6);
+                    peaks.push((PEAK.load(Ordering::Relaxed) - base) as f64);
+                    text_len = text.len();
+                    assert_eq!(text.lines().count(), n);
+                    match &reference {
+                        None => reference = Some(text),
+                        Some(r) => assert!(*r == text, "both ways must give the same text"),
+                    }
+                }
+                let per = |x: f64| x / n as f64;
+                let peak = median(&mut peaks);
+                println!(
+                    "| {} | {}, {} | {:.1} | {:.1} | {:.0} | {:.0} | {:+.0} | {:.0} |",
+                    n,
+                    label,
+                    shape,
+                    median(&mut cpu_ms),
+                    median(&mut ms),
+                    per(text_len as f64),
+                    per(table_bytes as f64),
+                    per(table_bytes as f64) - per(text_len as f64),
+                    per(peak),
+                );
+            }
+        }
+    }
+}
