@@ -76,12 +76,7 @@ fn fill(table: &mut StackTable, n: usize, dir: &str) {
             } else if d < 12 {
                 format!("{}module_{}.lua:{}", dir, d, 10 + d * 7)
             } else {
-                format!(
-                    "{}module_{}.lua:{}",
-                    dir,
-                    (i / 31 + d) % 400,
-                    (i * 31 + d * 13) % 5000
-                )
+                format!("{}module_{}.lua:{}", dir, (i / 31 + d) % 400, (i * 31 + d * 13) % 5000)
             };
             key.extend_from_slice(frame.as_bytes());
         }
@@ -98,47 +93,32 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// One way to turn a stack table into collapsed text.
+type Render<'a> = dyn Fn(&mut FrameNamer) -> String + 'a;
+
 fn main() {
-    let counts: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let counts = if counts.is_empty() {
-        vec![10_000, 100_000]
-    } else {
-        counts
-    };
-    let reps: usize = std::env::var("BENCH_REPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let counts: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let counts = if counts.is_empty() { vec![10_000, 100_000] } else { counts };
+    let reps: usize = std::env::var("BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     let ffnames: Vec<Option<String>> = (0..200).map(|i| Some(format!("lib.func{}", i))).collect();
     println!("| unique stacks | code | CPU ms (median of {}) | wall ms | text bytes/stack | table bytes/stack | table minus text | peak transient bytes/stack |", reps);
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     // Full paths as the `p` dumpstack flag keeps them, and short ones.
-    let shapes = [
-        ("/home/dev/game/src/", "long paths"),
-        ("src/", "short paths"),
-    ];
+    let shapes = [("/home/dev/game/src/", "long paths"), ("src/", "short paths")];
     for (dir, shape) in shapes {
         for &n in &counts {
             let mut table = StackTable::new(n);
             fill(&mut table, n, dir);
             assert_eq!(table.len(), n, "generated keys must be unique");
             let table_bytes = table.memory_bytes();
-            let ways: [(&str, &dyn Fn(&mut FrameNamer) -> String); 2] = [
-                ("stop(): collapsed_table::write", &|namer| {
-                    collapsed_table::write(&table, namer)
-                }),
-                ("Profile rows + collapsed::write", &|namer| {
-                    collapsed::write(&Profile::from_table(&table, namer))
-                }),
+            let ways: [(&str, &Render); 2] = [
+                ("stop(): collapsed_table::write", &|namer| collapsed_table::write(&table, namer)),
+                ("Profile rows + collapsed::write", &|namer| collapsed::write(&Profile::from_table(&table, namer))),
             ];
             let mut reference: Option<String> = None;
             let only_new = std::env::var("STOP_BENCH_ONLY_NEW").is_ok();
             for (label, way) in ways.into_iter().take(if only_new { 1 } else { 2 }) {
-                let (mut ms, mut cpu_ms, mut peaks, mut text_len) =
-                    (vec![], vec![], vec![], 0usize);
+                let (mut ms, mut cpu_ms, mut peaks, mut text_len) = (vec![], vec![], vec![], 0usize);
                 for _ in 0..reps {
                     let base = LIVE.load(Ordering::Relaxed);
                     PEAK.store(base, Ordering::Relaxed);

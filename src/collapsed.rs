@@ -65,9 +65,7 @@ pub fn looks_like_code(frame: &str) -> bool {
             let digits = &frame[i + 1..];
             !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
         }
-        None => {
-            BASE_BUILTINS.contains(&frame) || (!frame.contains(' ') && is_builtin_like(frame))
-        }
+        None => BASE_BUILTINS.contains(&frame) || (!frame.contains(' ') && is_builtin_like(frame)),
     }
 }
 
@@ -81,10 +79,36 @@ fn is_builtin_like(frame: &str) -> bool {
 /// Base-library builtins, named without a library prefix. A stack cut by the
 /// depth limit can start with one of them, where a zone name would be.
 const BASE_BUILTINS: [&str; 30] = [
-    "assert", "collectgarbage", "dofile", "error", "gcinfo", "getfenv", "getmetatable", "ipairs", "load",
-    "loadfile", "loadstring", "module", "newproxy", "next", "pairs", "pcall", "print", "rawequal", "rawget",
-    "rawlen", "rawset", "require", "select", "setfenv", "setmetatable", "tonumber", "tostring",
-    "type", "unpack", "xpcall",
+    "assert",
+    "collectgarbage",
+    "dofile",
+    "error",
+    "gcinfo",
+    "getfenv",
+    "getmetatable",
+    "ipairs",
+    "load",
+    "loadfile",
+    "loadstring",
+    "module",
+    "newproxy",
+    "next",
+    "pairs",
+    "pcall",
+    "print",
+    "rawequal",
+    "rawget",
+    "rawlen",
+    "rawset",
+    "require",
+    "select",
+    "setfenv",
+    "setmetatable",
+    "tonumber",
+    "tostring",
+    "type",
+    "unpack",
+    "xpcall",
 ];
 
 /// Strictly parses collapsed text. Lines are `frames count`; blank lines are
@@ -98,7 +122,9 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
         if line.trim().is_empty() {
             continue;
         }
-        let sp = line.rfind(' ').ok_or_else(|| ParseError { line: lineno, message: "expected `frames count`, found no space".into() })?;
+        let sp = line
+            .rfind(' ')
+            .ok_or_else(|| ParseError { line: lineno, message: "expected `frames count`, found no space".into() })?;
         let (frames, count) = (&line[..sp], &line[sp + 1..]);
         let count: u64 = count.parse().map_err(|_| ParseError {
             line: lineno,
@@ -135,7 +161,11 @@ mod tests {
     use super::*;
 
     fn row(z: &[&str], s: &[&str], counts: [u64; 5]) -> Row {
-        Row { zones: z.iter().map(|x| x.to_string()).collect(), stack: s.iter().map(|x| x.to_string()).collect(), counts }
+        Row {
+            zones: z.iter().map(|x| x.to_string()).collect(),
+            stack: s.iter().map(|x| x.to_string()).collect(),
+            counts,
+        }
     }
 
     #[test]

@@ -121,13 +121,7 @@ fn dominant(counts: &[u64; 5]) -> u8 {
 }
 
 fn widen(c: &[u32; 5]) -> [u64; 5] {
-    [
-        c[0] as u64,
-        c[1] as u64,
-        c[2] as u64,
-        c[3] as u64,
-        c[4] as u64,
-    ]
+    [c[0] as u64, c[1] as u64, c[2] as u64, c[3] as u64, c[4] as u64]
 }
 
 /// Whether the zone path is already what sanitising its components gives.
@@ -155,9 +149,7 @@ fn stack_is_final(stack: &[u8]) -> bool {
     }
     // One branch-free pass over the bytes (vectorised), then a look at
     // each frame's first bytes.
-    let bad = stack.iter().fold(false, |acc, &b| {
-        acc | ((b < 0x20) & (b != FRAME_SEP)) | (b == b';')
-    });
+    let bad = stack.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != FRAME_SEP)) | (b == b';'));
     if bad || stack[stack.len() - 1] == FRAME_SEP {
         return false;
     }
@@ -172,9 +164,7 @@ fn stack_is_final(stack: &[u8]) -> bool {
 }
 
 fn stack_is_plain(stack: &[u8]) -> bool {
-    !stack
-        .iter()
-        .fold(false, |acc, &b| acc | ((b < 0x20) & (b != FRAME_SEP)))
+    !stack.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != FRAME_SEP)))
 }
 
 /// Byte order with `sep` below every other byte: the order of the lists of
@@ -195,9 +185,7 @@ fn name_is_final(f: &[u8]) -> bool {
     !f.is_empty()
         && f[0] != b'@'
         && !f.starts_with(b"[builtin#")
-        && !f
-            .iter()
-            .fold(false, |acc, &b| acc | (b < 0x20) | (b == b';'))
+        && !f.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b';'))
         && std::str::from_utf8(f).is_ok()
 }
 
@@ -237,11 +225,7 @@ fn render(key: &[u8], namer: &mut FrameNamer, out: &mut Vec<u8>) {
 fn line_len(key: &[u8], total: u64) -> usize {
     let (path, stack) = (Key::path(key), Key::stack(key));
     let zones = if path.is_empty() { 0 } else { path.len() + 1 };
-    let frames = if stack.is_empty() {
-        "<root>".len()
-    } else {
-        stack.len()
-    };
+    let frames = if stack.is_empty() { "<root>".len() } else { stack.len() };
     zones + frames + "_[X] ".len() + digits(total) + 1
 }
 
@@ -301,16 +285,13 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         match side_index.find(hash, |&s| side[s as usize].key == scratch) {
             Some(&s) => {
                 let row = &mut side[s as usize];
-                for k in 0..5 {
-                    row.counts[k] += counts[k];
+                for (acc, c) in row.counts.iter_mut().zip(counts) {
+                    *acc += c;
                 }
             }
             None => {
                 let s = side.len() as u32;
-                side.push(SideRow {
-                    key: scratch.clone(),
-                    counts,
-                });
+                side.push(SideRow { key: scratch.clone(), counts });
                 side_index.insert_unique(hash, s, |&j| hasher.hash_one(&side[j as usize].key));
             }
         }
@@ -344,18 +325,10 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         Key::begin(&mut key);
         Key::end_path(&mut key);
         key.extend_from_slice(OVERFLOW_FRAME.as_bytes());
-        side.push(SideRow {
-            key,
-            counts: table.overflow,
-        });
+        side.push(SideRow { key, counts: table.overflow });
     }
     for (s, row) in side.iter().enumerate() {
-        let flags = SIDE
-            | if stack_is_plain(Key::stack(&row.key)) {
-                PLAIN
-            } else {
-                0
-            };
+        let flags = SIDE | if stack_is_plain(Key::stack(&row.key)) { PLAIN } else { 0 };
         let id = paths.id(Key::path(&row.key));
         let line = Line::new(row.counts.iter().sum(), s as u32, flags, dominant(&row.counts), &row.key, id);
         size += line.text_len as usize;
@@ -386,19 +359,15 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
                 shared = if f[..n] == stack[..n] {
                     n
                 } else {
-                    f[..n]
-                        .iter()
-                        .zip(&stack[..n])
-                        .position(|(x, y)| x != y)
-                        .unwrap_or(n)
+                    f[..n].iter().zip(&stack[..n]).position(|(x, y)| x != y).unwrap_or(n)
                 };
             }
         }
     }
-    for i in 0..lines.len() {
-        if lines[i].flags & PLAIN != 0 {
-            let stack = Key::stack(key_of(&lines[i]));
-            lines[i].cache_stack(stack, shared);
+    for line in lines.iter_mut() {
+        if line.flags & PLAIN != 0 {
+            let stack = Key::stack(key_of(line));
+            line.cache_stack(stack, shared);
         }
     }
     let ranks = paths.ranks();
@@ -495,10 +464,7 @@ mod tests {
     }
 
     fn reference(table: &StackTable, ffnames: &[Option<String>]) -> String {
-        collapsed::write(&Profile::from_table(
-            table,
-            &mut FrameNamer::new(ffnames, false),
-        ))
+        collapsed::write(&Profile::from_table(table, &mut FrameNamer::new(ffnames, false)))
     }
 
     fn direct(table: &StackTable, ffnames: &[Option<String>]) -> String {
@@ -507,11 +473,7 @@ mod tests {
 
     #[test]
     fn matches_the_profile_writer_on_awkward_keys() {
-        let ffnames = vec![
-            None,
-            Some("string.format".to_string()),
-            Some("a;b".to_string()),
-        ];
+        let ffnames = vec![None, Some("string.format".to_string()), Some("a;b".to_string())];
         let mut t = StackTable::new(1000);
         let keys: Vec<Vec<u8>> = vec![
             key(b"", &[]),
@@ -551,10 +513,7 @@ mod tests {
         }
         assert_eq!(t.len(), keys.len());
         let expected = reference(&t, &ffnames);
-        assert!(
-            expected.lines().count() < keys.len(),
-            "some keys must merge for this test to mean anything"
-        );
+        assert!(expected.lines().count() < keys.len(), "some keys must merge for this test to mean anything");
         assert_eq!(direct(&t, &ffnames), expected);
     }
 
@@ -575,17 +534,12 @@ mod tests {
 
     #[test]
     fn matches_on_many_generated_keys() {
-        let ffnames: Vec<Option<String>> =
-            (0..40).map(|i| Some(format!("lib.f{}", i % 7))).collect();
+        let ffnames: Vec<Option<String>> = (0..40).map(|i| Some(format!("lib.f{}", i % 7))).collect();
         let mut t = StackTable::new(100_000);
         let zones: [&[u8]; 4] = [b"", b"u", b"u/p", b"d;x"];
         for i in 0..3000usize {
             let a = format!("f{}.lua:{}", i % 13, i % 17);
-            let b = if i % 5 == 0 {
-                format!("[builtin#{}]", i % 40)
-            } else {
-                format!("g.lua:{}", i % 11)
-            };
+            let b = if i % 5 == 0 { format!("[builtin#{}]", i % 40) } else { format!("g.lua:{}", i % 11) };
             let c = format!("h{}.lua:{}", i % 3, i % 29);
             let k = key(zones[i % 4], &[a.as_bytes(), b.as_bytes(), c.as_bytes()]);
             t.add(&k, i % 5, 1 + (i % 4) as u32);
@@ -598,13 +552,8 @@ mod tests {
     fn matches_with_long_paths_and_long_shared_prefixes() {
         let ffnames: Vec<Option<String>> = (0..10).map(|i| Some(format!("m.f{}", i))).collect();
         let mut t = StackTable::new(100_000);
-        let zones: [&[u8]; 5] = [
-            b"update/physics/broadphase",
-            b"update/physics",
-            b"update/physics/b",
-            b"",
-            b"update/physicsX",
-        ];
+        let zones: [&[u8]; 5] =
+            [b"update/physics/broadphase", b"update/physics", b"update/physics/b", b"", b"update/physicsX"];
         let root = "/srv/app/lua/main.lua:10";
         for i in 0..4000usize {
             let mid = format!("/srv/app/lua/systems/{}.lua:{}", i % 7, 100 + i % 5);

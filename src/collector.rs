@@ -128,17 +128,13 @@ impl StackTable {
 
     /// Copies `key` into the arena; returns (chunk, start).
     fn store(&mut self, key: &[u8]) -> Option<(u32, u32)> {
-        let fits = self
-            .arena
-            .last()
-            .is_some_and(|c| c.capacity() - c.len() >= key.len());
+        let fits = self.arena.last().is_some_and(|c| c.capacity() - c.len() >= key.len());
         if !fits {
             if self.arena.len() >= u32::MAX as usize || key.len() > u32::MAX as usize {
                 return None;
             }
             // A key longer than a chunk gets a chunk of its own size.
-            self.arena
-                .push(Vec::with_capacity(ARENA_CHUNK.max(key.len())));
+            self.arena.push(Vec::with_capacity(ARENA_CHUNK.max(key.len())));
         }
         let chunk = self.arena.len() - 1;
         let buf = &mut self.arena[chunk];
@@ -152,18 +148,13 @@ impl StackTable {
     pub fn add(&mut self, key: &[u8], state: usize, samples: u32) {
         let hash = self.hasher.hash_one(key);
         let (arena, entries) = (&self.arena, &self.entries);
-        if let Some(&i) = self.index.find(hash, |&i| {
-            Self::key_of(arena, Self::entry(entries, i)) == key
-        }) {
-            let e =
-                &mut self.entries[(i >> ENTRY_CHUNK_BITS) as usize][i as usize & (ENTRY_CHUNK - 1)];
+        if let Some(&i) = self.index.find(hash, |&i| Self::key_of(arena, Self::entry(entries, i)) == key) {
+            let e = &mut self.entries[(i >> ENTRY_CHUNK_BITS) as usize][i as usize & (ENTRY_CHUNK - 1)];
             let c = &mut e.counts[state];
             *c = c.saturating_add(samples);
             return;
         }
-        if self.len >= self.max_entries
-            || self.len >= u32::MAX as usize
-            || self.key_bytes + key.len() > self.max_bytes
+        if self.len >= self.max_entries || self.len >= u32::MAX as usize || self.key_bytes + key.len() > self.max_bytes
         {
             self.overflow[state] += samples as u64;
             return;
@@ -178,21 +169,16 @@ impl StackTable {
         if self.len % ENTRY_CHUNK == 0 {
             self.entries.push(Vec::with_capacity(ENTRY_CHUNK));
         }
-        self.entries
-            .last_mut()
-            .expect("a chunk was just ensured")
-            .push(Entry {
-                chunk,
-                start,
-                len: key.len() as u32,
-                counts,
-            });
+        self.entries.last_mut().expect("a chunk was just ensured").push(Entry {
+            chunk,
+            start,
+            len: key.len() as u32,
+            counts,
+        });
         self.len += 1;
         self.key_bytes += key.len();
         let (arena, entries, hasher) = (&self.arena, &self.entries, &self.hasher);
-        self.index.insert_unique(hash, idx, |&i| {
-            hasher.hash_one(Self::key_of(arena, Self::entry(entries, i)))
-        });
+        self.index.insert_unique(hash, idx, |&i| hasher.hash_one(Self::key_of(arena, Self::entry(entries, i))));
     }
 
     pub fn len(&self) -> usize {
@@ -216,19 +202,14 @@ impl StackTable {
 
     /// Every (key, entry) pair, in first-seen order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.entries
-            .iter()
-            .flatten()
-            .map(move |e| (Self::key_of(&self.arena, e), e))
+        self.entries.iter().flatten().map(move |e| (Self::key_of(&self.arena, e), e))
     }
 
     /// Bytes held by the table: arena chunks, entry chunks and the hash
     /// index (buckets of one u32 plus one control byte), for the stats.
     pub fn memory_bytes(&self) -> usize {
-        let arena: usize =
-            self.arena.iter().map(Vec::capacity).sum::<usize>() + self.arena.capacity() * 24;
-        let entries = self.entries.iter().map(Vec::capacity).sum::<usize>()
-            * std::mem::size_of::<Entry>()
+        let arena: usize = self.arena.iter().map(Vec::capacity).sum::<usize>() + self.arena.capacity() * 24;
+        let entries = self.entries.iter().map(Vec::capacity).sum::<usize>() * std::mem::size_of::<Entry>()
             + self.entries.capacity() * 24;
         let buckets = (self.index.capacity() * 8 / 7 + 1).next_power_of_two();
         arena + entries + buckets * (std::mem::size_of::<u32>() + 1)
@@ -305,11 +286,7 @@ mod tests {
         let long = "x".repeat(ARENA_CHUNK + 10);
         let mut want = Vec::new();
         for i in 0..(2 * ENTRY_CHUNK + 5) {
-            let stack = if i == 7 {
-                format!("{}{}", long, i)
-            } else {
-                format!("f{}.lua:{}", i, i * 3)
-            };
+            let stack = if i == 7 { format!("{}{}", long, i) } else { format!("f{}.lua:{}", i, i * 3) };
             let k = key(if i % 2 == 0 { "z" } else { "" }, &stack);
             t.add(&k, i % 5, 1);
             want.push(k);

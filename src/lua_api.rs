@@ -378,8 +378,10 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
                 }
                 None => {
                     // Could not start the thread: re-arm LuaJIT's own timer.
-                    let restarted =
-                        session.sampler.stop(&session.api, lua).and_then(|_| session.sampler.start(&session.api, lua, &mode));
+                    let restarted = session
+                        .sampler
+                        .stop(&session.api, lua)
+                        .and_then(|_| session.sampler.start(&session.api, lua, &mode));
                     if let Err(e) = restarted {
                         session.stop_sampling(Some(lua));
                         return Err(e);
@@ -444,7 +446,6 @@ impl NativeSession {
             Some(parts.join("; "))
         }
     }
-
 
     /// The collapsed text, written straight from the stack table (same
     /// bytes as `collapsed::write(&self.profile())`, less time and memory).
@@ -537,7 +538,9 @@ impl UserData for NativeSession {
 fn available(_: &Lua, (): ()) -> mlua::Result<(bool, Option<String>)> {
     Ok(match sys::profiler_api() {
         Some(_) => (true, None),
-        None => (false, Some("this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)".into())),
+        None => {
+            (false, Some("this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)".into()))
+        }
     })
 }
 

@@ -67,7 +67,9 @@ impl<'a> FrameNamer<'a> {
             }
         }
         if let Some(hex) = raw.strip_prefix(b"@0x").or_else(|| raw.strip_prefix(b"@")) {
-            if let Some(addr) = std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok()) {
+            if let Some(addr) =
+                std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+            {
                 let resolve_c = self.resolve_c;
                 let name = self.c_cache.entry(addr).or_insert_with(|| {
                     let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
@@ -101,11 +103,8 @@ impl Profile {
         let mut merged: HashMap<(Vec<String>, Vec<String>), [u64; 5]> = HashMap::with_capacity(table.len());
         for (key, entry) in table.iter() {
             let path = Key::path(key);
-            let zones: Vec<String> = if path.is_empty() {
-                Vec::new()
-            } else {
-                path.split(|&b| b == b'/').map(sanitize).collect()
-            };
+            let zones: Vec<String> =
+                if path.is_empty() { Vec::new() } else { path.split(|&b| b == b'/').map(sanitize).collect() };
             let raw_stack = Key::stack(key);
             let stack: Vec<String> = if raw_stack.is_empty() {
                 Vec::new()
@@ -117,7 +116,8 @@ impl Profile {
                 *acc += c as u64;
             }
         }
-        let mut rows: Vec<Row> = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
+        let mut rows: Vec<Row> =
+            merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
         if table.overflow_total() > 0 {
             rows.push(Row { zones: Vec::new(), stack: vec![OVERFLOW_FRAME.to_string()], counts: table.overflow });
         }

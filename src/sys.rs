@@ -18,8 +18,7 @@ pub type ProfileCallback =
 
 type StartFn = unsafe extern "C" fn(*mut ffi::lua_State, *const c_char, ProfileCallback, *mut c_void);
 type StopFn = unsafe extern "C" fn(*mut ffi::lua_State);
-type DumpstackFn =
-    unsafe extern "C" fn(*mut ffi::lua_State, *const c_char, c_int, *mut usize) -> *const c_char;
+type DumpstackFn = unsafe extern "C" fn(*mut ffi::lua_State, *const c_char, c_int, *mut usize) -> *const c_char;
 
 /// The three `luaJIT_profile_*` entry points, looked up at run time.
 ///
@@ -230,7 +229,8 @@ pub struct ZoneAnchor {
 impl ZoneAnchor {
     /// Anchors `zones` (the zone stack table) and a fresh coroutine.
     pub fn new(lua: &Lua, zones: &mlua::Table) -> mlua::Result<ZoneAnchor> {
-        let mut anchor = ZoneAnchor { thread: std::ptr::null_mut(), thread_ref: 0, table_ref: 0, main: std::ptr::null_mut() };
+        let mut anchor =
+            ZoneAnchor { thread: std::ptr::null_mut(), thread_ref: 0, table_ref: 0, main: std::ptr::null_mut() };
         let out = &mut anchor;
         // SAFETY: exec_raw pushes `zones` at index 1 of a valid state; we pop
         // what we push and keep only registry references and the thread pointer,
@@ -441,9 +441,7 @@ pub mod posix {
         // SAFETY: as in ignore_sigprof_if_default.
         unsafe {
             let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0
-                && cur.sa_sigaction == libc::SIG_IGN
-            {
+            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_IGN {
                 let mut dfl = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
                 dfl.sa_sigaction = libc::SIG_DFL;
                 libc::sigemptyset(&mut dfl.sa_mask);

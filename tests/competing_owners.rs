@@ -87,7 +87,11 @@ fn the_loser_can_start_once_the_winner_stops() {
     let (lb, _) = state();
     la.load("h = native.start({})").exec().unwrap();
     let err = lb.load("native.start({})").exec().unwrap_err().to_string();
-    assert!(err.contains("tecs.profile.native.start: a sampling session is already running in this process"), "{}", err);
+    assert!(
+        err.contains("tecs.profile.native.start: a sampling session is already running in this process"),
+        "{}",
+        err
+    );
     la.load("h:stop()").exec().unwrap();
     lb.load("h = native.start({}); h:stop()").exec().unwrap();
     // Closing a state with a running session releases the owner flag too.

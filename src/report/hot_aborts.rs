@@ -1,0 +1,131 @@
+//! Trace-abort sites ranked by the sampled time spent where they abort.
+
+use std::fmt::Write as _;
+
+use super::*;
+
+/// A trace-abort site as the trace tracker reports it.
+#[derive(Clone, Debug, Default)]
+pub struct AbortSite {
+    pub severity: String,
+    pub count: u64,
+    pub reason: String,
+    pub location: String,
+    pub zone: String,
+}
+
+/// Samples spent at a location.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HotSite {
+    /// Index of the site in the input list.
+    pub site: usize,
+    /// Samples whose innermost frame is the location's line.
+    pub line_self: u64,
+    /// Samples with the location's line anywhere on the stack.
+    pub line_total: u64,
+    /// Samples whose innermost frame lies in the location's function.
+    pub func_self: u64,
+    /// Samples with the location's function anywhere on the stack.
+    pub func_total: u64,
+}
+
+/// Ranks abort sites by the sampled time at their location. The location
+/// names the line where recording stopped, but the time an abort costs is
+/// spent in all the code the trace would have covered, which lies in the
+/// same function: so sites are ranked by the total samples in the function
+/// containing the location (when the function map knows the file; by the
+/// samples at the line itself otherwise), then at the line, then by the
+/// number of aborts.
+pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -> Vec<HotSite> {
+    let mut out: Vec<HotSite> =
+        sites.iter().enumerate().map(|(i, _)| HotSite { site: i, ..Default::default() }).collect();
+    let site_funcs: Vec<Option<&str>> =
+        sites.iter().map(|s| funcs.range_of(&s.location).map(|_| funcs.function_of(&s.location))).collect();
+    // Sites by location and by function, so each row costs one lookup per frame.
+    let mut by_line: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_func: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in sites.iter().enumerate() {
+        by_line.entry(s.location.as_str()).or_default().push(i);
+        if let Some(f) = site_funcs[i] {
+            by_func.entry(f).or_default().push(i);
+        }
+    }
+    let k = Keyer::new(funcs);
+    let mut seen_lines: Vec<&str> = Vec::new();
+    let mut seen_funcs: Vec<&str> = Vec::new();
+    for row in &profile.rows {
+        let n = row.total();
+        if n == 0 || row.stack.is_empty() {
+            continue;
+        }
+        seen_lines.clear();
+        seen_funcs.clear();
+        let leaf = row.stack.len() - 1;
+        for (j, frame) in row.stack.iter().enumerate().rev() {
+            let func = k.function_of(frame);
+            if !seen_lines.contains(&frame.as_str()) {
+                seen_lines.push(frame);
+                for &i in by_line.get(frame.as_str()).into_iter().flatten() {
+                    out[i].line_total += n;
+                    if j == leaf {
+                        out[i].line_self += n;
+                    }
+                }
+            }
+            if !seen_funcs.contains(&func) {
+                seen_funcs.push(func);
+                for &i in by_func.get(func).into_iter().flatten() {
+                    out[i].func_total += n;
+                    if j == leaf {
+                        out[i].func_self += n;
+                    }
+                }
+            }
+        }
+    }
+    let rank = |h: &HotSite| if site_funcs[h.site].is_some() { h.func_total } else { h.line_total };
+    out.sort_by(|a, b| {
+        rank(b)
+            .cmp(&rank(a))
+            .then_with(|| b.line_total.cmp(&a.line_total))
+            .then_with(|| sites[b.site].count.cmp(&sites[a.site].count))
+            .then_with(|| a.site.cmp(&b.site))
+    });
+    out
+}
+
+/// The hot-aborts view as text.
+pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite], raw: bool) -> String {
+    let total = profile.total();
+    let ranked = hot_aborts(profile, funcs, sites);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# {} samples, {} abort sites; ranked by sampled time in the function of the abort location (fn), then at its line",
+        total,
+        sites.len()
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  location: reason [zone]",
+        "fn self", "fn total", "self", "total", "aborts", "severity"
+    );
+    for h in ranked {
+        let s = &sites[h.site];
+        let zone = if s.zone.is_empty() { String::new() } else { format!(" [{}]", s.zone) };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}: {}{}",
+            fmt_value(h.func_self, total, raw),
+            fmt_value(h.func_total, total, raw),
+            fmt_value(h.line_self, total, raw),
+            fmt_value(h.line_total, total, raw),
+            s.count,
+            s.severity,
+            s.location,
+            s.reason,
+            zone
+        );
+    }
+    out
+}
