@@ -186,17 +186,18 @@ local function make_handler(self)
         start_op = opname_at(func, pc)
       end
       if not self._paused then counts.tracesStarted = counts.tracesStarted + 1 end
+      self._recording = not self._paused
     elseif what == "stop" then
       if not self._paused then counts.tracesCompleted = counts.tracesCompleted + 1 end
-      start_tr = nil
+      start_tr, self._recording = nil, false
     elseif what == "abort" then
       if not self._paused then
         local ok, err = pcall(on_abort, tr, func, pc, a, b)
         if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
       end
-      start_tr = nil
+      start_tr, self._recording = nil, false
     elseif what == "flush" then
-      start_tr = nil
+      start_tr, self._recording = nil, false
     end
   end
 
@@ -225,6 +226,7 @@ function M.start(opts)
       benignAborts = 0, blacklistings = 0, handlerErrors = 0,
     },
     _paused = false,
+    _recording = false, -- a counted trace start whose outcome is not known yet
     _stopped = false,
     _started_at = clock.now(),
   }, TraceSession)
@@ -272,7 +274,10 @@ local function build_report(self, duration)
     blacklisted = blacklisted,
     sites = sites,
     includeBenign = self.includeBenign,
-    tracesStarted = c.tracesStarted,
+    -- The code that takes the report may itself be recorded into a trace
+    -- (a side trace from a loop that just exited, say); such a trace ends
+    -- after the report, so it is not counted as started yet either.
+    tracesStarted = c.tracesStarted - (self._recording and 1 or 0),
     tracesCompleted = c.tracesCompleted,
     tracesAborted = c.tracesAborted,
     benignAborts = c.benignAborts,
