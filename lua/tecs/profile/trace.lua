@@ -53,22 +53,56 @@ M.option_names = option_spec
 
 local active -- the running trace session of this Lua state, if any
 
--- `file:line` of `func` at `pc`: the whole chunk name without its leading
--- '@' or '=' (`-jv` shows only the file's base name), or Lua's short form
--- `[string "..."]` for chunks loaded from strings.
-local function location_of(funcinfo, fmt, func, pc)
+-- `file:line` from a chunk name and a line: the whole chunk name without its
+-- leading '@' or '=' (`-jv` shows only the file's base name), or Lua's short
+-- form `[string "..."]` for chunks loaded from strings.
+local function file_line(source, short_src, line)
+  local first = source:sub(1, 1)
+  if first == "@" or first == "=" then
+    return source:sub(2) .. ":" .. line
+  end
+  return (short_src or "?") .. ":" .. line
+end
+
+-- How far up the stack to look for the frame of a builtin.
+local MAX_STACK_LEVELS = 200
+
+-- `file:line` of the Lua code that called `func` (a builtin or C function),
+-- or nil. Some VMs (OpenResty's luajit2) report an abort inside a builtin
+-- with the builtin itself rather than with the Lua function that called it.
+-- The event handler `handler` runs on top of the stack being recorded (on
+-- VMs that have such a stack at hand), so that Lua caller is the first Lua
+-- frame outside the builtin's own frame, which is outside the handler's
+-- frame. The levels up to the handler are the tracker's own calls (one of
+-- them a pcall, itself a builtin) and are skipped.
+local function lua_caller_location(func, handler)
+  local level, state = 2, "handler"
+  while level <= MAX_STACK_LEVELS do
+    local info = debug.getinfo(level, "Slf")
+    if not info then return nil end
+    if state == "handler" then
+      if rawequal(info.func, handler) then state = "builtin" end
+    elseif state == "builtin" then
+      if rawequal(info.func, func) then state = "caller" end
+    elseif info.what == "Lua" or info.what == "main" then
+      return file_line(info.source, info.short_src, info.currentline or info.linedefined or 0)
+    end
+    level = level + 1
+  end
+  return nil
+end
+
+-- Location of an abort in `func` at `pc`: `file:line` of the Lua function
+-- being recorded, or of the Lua code that called the builtin being recorded;
+-- the builtin's name when no such caller is on the stack.
+local function location_of(funcinfo, fmt, func, pc, handler)
   local fi = funcinfo(func, pc)
   local src = fi.source
   if type(src) == "string" then
-    local line = fi.currentline or fi.linedefined or 0
-    local first = src:sub(1, 1)
-    if first == "@" or first == "=" then
-      return src:sub(2) .. ":" .. line
-    end
     local ok, info = pcall(debug.getinfo, func, "S")
-    return ((ok and info and info.short_src) or fi.loc or "?") .. ":" .. line
+    return file_line(src, (ok and info and info.short_src) or fi.loc, fi.currentline or fi.linedefined or 0)
   end
-  return fmt:funcname(func)
+  return lua_caller_location(func, handler) or fmt:funcname(func)
 end
 
 -- The zone path: the zone stack joined with '/', or "" when empty.
@@ -92,6 +126,7 @@ local function make_handler(self)
   local sites, counts = self._sites, self._counts
   local include_benign = self.includeBenign
   local link -- set after attaching
+  local handler -- the event handler, defined below
   -- Start of the trace being recorded: function, pc, opcode name there.
   local start_tr, start_func, start_pc, start_op
 
@@ -125,7 +160,7 @@ local function make_handler(self)
     end
     if newly_blacklisted then counts.blacklistings = counts.blacklistings + 1 end
     local reason = fmt:reason(err, info)
-    local location = location_of(funcinfo, fmt, func, pc)
+    local location = location_of(funcinfo, fmt, func, pc, handler)
     local zone = zone_path(zones)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
     local site = sites[key]
@@ -136,7 +171,7 @@ local function make_handler(self)
     end
   end
 
-  local function handler(what, tr, func, pc, a, b)
+  function handler(what, tr, func, pc, a, b)
     local previous = link and link.previous
     if previous then
       -- Same contract as LuaJIT's own dispatch: report and carry on.
@@ -151,17 +186,18 @@ local function make_handler(self)
         start_op = opname_at(func, pc)
       end
       if not self._paused then counts.tracesStarted = counts.tracesStarted + 1 end
+      self._recording = not self._paused
     elseif what == "stop" then
       if not self._paused then counts.tracesCompleted = counts.tracesCompleted + 1 end
-      start_tr = nil
+      start_tr, self._recording = nil, false
     elseif what == "abort" then
       if not self._paused then
         local ok, err = pcall(on_abort, tr, func, pc, a, b)
         if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
       end
-      start_tr = nil
+      start_tr, self._recording = nil, false
     elseif what == "flush" then
-      start_tr = nil
+      start_tr, self._recording = nil, false
     end
   end
 
@@ -190,6 +226,7 @@ function M.start(opts)
       benignAborts = 0, blacklistings = 0, handlerErrors = 0,
     },
     _paused = false,
+    _recording = false, -- a counted trace start whose outcome is not known yet
     _stopped = false,
     _started_at = clock.now(),
   }, TraceSession)
@@ -237,7 +274,10 @@ local function build_report(self, duration)
     blacklisted = blacklisted,
     sites = sites,
     includeBenign = self.includeBenign,
-    tracesStarted = c.tracesStarted,
+    -- The code that takes the report may itself be recorded into a trace
+    -- (a side trace from a loop that just exited, say); such a trace ends
+    -- after the report, so it is not counted as started yet either.
+    tracesStarted = c.tracesStarted - (self._recording and 1 or 0),
     tracesCompleted = c.tracesCompleted,
     tracesAborted = c.tracesAborted,
     benignAborts = c.benignAborts,

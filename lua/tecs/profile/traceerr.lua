@@ -8,9 +8,10 @@
 -- running VM's own tables are used whenever `jit.vmdef` can be loaded.
 --
 -- Some LÖVE builds ship without `jit/vmdef.lua`. Then a built-in copy of the
--- LuaJIT 2.1 (or 2.0) message list is used and every reason says so; opcode
--- names are given only after checking the built-in opcode list against the
--- bytecode of a probe function on the running VM.
+-- LuaJIT 2.1 (or 2.0) message list is used and every reason says so. Opcode
+-- names come from the built-in opcode list (one per numbering used along the
+-- 2.1 branch) that agrees with the bytecode of probe functions on the running
+-- VM, and are left out when none does.
 -- @module tecs.profile.traceerr
 
 local jutil_ok, jutil = pcall(require, "jit.util")
@@ -100,15 +101,38 @@ local MESSAGES_20 = {
   "NYI: register coalescing too complex",
 }
 
--- Bytecode opcode names of LuaJIT 2.1, in opcode order (opcode 0 first).
-local OPCODES_21 = [[
+-- Bytecode opcode names, in opcode order (opcode 0 first), of the LuaJIT
+-- 2.1 builds in use: the opcode numbering changed along the 2.1 branch, so
+-- the list that matches the running VM is picked by looking at real bytecode
+-- (see `opcodes_match_vm`).
+local OPCODE_LISTS = {
+  {
+    -- LuaJIT 2.1.0-beta3 up to the 2023 snapshots (Debian's luajit,
+    -- OpenResty's luajit2).
+    name = "LuaJIT 2.1.0-beta3",
+    names = [[
 ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP ISTC ISFC IST ISF
 ISTYPE ISNUM MOV NOT UNM LEN ADDVN SUBVN MULVN DIVVN MODVN ADDNV SUBNV MULNV DIVNV MODNV
 ADDVV SUBVV MULVV DIVVV MODVV POW CAT KSTR KCDATA KSHORT KNUM KPRI KNIL UGET USETV USETS
 USETN USETP UCLO FNEW TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR TSETV TSETS TSETB TSETM
 TSETR CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT RETM RET RET0 RET1 FORI JFORI FORL
 IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP FUNCF IFUNCF JFUNCF FUNCV IFUNCV
-JFUNCV FUNCC FUNCCW]]
+JFUNCV FUNCC FUNCCW]],
+  },
+  {
+    -- Current LuaJIT 2.1 (rolling releases, version_num 20199): bitwise
+    -- operator opcodes between JMP and the function headers.
+    name = "LuaJIT 2.1 (rolling release)",
+    names = [[
+ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP ISTC ISFC IST ISF
+ISTYPE ISNUM MOV NOT UNM LEN ADDVN SUBVN MULVN DIVVN MODVN ADDNV SUBNV MULNV DIVNV MODNV
+ADDVV SUBVV MULVV DIVVV MODVV POW CAT KSTR KCDATA KSHORT KNUM KPRI KNIL UGET USETV USETS
+USETN USETP UCLO FNEW TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR TSETV TSETS TSETB TSETM
+TSETR CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT RETM RET RET0 RET1 FORI JFORI FORL
+IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP BNOT BAND BOR BXOR BSHL BSHR BSAR
+FUNCF IFUNCF JFUNCF FUNCV IFUNCV JFUNCV FUNCC FUNCCW]],
+  },
+}
 
 -- Split a fixed-width name table (6 characters a name, as in vmdef) into a
 -- 0-based array.
@@ -127,19 +151,39 @@ local function split_words(s)
   return names
 end
 
--- The expected opcodes of `probe` below, from its header on.
-local PROBE_OPS = { "FUNCF", "KSHORT", "KSHORT", "MOV", "KSHORT", "FORI", "ADDVV", "FORL", "RET1" }
-local function probe(n) local s = 0 for i = 1, n do s = s + i end return s end
+-- Probe functions and their expected opcodes, from the header on. Between
+-- them they use opcodes from the start, the middle and the end of the
+-- numbering (FUNCF and FUNCV come after the opcodes newer versions added),
+-- so a list that matches all of them has the running VM's numbering.
+local function probe_loop(n) local s = 0 for i = 1, n do s = s + i end return s end
+local function probe_vararg(...) local t = { ... } return t[1] end
+local PROBES = {
+  { probe_loop, { "FUNCF", "KSHORT", "KSHORT", "MOV", "KSHORT", "FORI", "ADDVV", "FORL", "RET1" } },
+  { probe_vararg, { "FUNCV", "TNEW", "VARG", "TSETM", "TGETB", "RET1" } },
+}
 
 -- Whether `names` matches the running VM's opcode numbering, judged by the
--- bytecode of `probe`.
+-- bytecode of the probe functions.
 local function opcodes_match_vm(names)
   if not (jutil and jutil.funcbc) then return false end
-  for pc = 0, #PROBE_OPS - 1 do
-    local ins = jutil.funcbc(probe, pc)
-    if not ins or names[band(ins, 0xff)] ~= PROBE_OPS[pc + 1] then return false end
+  for _, probe in ipairs(PROBES) do
+    local func, expected = probe[1], probe[2]
+    for pc = 0, #expected - 1 do
+      local ins = jutil.funcbc(func, pc)
+      if not ins or names[band(ins, 0xff)] ~= expected[pc + 1] then return false end
+    end
   end
   return true
+end
+
+-- The built-in opcode list matching the running VM: names array and the
+-- list's name, or an empty array and nil when none matches.
+local function builtin_opcodes()
+  for _, list in ipairs(OPCODE_LISTS) do
+    local names = split_words(list.names)
+    if opcodes_match_vm(names) then return names, list.name end
+  end
+  return {}, nil
 end
 
 -- Name of a builtin by searching the standard library tables, for VMs
@@ -176,10 +220,10 @@ function M.new(vmdef)
     self.note = ""
     self.builtin = false
   else
+    -- The message list is the same from 2.1.0-beta3 to current 2.1.
     local v21 = (jit and jit.version_num or 20100) >= 20100
     self.messages = v21 and MESSAGES_21 or MESSAGES_20
-    local ops = split_words(OPCODES_21)
-    self.opcodes = opcodes_match_vm(ops) and ops or {}
+    self.opcodes, self.opcode_list = builtin_opcodes()
     self.irnames = {}
     self.ffnames = {}
     self.note = M.FALLBACK_NOTE
