@@ -7,6 +7,7 @@
 //! and the signal mask.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use mlua::ffi;
@@ -99,6 +100,14 @@ pub struct SamplerBox<T: SampleSink> {
     ptr: *mut T,
 }
 
+/// The callback data of the running session, or null. LuaJIT can still call
+/// the callback after `luaJIT_profile_stop`: when the stop happens inside a
+/// `__gc` finaliser, the GC restores the hook mask it saved before the
+/// finaliser, re-arming a pending profiler hook, and LuaJIT then calls the
+/// last callback with the last data pointer. The trampoline ignores any call
+/// whose data is not the active box, so a freed box is never touched.
+static ACTIVE_DATA: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
 impl<T: SampleSink> SamplerBox<T> {
     pub fn new(value: T) -> Self {
         SamplerBox { ptr: Box::into_raw(Box::new(value)) }
@@ -116,6 +125,7 @@ impl<T: SampleSink> SamplerBox<T> {
     /// Installs the profiler with `mode` and this box as callback data.
     pub fn start(&self, api: &ProfilerApi, lua: &Lua, mode: &CStr) -> mlua::Result<()> {
         let data = self.ptr as *mut c_void;
+        ACTIVE_DATA.store(data, Ordering::Release);
         let start = api.start;
         // SAFETY: exec_raw gives a valid state of this VM; LuaJIT copies the mode
         // string before returning; `data` stays valid until stop() is called
@@ -127,8 +137,19 @@ impl<T: SampleSink> SamplerBox<T> {
         }
     }
 
+    /// Makes the trampoline ignore any further call for this box.
+    pub fn deactivate(&self) {
+        let _ = ACTIVE_DATA.compare_exchange(
+            self.ptr as *mut c_void,
+            std::ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
     /// Stops LuaJIT's profiler (all sessions of this process).
     pub fn stop(&self, api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
+        self.deactivate();
         let stop = api.stop;
         // SAFETY: a valid state of this VM; stopping an idle profiler is a no-op.
         unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
@@ -137,6 +158,7 @@ impl<T: SampleSink> SamplerBox<T> {
 
 impl<T: SampleSink> Drop for SamplerBox<T> {
     fn drop(&mut self) {
+        self.deactivate();
         // SAFETY: created by Box::into_raw in new() and dropped once; owners
         // stop the profiler before dropping the box.
         unsafe { drop(Box::from_raw(self.ptr)) }
@@ -149,10 +171,13 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     samples: c_int,
     vmstate: c_int,
 ) {
+    if data.is_null() || data != ACTIVE_DATA.load(Ordering::Acquire) {
+        return; // a late call for a stopped (maybe freed) session
+    }
     let Some(api) = profiler_api() else { return };
     let vm = VmStack { l, dumpstack: api.dumpstack };
-    // SAFETY: `data` is the SamplerBox pointer given to luaJIT_profile_start,
-    // alive until the profiler is stopped (see SamplerBox::start).
+    // SAFETY: `data` is the active SamplerBox pointer (checked above); boxes
+    // deactivate themselves before they are freed.
     let sink = unsafe { &mut *(data as *mut T) };
     // A panic must not unwind into LuaJIT's C frames.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
