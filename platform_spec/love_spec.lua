@@ -1,11 +1,11 @@
 -- Runs the LÖVE example (examples/love) and a signal-mask probe with
 -- Debian's `love` under `xvfb-run -a`, default conf.lua (audio module on).
 local collapsed = require("spec.support.collapsed")
+local run = require("spec.support.run")
 
-local root = os.getenv("PWD")
+local root = run.root
+local sh_quote, read = run.quote, run.read
 local save_root -- XDG_DATA_HOME of every run: LÖVE's save directories go there
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- Run love on `game` with `args`; `env` maps variables to values (false
 -- unsets). Returns exit code and output.
@@ -14,20 +14,8 @@ local function love(game, args, env)
   for k, v in pairs(env or {}) do
     if v then set[#set + 1] = k .. "=" .. sh_quote(v) else unset[#unset + 1] = "-u " .. k end
   end
-  local cmd = "env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a love " ..
-    sh_quote(game) .. " " .. (args or "") .. " 2>&1; echo \"rc=$?\""
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
+  return run.run("env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a love " ..
+    sh_quote(game) .. " " .. (args or ""))
 end
 
 local function save_dir(identity) return save_root .. "/love/" .. identity end

@@ -1,34 +1,22 @@
 -- `busted --helper=tecs.profile.busted` profiles a whole run of another
 -- project's specs (platform_spec/fixtures/busted_project) without touching them.
 local collapsed = require("spec.support.collapsed")
+local run = require("spec.support.run")
 
-local root = os.getenv("PWD")
+local root = run.root
 local project = root .. "/platform_spec/fixtures/busted_project"
-local luajit = os.getenv("LUAJIT_BIN") or "luajit"
-
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local luajit = run.luajit
+local sh_quote, read = run.quote, run.read
 
 -- Run busted's runner with this LuaJIT in the fixture project.
 local function busted(args, env)
   local busted_bin = io.popen("command -v busted"):read("*l")
-  local cmd = string.format(
-    "cd %s && env -u TECS_PROFILE -u TECS_PROFILE_INTERVAL_MS %s LUA_PATH=%s LUA_CPATH=%s %s %s -o TAP %s spec 2>&1; echo \"rc=$?\"",
+  return run.run(string.format(
+    "cd %s && env -u TECS_PROFILE -u TECS_PROFILE_INTERVAL_MS %s LUA_PATH=%s LUA_CPATH=%s %s %s -o TAP %s spec",
     sh_quote(project), env or "",
     sh_quote(root .. "/lua/?.lua;" .. (os.getenv("LUA_PATH") or ";")),
     sh_quote(root .. "/build/lib/?.so;" .. (os.getenv("LUA_CPATH") or ";")),
-    sh_quote(luajit), sh_quote(busted_bin), args)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
+    sh_quote(luajit), sh_quote(busted_bin), args))
 end
 
 describe("tecs.profile.busted helper", function()

@@ -4,22 +4,13 @@
 -- output, regenerate with:  UPDATE_GOLDEN=1 make test-lua
 local profile = require("tecs.profile")
 local cli = require("tecs.profile.cli")
+local run = require("spec.support.run")
 
 local dir = "spec/golden/"
 local update = os.getenv("UPDATE_GOLDEN") == "1"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local function read(path) return assert(run.read(path), "cannot read " .. path) end
+local write = run.write
 
 local function golden(name, actual)
   local path = dir .. "expected/" .. name

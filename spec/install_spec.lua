@@ -1,23 +1,10 @@
 -- `make install PREFIX=...` and `luarocks make` into fresh trees, then the
 -- installed library and the `tecs-profile` command used from a fresh luajit
 -- that sees only that tree.
-local root = os.getenv("PWD")
-local luajit = os.getenv("LUAJIT_BIN") or "luajit"
+local proc = require("spec.support.run")
 
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local root, luajit = proc.root, proc.luajit
+local sh_quote, run, write = proc.quote, proc.run, proc.write
 
 -- Run `script` with this LuaJIT from / with only `tree`'s directories on the paths.
 local function run_in_tree(tree, script)

@@ -2,9 +2,9 @@
 -- the profiler keeps its zones and names builtins [builtin#N]. A fresh
 -- luajit process hides jit.zone and jit.vmdef through package.preload.
 local collapsed = require("spec.support.collapsed")
+local run = require("spec.support.run")
 
-local luajit = os.getenv("LUAJIT_BIN") or "luajit"
-local root = os.getenv("PWD")
+local luajit, root = run.luajit, run.root
 
 local SCRIPT = [[
 package.preload["jit.zone"] = function() error("jit.zone hidden by the test") end
@@ -25,17 +25,12 @@ io.write(s:stop())
 describe("without jit.zone and jit.vmdef", function()
   it("tags zones with the fallback stack and names builtins [builtin#N]", function()
     local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(SCRIPT)
-    f:close()
-    local p = assert(io.popen(string.format("env LUA_PATH='%s/lua/?.lua;%s' LUA_CPATH='%s/build/lib/?.so;%s' %s %s 2>&1; echo \"rc=$?\"",
-      root, os.getenv("LUA_PATH") or ";", root, os.getenv("LUA_CPATH") or ";", luajit, path)))
-    local out = p:read("*a")
-    p:close()
+    run.write(path, SCRIPT)
+    local rc, out = run.run(string.format("env LUA_PATH='%s/lua/?.lua;%s' LUA_CPATH='%s/build/lib/?.so;%s' %s %s",
+      root, os.getenv("LUA_PATH") or ";", root, os.getenv("LUA_CPATH") or ";", luajit, path))
     os.remove(path)
-    local rc = tonumber(out:match("rc=(%d+)%s*$"))
     assert.equal(0, rc, out)
-    local rows = collapsed.parse((out:gsub("rc=%d+%s*$", "")))
+    local rows = collapsed.parse(out)
     local zoned = collapsed.sum(rows, function(r) return r.frames[1] == "outer" and r.frames[2] == "inner" end)
     assert.is_true(zoned > 0, out)
     local builtin = collapsed.sum(rows, function(r) return collapsed.has_frame(r, "^%[builtin#%d+%]$") end)

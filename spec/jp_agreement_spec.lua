@@ -9,14 +9,22 @@ local profile = require("tecs.profile")
 local WORKLOAD = "spec/fixtures/jp_workload.lua"
 local SECONDS = "2"
 
+-- Runs the workload under `luajit -jp=<options>` in its own process; returns
+-- the text -jp wrote.
+local function jp_text(options)
+  local out = os.tmpname()
+  local rc, text = run.run(string.format("%s -jp=%s,%s %s %s", run.luajit, options, out, WORKLOAD, SECONDS))
+  assert.equal(0, rc, text)
+  local report = assert(run.read(out))
+  os.remove(out)
+  return report
+end
+
 -- Runs `luajit -jp=<mode>` with raw counts and no threshold; returns the
 -- first-level counts, the second-level counts and the total.
 local function jp(mode)
-  local out = os.tmpname()
-  local rc, text = run.run(string.format("%s -jp=%srm0i1,%s %s %s", run.luajit, mode, out, WORKLOAD, SECONDS))
-  assert.equal(0, rc, text)
   local first, second, total, current = {}, {}, 0, nil
-  for line in assert(run.read(out)):gmatch("[^\n]+") do
+  for line in jp_text(mode .. "rm0i1"):gmatch("[^\n]+") do
     local c2, k2 = line:match("^  %-%- +(%d+)  (.+)$")
     if c2 then
       second[current][k2] = (second[current][k2] or 0) + tonumber(c2)
@@ -29,7 +37,6 @@ local function jp(mode)
       total = total + tonumber(c)
     end
   end
-  os.remove(out)
   return first, second, total
 end
 
@@ -123,11 +130,8 @@ describe("views agree with luajit -jp", function()
   end)
 
   it("annotated source (-jp=A): per-line shares", function()
-    local out = os.tmpname()
-    local rc, text = run.run(string.format("%s -jp=Arm0i1,%s %s %s", run.luajit, out, WORKLOAD, SECONDS))
-    assert.equal(0, rc, text)
     local b, nb, n, in_file = {}, 0, 0, false
-    for line in assert(run.read(out)):gmatch("([^\n]*)\n") do
+    for line in jp_text("Arm0i1"):gmatch("([^\n]*)\n") do
       if line:find("^====== ") then
         in_file = line:find("jp_workload.lua", 1, true) ~= nil
         n = 0
@@ -137,7 +141,6 @@ describe("views agree with luajit -jp", function()
         if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
       end
     end
-    os.remove(out)
     local a, na = {}, 0
     local ann = profile.report(collapsed, { annotate = "full", raw = true, minPercent = 0 })
     for c, lineno in ann:gmatch("\n *(%d+) +%d+ | +(%d+) | ") do

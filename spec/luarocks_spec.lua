@@ -1,14 +1,7 @@
 -- Installs the rock with `luarocks make` into a temporary tree and uses it
 -- from a fresh luajit process that sees only that tree.
-local function run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
-  local out = p:read("*a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return rc, out
-end
-
-local luajit = os.getenv("LUAJIT_BIN") or "luajit"
+local proc = require("spec.support.run")
+local run, luajit = proc.run, proc.luajit
 
 describe("luarocks make", function()
   local tree = os.tmpname()

@@ -5,7 +5,7 @@ local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local zone = require("jit.zone")
 
-local LUAJIT = os.getenv("LUAJIT_BIN") or "luajit"
+local LUAJIT = require("spec.support.run").luajit
 
 local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
 

@@ -4,7 +4,7 @@
 local collapsed = require("spec.support.collapsed")
 local native = require("tecs.profile.native")
 
-local LUAJIT = os.getenv("LUAJIT_BIN") or "luajit"
+local LUAJIT = require("spec.support.run").luajit
 
 local function run(max_stacks, seconds)
   local p = io.popen(string.format("%s spec/fixtures/new_code.lua %s %s 2>&1", LUAJIT, max_stacks, seconds))

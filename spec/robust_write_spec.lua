@@ -4,32 +4,13 @@
 local profile = require("tecs.profile")
 local fs = require("tecs.profile.fs")
 local collapsed = require("spec.support.collapsed")
+local run = require("spec.support.run")
 
-local LUAJIT = os.getenv("LUAJIT_BIN") or "luajit"
+local LUAJIT = run.luajit
+local read, write_plain, mktempdir = run.read, run.write, run.tmpdir
 
 local function busy(n) local s = 0 for i = 1, n do s = (s + i) % 7 end return s end
 local function burn(sec) local t0 = os.clock() while os.clock() - t0 < sec do busy(5000) end end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local t = f:read("*a")
-  f:close()
-  return t
-end
-
-local function write_plain(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function mktempdir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(os.execute("mkdir -p '" .. p .. "'") == 0)
-  return p
-end
 
 local function list(dir)
   local names = {}

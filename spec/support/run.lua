@@ -1,8 +1,15 @@
--- Runs a shell command; returns its exit code and its combined output.
+-- Shell and file helpers shared by the specs: run a command, quote a word
+-- for the shell, read and write whole files, make a temporary directory.
 local M = {}
 
+-- The LuaJIT under test, and the source tree the specs run from.
 M.luajit = os.getenv("LUAJIT_BIN") or "luajit"
+M.root = os.getenv("PWD")
 
+-- `s` as one single-quoted shell word.
+function M.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command; returns its exit code and its combined output.
 function M.run(cmd)
   local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
   local out = p:read("*a")
@@ -25,6 +32,7 @@ function M.run3(cmd)
   return rc, (out:gsub("rc=%d+%s*$", "")), errtext
 end
 
+-- The whole file, or nil when it cannot be opened.
 function M.read(path)
   local f = io.open(path, "rb")
   if not f then return nil end
@@ -33,6 +41,7 @@ function M.read(path)
   return s
 end
 
+-- Writes `text` to `path`, raising on failure.
 function M.write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)

@@ -302,7 +302,8 @@ function commands.flamegraph(opts, pos)
   if not opts.output then usage_error("flamegraph needs -o OUT") end
   local report = require("tecs.profile.report")
   local output = require("tecs.profile.output")
-  local fmt = output.format_for(opts.output, opts.format)
+  -- Standard output has no extension to go by: it gets the SVG unless -f says otherwise.
+  local fmt = output.format_for(opts.output == "-" and "-.svg" or opts.output, opts.format)
   if fmt ~= "svg" and fmt ~= "speedscope" then usage_error("--format must be svg or speedscope, got %q", fmt) end
   local ok, out
   local frames = opts.functions and "function" or nil
