@@ -11,7 +11,7 @@ end
 
 describe("profile.hotAborts", function()
   it("puts sites in hot code first, whatever their abort counts", function()
-    local s = profile.sample()
+    local s = profile.sample({ precision = "line" })
     for_cpu(0.6, function() work.two_lines(20000) work.compiled(2000) end)
     s:stop()
     -- A TraceReport as profile.trace() returns it (sites sorted by severity, count).

@@ -98,15 +98,19 @@ local function agree(what, a, na, b, nb, max_tol)
 end
 
 describe("views agree with luajit -jp", function()
-  local collapsed
+  -- Ours at the default (function) precision, and at line precision for
+  -- the line views, which -jp draws from LuaJIT's line mode.
+  local collapsed, by_line
 
   setup(function()
-    collapsed = os.tmpname()
+    collapsed, by_line = os.tmpname(), os.tmpname()
     local rc, out = run.run(string.format("%s run -q -o %s %s %s", run.cli, collapsed, WORKLOAD, SECONDS))
+    assert.equal(0, rc, out)
+    rc, out = run.run(string.format("%s run -q --precision line -o %s %s %s", run.cli, by_line, WORKLOAD, SECONDS))
     assert.equal(0, rc, out)
   end)
 
-  teardown(function() os.remove(collapsed) end)
+  teardown(function() os.remove(collapsed) os.remove(by_line) end)
 
   it("top functions (-jp=f)", function()
     local a, _, na = ours(collapsed, { by = "function" }, normalise)
@@ -116,7 +120,7 @@ describe("views agree with luajit -jp", function()
   end)
 
   it("top lines (-jp=l)", function()
-    local a, _, na = ours(collapsed, { by = "line" }, normalise)
+    local a, _, na = ours(by_line, { by = "line" }, normalise)
     local b, _, nb = jp("l")
     agree("line", a, na, b, nb)
   end)
@@ -142,7 +146,7 @@ describe("views agree with luajit -jp", function()
       end
     end
     local a, na = {}, 0
-    local ann = profile.report(collapsed, { annotate = "full", raw = true, minPercent = 0 })
+    local ann = profile.report(by_line, { annotate = "full", raw = true, minPercent = 0 })
     for c, lineno in ann:gmatch("\n *(%d+) +%d+ | +(%d+) | ") do
       a[WORKLOAD .. ":" .. lineno] = tonumber(c)
       na = na + tonumber(c)

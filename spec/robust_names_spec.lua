@@ -52,7 +52,7 @@ describe("odd names", function()
       fns[#fns + 1] = { assert(loadstring(BODY, "=" .. n[1])), n[1] }
       fns[#fns + 1] = { assert(loadstring(BODY, n[1])), n[1] }
     end
-    local s = profile.sample({ intervalMs = 0.2 })
+    local s = profile.sample({ intervalMs = 0.2, precision = "line" })
     local t0 = os.clock()
     while os.clock() - t0 < 1.0 do
       for _, f in ipairs(fns) do zone(f[2]) f[1]() zone() end
@@ -80,7 +80,7 @@ describe("odd names", function()
     f:close()
     local fn = dofile(src)
     local out = dir .. "/out file.collapsed"
-    local s = profile.sample({ intervalMs = 0.2 })
+    local s = profile.sample({ intervalMs = 0.2, precision = "line" })
     local t0 = os.clock()
     while os.clock() - t0 < 0.4 do fn() end
     local text = s:stop(out)
@@ -96,7 +96,7 @@ describe("odd names", function()
   it("a 64 KiB chunk name and an empty zone name", function()
     local long = ("n"):rep(65536)
     local fn = assert(loadstring(BODY, "=" .. long))
-    local s = profile.sample({ intervalMs = 0.2 })
+    local s = profile.sample({ intervalMs = 0.2, precision = "line" })
     local t0 = os.clock()
     while os.clock() - t0 < 0.3 do zone("") zone("inner") fn() zone() zone() end
     local rows = check_both_readers(s:stop())

@@ -205,6 +205,39 @@ impl StackTable {
         self.entries.iter().flatten().map(move |e| (Self::key_of(&self.arena, e), e))
     }
 
+    /// A copy of the table in which, for every key whose VM state letter
+    /// and leaf frame are in `leaves` (`[state][leaf]`), that state's count
+    /// moves to the same key with the leaf replaced (the line correction).
+    pub fn with_leaves_replaced(&self, leaves: &std::collections::HashMap<Vec<u8>, Vec<u8>>) -> StackTable {
+        let mut out = StackTable::new(self.max_entries);
+        out.overflow = self.overflow;
+        let mut moved = Vec::new();
+        let mut site = Vec::new();
+        for (key, e) in self.iter() {
+            let stack = Key::stack(key);
+            let leaf_at = key.len() - stack.len()
+                + memchr::memrchr(crate::profiler::FRAME_SEP, stack).map(|i| i + 1).unwrap_or(0);
+            for (state, &n) in e.counts.iter().enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                site.clear();
+                site.push(VM_STATES[state]);
+                site.extend_from_slice(&key[leaf_at..]);
+                match leaves.get(&site) {
+                    Some(new_leaf) => {
+                        moved.clear();
+                        moved.extend_from_slice(&key[..leaf_at]);
+                        moved.extend_from_slice(new_leaf);
+                        out.add(&moved, state, n);
+                    }
+                    _ => out.add(key, state, n),
+                }
+            }
+        }
+        out
+    }
+
     /// Bytes held by the table: arena chunks, entry chunks and the hash
     /// index (buckets of one u32 plus one control byte), for the stats.
     pub fn memory_bytes(&self) -> usize {

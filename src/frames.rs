@@ -37,6 +37,27 @@ pub fn file_line(frame: &str) -> Option<(&str, u32)> {
     Some((file, line.parse().ok()?))
 }
 
+/// Splits a function frame `file:first-last` (a sample known only to its
+/// function, see `Precision::Function`); the main chunk starts at line 0.
+pub fn file_span(frame: &str) -> Option<(&str, u32, u32)> {
+    if frame.starts_with('[') || frame.starts_with('<') {
+        return None;
+    }
+    let i = frame.rfind(':')?;
+    let (file, span) = (&frame[..i], &frame[i + 1..]);
+    let (a, b) = span.split_once('-')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    if file.is_empty() || !digits(a) || !digits(b) {
+        return None;
+    }
+    Some((file, a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The source file of a line or function frame.
+pub fn file_of(frame: &str) -> Option<&str> {
+    file_line(frame).map(|(f, _)| f).or_else(|| file_span(frame).map(|(f, _, _)| f))
+}
+
 pub fn kind(frame: &str) -> FrameKind {
     if frame.starts_with("[C:") || frame.starts_with('@') {
         FrameKind::C
@@ -44,7 +65,7 @@ pub fn kind(frame: &str) -> FrameKind {
         FrameKind::Builtin
     } else if frame.starts_with('[') || frame.starts_with('<') {
         FrameKind::Other
-    } else if file_line(frame).is_some() {
+    } else if file_of(frame).is_some() {
         FrameKind::Lua
     } else {
         FrameKind::Builtin
@@ -55,7 +76,7 @@ pub fn kind(frame: &str) -> FrameKind {
 /// under `[builtin]` and `[C]`.
 pub fn module(frame: &str) -> &str {
     match kind(frame) {
-        FrameKind::Lua => file_line(frame).map(|(f, _)| f).unwrap_or(frame),
+        FrameKind::Lua => file_of(frame).unwrap_or(frame),
         FrameKind::C => "[C]",
         FrameKind::Builtin => "[builtin]",
         FrameKind::Other => frame,
@@ -89,18 +110,18 @@ impl FunctionMap {
         self.main.insert(file.to_string(), main_label);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
-    pub fn knows(&self, file: &str) -> bool {
-        self.files.contains_key(file)
-    }
-
     /// The function a frame belongs to: the innermost known function of a Lua
     /// line, the main chunk when the file is known but no function spans the
     /// line, and the frame itself otherwise (builtins, C, unknown files).
     pub fn function_of<'a>(&'a self, frame: &'a str) -> &'a str {
+        if let Some((file, first, last)) = file_span(frame) {
+            let Some(ranges) = self.files.get(file) else { return frame };
+            if first == 0 {
+                return self.main.get(file).map(String::as_str).unwrap_or(frame);
+            }
+            let exact = ranges.iter().find(|r| r.first == first && r.last == last);
+            return exact.or_else(|| ranges.iter().find(|r| r.first == first)).map(|r| r.label.as_str()).unwrap_or(frame);
+        }
         let Some((file, line)) = file_line(frame) else { return frame };
         let Some(ranges) = self.files.get(file) else { return frame };
         for r in ranges {
@@ -113,6 +134,9 @@ impl FunctionMap {
 
     /// The file and line range of the innermost known function of a frame.
     pub fn range_of<'a>(&'a self, frame: &'a str) -> Option<(&'a str, u32, u32)> {
+        if let Some((file, first, last)) = file_span(frame) {
+            return (first > 0).then_some((file, first, last));
+        }
         let (file, line) = file_line(frame)?;
         let ranges = self.files.get(file)?;
         ranges.iter().find(|r| r.first <= line && line <= r.last).map(|r| (file, r.first, r.last))
@@ -136,6 +160,10 @@ mod tests {
         assert_eq!(module("a.lua:3"), "a.lua");
         assert_eq!(module("pcall"), "[builtin]");
         assert_eq!(module("[C:x]"), "[C]");
+        assert_eq!(file_span("a/b.lua:12-40"), Some(("a/b.lua", 12, 40)));
+        assert_eq!(file_span("a/b.lua:12"), None);
+        assert_eq!(kind("a/b.lua:0-9"), FrameKind::Lua);
+        assert_eq!(module("a/b.lua:3-5"), "a/b.lua");
     }
 
     #[test]
@@ -154,5 +182,8 @@ mod tests {
         assert_eq!(m.function_of("a.lua:30"), "(main chunk) a.lua");
         assert_eq!(m.function_of("b.lua:3"), "b.lua:3");
         assert_eq!(m.function_of("pcall"), "pcall");
+        assert_eq!(m.function_of("a.lua:5-8"), "inner (a.lua:5)");
+        assert_eq!(m.function_of("a.lua:0-30"), "(main chunk) a.lua");
+        assert_eq!(m.function_of("b.lua:5-8"), "b.lua:5-8");
     }
 }

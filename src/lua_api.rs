@@ -10,9 +10,10 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
 use crate::collapsed;
 use crate::profile_data::{FrameNamer, Profile};
-use crate::profiler::Sampler;
-use crate::sys::{self, ProfilerApi, SamplerBox, VmHandle, ZoneAnchor};
-use crate::timer::{ClockKind, PreciseTimer, TimerSource};
+use crate::profiler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::sys::{self, FunctionAnchor, ProfilerApi, SamplerBox, VmHandle, ZoneAnchor};
+use std::collections::{HashMap, HashSet};
+use crate::timer::{ClockKind, TickKind, TickSource};
 
 /// One sampling session per process: LuaJIT keeps a single profiler state.
 static OWNER: AtomicBool = AtomicBool::new(false);
@@ -64,22 +65,32 @@ fn cpu_now(_c: libc::clockid_t) -> Option<u64> {
 pub struct NativeSession {
     api: ProfilerApi,
     sampler: SamplerBox<Sampler>,
-    timer: Option<PreciseTimer>,
-    source: TimerSource,
+    ticks: TickSource,
     interval_ns: u64,
     running: bool,
     timing: Timing,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
-    unblocked_sigprof: bool,
-    ignored_sigprof: bool,
+    /// Signals this session unblocked on the VM thread (blocked again at stop).
+    unblocked: Vec<i32>,
+    /// Ticks the handler refused, read when the session stopped.
+    refused_at_stop: u64,
+    precision: Precision,
+    /// Lua function (function, line, state) -> the line the time of samples
+    /// charged to `line` in that VM state belongs to, or nil; see
+    /// `Sampler::call_sites`.
+    call_site: Option<mlua::Function>,
+    call_sites_checked: HashSet<Vec<u8>>,
+    /// State letter and leaf frame -> the corrected leaf frame.
+    call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
     vm: VmHandle,
     start_warning: Option<String>,
 }
 
-/// Timer signals without a callback after which the session reports that it
-/// lost LuaJIT's profiler (at least this many, and at least 250 ms worth).
-const STALL_SIGNALS: u64 = 100;
+/// Ticks refused (LuaJIT's profiler no longer ours) after which the session
+/// reports that it lost LuaJIT's profiler (at least this many, and at least
+/// 250 ms worth).
+const STALL_TICKS: u64 = 100;
 const STALL_NS: u64 = 250_000_000;
 
 /// Options as the shim passes them (already validated there).
@@ -93,11 +104,24 @@ struct StartOptions {
     zones: Option<Table>,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
+    precision: Precision,
+    call_site: Option<mlua::Function>,
 }
 
 /// Option names `start` accepts.
-pub const START_OPTIONS: [&str; 9] =
-    ["interval_us", "depth", "filter", "clock", "precise", "max_stacks", "zones", "ffnames", "resolve_c"];
+pub const START_OPTIONS: [&str; 11] = [
+    "interval_us",
+    "depth",
+    "filter",
+    "clock",
+    "precise",
+    "max_stacks",
+    "zones",
+    "ffnames",
+    "resolve_c",
+    "precision",
+    "call_site",
+];
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -220,6 +244,16 @@ fn read_options(opts: &Table) -> Result<StartOptions, String> {
         }
     }
     let resolve_c = opt_bool(opts, "resolve_c")?.unwrap_or(true);
+    let precision = match opt_string(opts, "precision", "\"function\" or \"line\"")? {
+        None => Precision::Function,
+        Some(s) => Precision::parse(&s.to_string_lossy())
+            .ok_or_else(|| bad_option("precision", "\"function\" or \"line\"", &Value::String(s.clone())))?,
+    };
+    let call_site = match opts.raw_get::<Value>("call_site").map_err(|e| e.to_string())? {
+        Value::Nil => None,
+        Value::Function(f) => Some(f),
+        other => return Err(bad_option("call_site", "a function", &other)),
+    };
     Ok(StartOptions {
         interval_ns: (interval_us * 1000.0).round() as u64,
         depth: depth as i32,
@@ -230,6 +264,8 @@ fn read_options(opts: &Table) -> Result<StartOptions, String> {
         zones,
         ffnames,
         resolve_c,
+        precision,
+        call_site,
     })
 }
 
@@ -321,76 +357,122 @@ fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<Nat
         Some(t) => Some(ZoneAnchor::new(lua, t)?),
         None => None,
     };
-    let sampler = SamplerBox::new(Sampler::new(zones, o.filter, o.depth, o.max_stacks));
+    let functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
+    let sampler = SamplerBox::new(Sampler::new(zones, functions, o.filter, o.depth, o.max_stacks, o.precision));
     let vm = VmHandle::of(lua)?;
 
+    // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
+    let mut unblocked = Vec::new();
     #[cfg(target_os = "linux")]
-    let (unblocked, ignored) = (sys::posix::unblock_sigprof(), sys::posix::ignore_sigprof_if_default());
-    #[cfg(not(target_os = "linux"))]
-    let (unblocked, ignored) = (false, false);
+    if sys::posix::unblock_signal(libc::SIGPROF) {
+        unblocked.push(libc::SIGPROF);
+    }
 
-    let want_precise = o.precise && cfg!(target_os = "linux");
     let ms = ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64;
-    let mode = sys::cstring(&format!("li{}", ms));
+    let mode = sys::cstring(&format!("{}i{}", o.precision.mode(), ms));
     if let Err(e) = sampler.start(&api, lua, &mode) {
-        // Leave nothing half-started: signal state and registry anchors back.
-        #[cfg(target_os = "linux")]
-        {
-            if ignored {
-                sys::posix::restore_sigprof_default();
-            }
-            if unblocked {
-                sys::posix::block_sigprof();
-            }
-        }
+        // Leave nothing half-started: signal mask and registry anchors back.
+        reblock(&unblocked);
         sampler.with(|s| {
+            s.functions.release(lua);
             if let Some(z) = s.zones_mut() {
                 z.release(lua);
             }
         });
         return Err(e);
     }
-    let mut session = NativeSession {
+    let ticks = if o.precise {
+        per_thread_ticks(&api, &sampler, vm, o.clock, o.interval_ns, &mut unblocked)
+    } else {
+        TickSource::luajit(None)
+    };
+    Ok(NativeSession {
         api,
         sampler,
-        timer: None,
-        source: TimerSource::LuaJit,
+        ticks,
         interval_ns: o.interval_ns,
         running: true,
         timing: Timing::start(),
         ffnames: o.ffnames,
         resolve_c: o.resolve_c,
-        unblocked_sigprof: unblocked,
-        ignored_sigprof: ignored,
+        unblocked,
+        refused_at_stop: 0,
+        precision: o.precision,
+        call_site: o.call_site,
+        call_sites_checked: HashSet::new(),
+        call_site_lines: HashMap::new(),
         vm,
         start_warning: None,
+    })
+}
+
+/// Replaces LuaJIT's ITIMER_PROF with a per-thread tick source (see
+/// `timer`), or keeps LuaJIT's timer and says why.
+#[cfg(target_os = "linux")]
+fn per_thread_ticks(
+    api: &ProfilerApi,
+    sampler: &SamplerBox<Sampler>,
+    vm: VmHandle,
+    clock: ClockKind,
+    interval_ns: u64,
+    unblocked: &mut Vec<i32>,
+) -> TickSource {
+    use sys::posix;
+    let Some(sig) = posix::tick_signal() else {
+        return TickSource::luajit(Some("no free real-time signal for the tick source".into()));
     };
-    if want_precise {
-        #[cfg(target_os = "linux")]
-        {
-            sys::posix::disarm_itimer_prof();
-            match PreciseTimer::start(o.clock, o.interval_ns) {
-                Some(t) => {
-                    session.sampler.with(|s| s.watch_signals(t.counter()));
-                    session.timer = Some(t);
-                    session.source =
-                        if o.clock == ClockKind::Cpu { TimerSource::PreciseCpu } else { TimerSource::PreciseWall };
-                }
-                None => {
-                    // Could not start the thread: re-arm LuaJIT's own timer.
-                    let restarted = session
-                        .sampler
-                        .stop(&session.api, lua)
-                        .and_then(|_| session.sampler.start(&session.api, lua, &mode));
-                    if let Err(e) = restarted {
-                        session.stop_sampling(Some(lua));
-                        return Err(e);
-                    }
-                }
-            }
+    let (cb, data) = sampler.callback_words();
+    let Some(profiler) = posix::find_luajit_profiler(api.start_addr(), vm.addr(), cb, data) else {
+        return TickSource::luajit(Some("LuaJIT's profiler state could not be located in this build".into()));
+    };
+    posix::arm_ticks(&profiler);
+    for s in [sig, libc::SIGTRAP] {
+        if posix::unblock_signal(s) {
+            unblocked.push(s);
         }
     }
-    Ok(session)
+    match TickSource::start(clock, interval_ns, sig) {
+        Ok(t) => {
+            posix::disarm_itimer_prof();
+            t
+        }
+        Err(why) => {
+            posix::disarm_ticks();
+            TickSource::luajit(Some(why))
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn per_thread_ticks(
+    _api: &ProfilerApi,
+    _sampler: &SamplerBox<Sampler>,
+    _vm: VmHandle,
+    _clock: ClockKind,
+    _interval_ns: u64,
+    _unblocked: &mut Vec<i32>,
+) -> TickSource {
+    TickSource::luajit(None)
+}
+
+/// Blocks again the signals a session unblocked.
+fn reblock(signals: &[i32]) {
+    #[cfg(target_os = "linux")]
+    for &sig in signals {
+        sys::posix::block_signal(sig);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = signals;
+}
+
+/// Ticks refused by the handler since this session armed it.
+fn refused_ticks(kind: TickKind) -> u64 {
+    #[cfg(target_os = "linux")]
+    if kind != TickKind::LuaJit {
+        return sys::posix::tick_counts().1;
+    }
+    let _ = kind;
+    0
 }
 
 impl NativeSession {
@@ -398,8 +480,11 @@ impl NativeSession {
         if !self.running {
             return;
         }
-        if let Some(t) = self.timer.as_mut() {
-            t.stop();
+        self.ticks.stop();
+        self.refused_at_stop = refused_ticks(self.ticks.kind());
+        #[cfg(target_os = "linux")]
+        if self.ticks.kind() != TickKind::LuaJit {
+            sys::posix::disarm_ticks();
         }
         match lua {
             Some(lua) => {
@@ -407,17 +492,11 @@ impl NativeSession {
             }
             None => self.vm.stop_profiler(&self.api),
         }
-        #[cfg(target_os = "linux")]
-        {
-            if self.ignored_sigprof {
-                sys::posix::restore_sigprof_default();
-            }
-            if self.unblocked_sigprof {
-                sys::posix::block_sigprof();
-            }
-        }
+        reblock(&self.unblocked);
         if let Some(lua) = lua {
+            self.resolve_call_sites(lua);
             self.sampler.with(|s| {
+                s.functions.release(lua);
                 if let Some(z) = s.zones_mut() {
                     z.release(lua);
                 }
@@ -430,12 +509,12 @@ impl NativeSession {
 
     /// Why this session's data may be incomplete, if it can tell.
     fn warning(&self) -> Option<String> {
-        let stalled = self.sampler.with(|s| s.stalled_signals());
+        let stalled = if self.running { refused_ticks(self.ticks.kind()) } else { self.refused_at_stop };
         let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
-        if stalled >= STALL_SIGNALS && stalled.saturating_mul(self.interval_ns) >= STALL_NS {
+        if stalled >= STALL_TICKS && stalled.saturating_mul(self.interval_ns) >= STALL_NS {
             parts.push(format!(
-                "no samples arrived for the last {} timer signals (about {:.2} s): another sampler \
-                 (jit.p or jit.profile.start) probably took LuaJIT's profiler over or stopped it",
+                "{} ticks (about {:.2} s) found LuaJIT's profiler no longer ours: another sampler \
+                 (jit.p or jit.profile.start) took it over or stopped it",
                 stalled,
                 stalled as f64 * self.interval_ns as f64 / 1e9
             ));
@@ -447,16 +526,54 @@ impl NativeSession {
         }
     }
 
+    /// Asks the Lua resolver for the call line of every C-state leaf not
+    /// checked yet. Runs Lua code, so never inside `sampler.with`.
+    fn resolve_call_sites(&mut self, lua: &Lua) {
+        let Some(resolver) = self.call_site.clone() else { return };
+        let checked = &self.call_sites_checked;
+        let pending: Vec<(Vec<u8>, i32)> = self.sampler.with(|s| {
+            s.call_sites.iter().filter(|(k, _)| !checked.contains(*k)).map(|(k, &v)| (k.clone(), v)).collect()
+        });
+        for (site, slot) in pending {
+            self.call_sites_checked.insert(site.clone());
+            let (state, leaf) = (site[0], &site[1..]);
+            let Some(colon) = leaf.iter().rposition(|&b| b == b':') else { continue };
+            let Some(line) = std::str::from_utf8(&leaf[colon + 1..]).ok().and_then(|t| t.parse::<i64>().ok()) else {
+                continue;
+            };
+            let Ok(func) = self.sampler.with(|s| s.functions.slots()).get(lua, slot) else { continue };
+            let state = (state as char).to_string();
+            if let Ok(Some(fixed_line)) = resolver.call::<Option<i64>>((func, line, state)) {
+                if fixed_line > 0 && fixed_line != line {
+                    let mut fixed = leaf[..=colon].to_vec();
+                    fixed.extend_from_slice(fixed_line.to_string().as_bytes());
+                    self.call_site_lines.insert(site, fixed);
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on the stack table with the call-site correction applied.
+    fn with_table<R>(&self, f: impl FnOnce(&crate::collector::StackTable) -> R) -> R {
+        self.sampler.with(|s| {
+            if self.call_site_lines.is_empty() {
+                f(&s.table)
+            } else {
+                f(&s.table.with_leaves_replaced(&self.call_site_lines))
+            }
+        })
+    }
+
     /// The collapsed text, written straight from the stack table (same
     /// bytes as `collapsed::write(&self.profile())`, less time and memory).
     fn collapsed_text(&self) -> String {
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
-        self.sampler.with(|s| crate::collapsed_table::write(&s.table, &mut namer))
+        self.with_table(|t| crate::collapsed_table::write(t, &mut namer))
     }
 
     fn profile(&self) -> Profile {
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
-        self.sampler.with(|s| Profile::from_table(&s.table, &mut namer))
+        self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 
     fn stats_table(&self, lua: &Lua) -> mlua::Result<Table> {
@@ -478,17 +595,23 @@ impl NativeSession {
         if let Some(c) = cpu {
             t.set("cpuSec", c)?;
         }
-        t.set("clock", self.source.describe())?;
+        let kind = self.ticks.kind();
+        t.set("clock", kind.describe())?;
+        t.set("signal", signal_name(self.ticks.signal()))?;
+        if let Some(note) = &self.ticks.note {
+            t.set("clockNote", note.as_str())?;
+        }
+        t.set("interruptsWaits", kind.interrupts_waits())?;
+        #[cfg(target_os = "linux")]
+        if kind == TickKind::WallTaskClock {
+            t.set("blockedSamples", sys::posix::blocked_ticks())?;
+        }
+        t.set("precision", if self.precision == Precision::Line { "line" } else { "function" })?;
+        t.set("linesCorrected", self.call_site_lines.len())?;
         t.set("intervalMs", self.interval_ns as f64 / 1e6)?;
         t.set("requestedRate", 1e9 / self.interval_ns as f64)?;
-        let basis = match self.source {
-            TimerSource::PreciseWall => wall,
-            _ => cpu.unwrap_or(wall),
-        };
+        let basis = if kind.is_wall() { wall } else { cpu.unwrap_or(wall) };
         t.set("rate", if basis > 0.0 { st.samples as f64 / basis } else { 0.0 })?;
-        if let Some(tm) = &self.timer {
-            t.set("timerSignals", tm.sent())?;
-        }
         t.set("running", self.running)?;
         if let Some(w) = self.warning() {
             t.set("warning", w)?;
@@ -526,12 +649,28 @@ impl UserData for NativeSession {
             Ok(())
         });
         methods.add_method("running", |_, this, ()| Ok(this.running));
-        methods.add_method("collapsed", |lua, this, ()| {
+        methods.add_method_mut("collapsed", |lua, this, ()| {
+            this.resolve_call_sites(lua);
             let text = this.collapsed_text();
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
-        methods.add_method("profile", |_, this, ()| Ok(crate::lua_views::ProfileData(this.profile())));
+        methods.add_method_mut("profile", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            Ok(crate::lua_views::ProfileData(this.profile()))
+        });
+    }
+}
+
+/// `SIGRTMIN+n` for a real-time tick signal, `SIGPROF` for LuaJIT's timer.
+fn signal_name(sig: i32) -> String {
+    #[cfg(target_os = "linux")]
+    if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) {
+        return format!("SIGRTMIN+{}", sig - libc::SIGRTMIN());
+    }
+    match sig {
+        libc::SIGTRAP => "SIGTRAP".into(),
+        _ => "SIGPROF".into(),
     }
 }
 

@@ -105,7 +105,7 @@ impl UserData for ProfileData {
                 .rows
                 .iter()
                 .flat_map(|r| r.stack.iter())
-                .filter_map(|f| crate::frames::file_line(f).map(|(file, _)| file))
+                .filter_map(|f| crate::frames::file_of(f))
                 .collect();
             files.sort_unstable();
             files.dedup();

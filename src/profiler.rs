@@ -5,11 +5,11 @@
 //! the JIT is recording a trace does not abort it.
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::collector::{state_index, Key, StackTable};
-use crate::sys::{SampleSink, VmStack, ZoneAnchor};
+use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
+use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
 /// rather than `;`, so that `;` inside chunk names cannot split a frame.
@@ -36,8 +36,52 @@ pub struct SampleStats {
     pub dump_ns: u64,
 }
 
+/// How compiled code is attributed (see `Precision` in the README).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// LuaJIT's function mode: compiled code is interrupted only where it
+    /// enters or leaves a function, so the callback of a sample taken in
+    /// compiled code, in a C function or in the GC can run several lines
+    /// later. Such a leaf is reported as its function (`file:first-last`),
+    /// never as a line it may not be on; interpreted samples keep their line.
+    Function,
+    /// LuaJIT's line mode: a check at every new source line of compiled
+    /// code, at a cost to the compiled code itself.
+    Line,
+}
+
+impl Precision {
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "function" => Some(Precision::Function),
+            "line" => Some(Precision::Line),
+            _ => None,
+        }
+    }
+
+    /// The mode letter for `luaJIT_profile_start`.
+    pub fn mode(self) -> char {
+        match self {
+            Precision::Function => 'f',
+            Precision::Line => 'l',
+        }
+    }
+}
+
+/// Call sites kept per session: distinct Lua lines seen right after a C
+/// function returned (see `Sampler::call_sites`).
+pub const MAX_CALL_SITES: i32 = 4096;
+
 pub struct Sampler {
     pub table: StackTable,
+    precision: Precision,
+    /// Functions whose lines need a correction, by VM state letter and leaf
+    /// frame: LuaJIT runs the callback at the next bytecode it dispatches,
+    /// so the time of a C function shows on the instruction after the call.
+    /// The slot is where `functions` keeps the function; the Lua side reads
+    /// its bytecode to find the call the time belongs to.
+    pub call_sites: HashMap<Vec<u8>, i32>,
+    pub functions: FunctionAnchor,
     pub stats: SampleStats,
     zones: Option<ZoneAnchor>,
     /// Zone prefix filter, without a trailing `/`.
@@ -47,20 +91,25 @@ pub struct Sampler {
     scratch: Vec<u8>,
     /// Set by pause()/resume(); read by the callback.
     pub paused: AtomicBool,
-    /// Signals sent by our timer thread (precise timer only).
-    signals: Option<Arc<AtomicU64>>,
-    /// Value of `signals` at the last callback: if it falls far behind, our
-    /// callback is no longer LuaJIT's profiler callback (see `stalled_signals`).
-    signals_at_callback: u64,
 }
 
 impl Sampler {
-    pub fn new(zones: Option<ZoneAnchor>, filter: Option<Vec<u8>>, depth: i32, max_stacks: usize) -> Self {
+    pub fn new(
+        zones: Option<ZoneAnchor>,
+        functions: FunctionAnchor,
+        filter: Option<Vec<u8>>,
+        depth: i32,
+        max_stacks: usize,
+        precision: Precision,
+    ) -> Self {
         // `p` keeps the chunk name's path, `l` writes file:line, `Z` drops the
         // separator after the last frame; a negative depth gives caller first.
         let fmt = CString::new(vec![b'p', b'l', b'Z', FRAME_SEP]).expect("no NUL in format");
         Sampler {
             table: StackTable::new(max_stacks),
+            precision,
+            call_sites: HashMap::new(),
+            functions,
             stats: SampleStats::default(),
             zones,
             filter,
@@ -68,30 +117,11 @@ impl Sampler {
             fmt,
             scratch: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
-            signals: None,
-            signals_at_callback: 0,
         }
     }
 
     pub fn zones_mut(&mut self) -> Option<&mut ZoneAnchor> {
         self.zones.as_mut()
-    }
-
-    /// Lets the callback note how many timer signals had been sent when it ran.
-    pub fn watch_signals(&mut self, counter: Arc<AtomicU64>) {
-        self.signals_at_callback = counter.load(Ordering::Relaxed);
-        self.signals = Some(counter);
-    }
-
-    /// Timer signals sent since our callback last ran (0 without the precise
-    /// timer). Pending ticks are delivered at the next bytecode dispatch, so
-    /// when Lua code asks, this is large only if LuaJIT stopped calling us:
-    /// `jit.p`/`jit.profile.start` replaced or stopped the profiler.
-    pub fn stalled_signals(&self) -> u64 {
-        match &self.signals {
-            Some(c) => c.load(Ordering::Relaxed).saturating_sub(self.signals_at_callback),
-            None => 0,
-        }
     }
 
     /// Whether `path` is the filter or lies below it (whole components).
@@ -105,9 +135,6 @@ impl SampleSink for Sampler {
     #[inline]
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8) {
         self.stats.callbacks += 1;
-        if let Some(c) = &self.signals {
-            self.signals_at_callback = c.load(Ordering::Relaxed);
-        }
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {
             self.stats.paused += samples as u64;
@@ -129,7 +156,26 @@ impl SampleSink for Sampler {
         }
         #[cfg(feature = "bench-timing")]
         let dump_started = std::time::Instant::now();
+        let stack_start = key.len();
         vm.dump(&self.fmt, -self.depth, key);
+        let leaf = leaf_start(key, stack_start);
+        if vmstate != b'I' && self.precision == Precision::Function {
+            if let Some((first, last)) = vm.leaf_span() {
+                replace_line_with_span(key, leaf, first, last);
+            }
+        } else if self.precision == Precision::Line && vmstate == b'C' {
+            // The site key is the state letter followed by the leaf frame;
+            // the letter goes in the scratch space after the key and out again.
+            let end = key.len();
+            key.push(vmstate);
+            key.extend_from_within(leaf..end);
+            if !self.call_sites.contains_key(&key[end..]) {
+                if let Some(slot) = vm.capture_leaf(&mut self.functions) {
+                    self.call_sites.insert(key[end..].to_vec(), slot);
+                }
+            }
+            key.truncate(end);
+        }
         #[cfg(feature = "bench-timing")]
         {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
@@ -142,9 +188,64 @@ impl SampleSink for Sampler {
     }
 }
 
+/// Where the leaf (last) frame starts in `key`, whose stack part starts at
+/// `stack_start`.
+#[inline]
+fn leaf_start(key: &[u8], stack_start: usize) -> usize {
+    match memchr::memrchr(FRAME_SEP, &key[stack_start..]) {
+        Some(i) => stack_start + i + 1,
+        None => stack_start,
+    }
+}
+
+/// Rewrites a `file:line` leaf starting at `leaf` as `file:first-last`.
+#[inline]
+fn replace_line_with_span(key: &mut Vec<u8>, leaf: usize, first: i32, last: i32) {
+    let Some(colon) = memchr::memrchr(b':', &key[leaf..]) else { return };
+    let digits = &key[leaf + colon + 1..];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return;
+    }
+    key.truncate(leaf + colon + 1);
+    push_int(key, first);
+    key.push(b'-');
+    push_int(key, last.max(first));
+}
+
+#[inline]
+fn push_int(out: &mut Vec<u8>, n: i32) {
+    let mut buf = [0u8; 12];
+    let mut i = buf.len();
+    let mut v = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Sampler;
+    use super::{leaf_start, replace_line_with_span, Sampler, FRAME_SEP};
+
+    #[test]
+    fn leaf_line_becomes_function_span() {
+        let mut key = b"zz".to_vec();
+        key.extend_from_slice(b"a.lua:3");
+        key.push(FRAME_SEP);
+        key.extend_from_slice(b"b/c.lua:17");
+        let leaf = leaf_start(&key, 2);
+        assert_eq!(&key[leaf..], b"b/c.lua:17");
+        replace_line_with_span(&mut key, leaf, 12, 40);
+        assert!(key.ends_with(b"\x1fb/c.lua:12-40"));
+        let mut builtin = b"[builtin#3]".to_vec();
+        replace_line_with_span(&mut builtin, 0, 1, 2);
+        assert_eq!(builtin, b"[builtin#3]");
+    }
 
     #[test]
     fn filter_matches_whole_components() {

@@ -34,6 +34,13 @@ pub struct ProfilerApi {
     dumpstack: DumpstackFn,
 }
 
+impl ProfilerApi {
+    /// Address of `luaJIT_profile_start`, which locates LuaJIT's object.
+    pub fn start_addr(&self) -> usize {
+        self.start as usize
+    }
+}
+
 fn lookup(name: &CStr) -> *mut c_void {
     // SAFETY: dlsym with RTLD_DEFAULT only reads the process's symbol tables;
     // `name` is a valid NUL-terminated string.
@@ -82,6 +89,123 @@ impl VmStack {
             if !p.is_null() && len > 0 {
                 sink.extend_from_slice(std::slice::from_raw_parts(p as *const u8, len));
             }
+        }
+    }
+}
+
+impl VmStack {
+    /// First and last line of the Lua function running at level 0 (the main
+    /// chunk starts at line 0), or None when that frame is not Lua code.
+    #[inline]
+    pub fn leaf_span(&self) -> Option<(i32, i32)> {
+        // SAFETY: `l` is the thread of the running callback; lua_getstack and
+        // lua_getinfo with "S" only fill `ar` (no stack push, no allocation).
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_getinfo(self.l, c"S".as_ptr(), &mut ar) == 0 {
+                return None;
+            }
+            let what = if ar.what.is_null() { 0 } else { *ar.what as u8 };
+            (ar.linedefined >= 0 && (what == b'L' || what == b'm')).then_some((ar.linedefined, ar.lastlinedefined))
+        }
+    }
+
+    /// Moves the function running at level 0 onto `anchor`'s stack, where
+    /// it stays alive; returns its slot. Called once per new call site, so
+    /// the rare stack growth it may cause stays off the common path.
+    pub fn capture_leaf(&self, anchor: &mut FunctionAnchor) -> Option<i32> {
+        if anchor.thread.is_null() || anchor.len >= anchor.capacity {
+            return None;
+        }
+        // SAFETY: `l` is the running callback's thread; lua_getinfo "f"
+        // pushes one value after lua_checkstack made room, and lua_xmove moves
+        // it to the anchored coroutine, whose stack was sized for `capacity`
+        // values at creation; both stacks end as they started but for that.
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_checkstack(self.l, 2) == 0 {
+                return None;
+            }
+            if ffi::lua_getinfo(self.l, c"f".as_ptr(), &mut ar) == 0 {
+                return None;
+            }
+            ffi::lua_xmove(self.l, anchor.thread, 1);
+        }
+        anchor.len += 1;
+        Some(anchor.len)
+    }
+}
+
+/// A registry-anchored coroutine whose stack keeps captured Lua functions
+/// alive until the session ends.
+pub struct FunctionAnchor {
+    thread: *mut ffi::lua_State,
+    thread_ref: c_int,
+    capacity: i32,
+    len: i32,
+}
+
+impl FunctionAnchor {
+    pub fn new(lua: &Lua, capacity: i32) -> mlua::Result<FunctionAnchor> {
+        let mut anchor = FunctionAnchor { thread: std::ptr::null_mut(), thread_ref: 0, capacity: 0, len: 0 };
+        let out = &mut anchor;
+        // SAFETY: exec_raw gives a valid state; the new coroutine is popped
+        // into a registry reference, which keeps it (and its stack) alive.
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                let t = ffi::lua_newthread(l);
+                if ffi::lua_checkstack(t, capacity + 8) != 0 {
+                    out.capacity = capacity;
+                }
+                out.thread_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                out.thread = t;
+            })?;
+        }
+        Ok(anchor)
+    }
+
+    /// A copy of what `FunctionSlots::get` needs, to use outside the
+    /// sampler's borrow (getting a value may run the GC, hence Lua code).
+    pub fn slots(&self) -> FunctionSlots {
+        FunctionSlots { thread: self.thread, len: self.len }
+    }
+
+    /// Releases the coroutine. Must run while the state is open.
+    pub fn release(&mut self, lua: &Lua) {
+        if self.thread.is_null() {
+            return;
+        }
+        let r = self.thread_ref;
+        // SAFETY: the reference was created on this VM's registry.
+        unsafe {
+            let _ = lua.exec_raw::<()>((), |l| ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, r));
+        }
+        self.thread = std::ptr::null_mut();
+    }
+}
+
+/// The captured functions of a [`FunctionAnchor`], readable by slot.
+#[derive(Clone, Copy)]
+pub struct FunctionSlots {
+    thread: *mut ffi::lua_State,
+    len: i32,
+}
+
+impl FunctionSlots {
+    /// The function captured in `slot`, as a Lua value.
+    pub fn get(&self, lua: &Lua, slot: i32) -> mlua::Result<mlua::Value> {
+        if self.thread.is_null() || slot < 1 || slot > self.len {
+            return Ok(mlua::Value::Nil);
+        }
+        let t = self.thread;
+        // SAFETY: `slot` indexes a value on the anchored coroutine's stack;
+        // it is copied there and moved to the calling state, which exec_raw
+        // returns as the result.
+        unsafe {
+            lua.exec_raw::<mlua::Value>((), |l| {
+                ffi::lua_pushvalue(t, slot);
+                ffi::lua_xmove(t, l, 1);
+            })
         }
     }
 }
@@ -135,6 +259,11 @@ impl<T: SampleSink> SamplerBox<T> {
                 start(l, mode.as_ptr(), trampoline::<T>, data);
             })
         }
+    }
+
+    /// The callback and data words LuaJIT stores for this box once started.
+    pub fn callback_words(&self) -> (usize, usize) {
+        (trampoline::<T> as *const () as usize, self.ptr as usize)
     }
 
     /// Makes the trampoline ignore any further call for this box.
@@ -222,6 +351,11 @@ pub fn advise_huge_pages(buf: &mut Vec<u8>) {
 pub struct VmHandle(*mut ffi::lua_State);
 
 impl VmHandle {
+    /// The state's address.
+    pub fn addr(&self) -> usize {
+        self.0 as usize
+    }
+
     pub fn of(lua: &Lua) -> mlua::Result<VmHandle> {
         let mut out = std::ptr::null_mut();
         let slot = &mut out;
@@ -356,23 +490,20 @@ pub fn cstring(s: &str) -> CString {
 }
 
 // ---------------------------------------------------------------------------
-// POSIX: the precise timer thread and the signal mask.
+// POSIX: tick sources, the tick signal and its handler, the signal mask.
 // ---------------------------------------------------------------------------
 
 #[cfg(target_os = "linux")]
 pub mod posix {
+    use std::ffi::{c_int, c_void};
     use std::mem::MaybeUninit;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
 
     /// Kernel id of the calling thread.
     pub fn gettid() -> i32 {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-    }
-
-    /// Sends SIGPROF to one thread of this process.
-    pub fn send_sigprof(tid: i32) -> bool {
-        // SAFETY: tgkill with our own pid; a vanished thread yields ESRCH.
-        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGPROF) == 0 }
     }
 
     /// CPU clock of the calling thread, usable from other threads.
@@ -396,27 +527,6 @@ pub mod posix {
         }
     }
 
-    /// Sleeps until `deadline_ns` on CLOCK_MONOTONIC.
-    pub fn sleep_until(deadline_ns: u64) {
-        let ts = libc::timespec {
-            tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-        };
-        // SAFETY: valid timespec; EINTR just ends the sleep early.
-        unsafe {
-            libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut());
-        }
-    }
-
-    /// Asks the kernel for 1 µs timer slack on the calling thread, so that
-    /// sub-millisecond sleeps wake on time.
-    pub fn tight_timer_slack() {
-        // SAFETY: PR_SET_TIMERSLACK takes a plain integer.
-        unsafe {
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
-        }
-    }
-
     /// Turns off ITIMER_PROF (LuaJIT's own timer) after it has been armed.
     pub fn disarm_itimer_prof() {
         let zero = libc::itimerval {
@@ -426,52 +536,6 @@ pub mod posix {
         // SAFETY: valid itimerval; a null old-value pointer is allowed.
         unsafe {
             libc::setitimer(libc::ITIMER_PROF, &zero, std::ptr::null_mut());
-        }
-    }
-
-    /// If SIGPROF has the default disposition (terminate), set it to ignore.
-    /// LuaJIT saves the disposition it finds at start and restores it at stop,
-    /// so a signal from our timer thread that races a stop (for example the
-    /// stop inside `lua_close`) is ignored instead of killing the process.
-    /// Returns true when it changed the disposition.
-    pub fn ignore_sigprof_if_default() -> bool {
-        // SAFETY: sigaction with a null new action only reads; the second call
-        // installs SIG_IGN with an empty mask.
-        unsafe {
-            let mut old = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old) != 0 {
-                return false;
-            }
-            if old.sa_sigaction != libc::SIG_DFL {
-                return false;
-            }
-            let mut ign = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            ign.sa_sigaction = libc::SIG_IGN;
-            libc::sigemptyset(&mut ign.sa_mask);
-            libc::sigaction(libc::SIGPROF, &ign, std::ptr::null_mut()) == 0
-        }
-    }
-
-    /// Whether SIGPROF would terminate the process now (default disposition).
-    pub fn sigprof_is_default() -> bool {
-        // SAFETY: sigaction with a null new action only reads.
-        unsafe {
-            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
-        }
-    }
-
-    /// Restores the default SIGPROF disposition if it is still "ignore".
-    pub fn restore_sigprof_default() {
-        // SAFETY: as in ignore_sigprof_if_default.
-        unsafe {
-            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_IGN {
-                let mut dfl = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigemptyset(&mut dfl.sa_mask);
-                libc::sigaction(libc::SIGPROF, &dfl, std::ptr::null_mut());
-            }
         }
     }
 
@@ -494,28 +558,531 @@ pub mod posix {
         }
     }
 
-    /// Unblocks SIGPROF on the calling thread; returns whether it was blocked
+    /// Unblocks `sig` on the calling thread; returns whether it was blocked
     /// (LÖVE starts its main thread with every signal blocked).
-    pub fn unblock_sigprof() -> bool {
+    pub fn unblock_signal(sig: c_int) -> bool {
         // SAFETY: sigset operations on a local, initialised set.
         unsafe {
             let mut set = MaybeUninit::<libc::sigset_t>::zeroed().assume_init();
             let mut old = MaybeUninit::<libc::sigset_t>::zeroed().assume_init();
             libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGPROF);
+            libc::sigaddset(&mut set, sig);
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut old);
-            libc::sigismember(&old, libc::SIGPROF) == 1
+            libc::sigismember(&old, sig) == 1
         }
     }
 
-    /// Blocks SIGPROF again on the calling thread.
-    pub fn block_sigprof() {
-        // SAFETY: as in unblock_sigprof.
+    /// Blocks `sig` again on the calling thread.
+    pub fn block_signal(sig: c_int) {
+        // SAFETY: as in unblock_signal.
         unsafe {
             let mut set = MaybeUninit::<libc::sigset_t>::zeroed().assume_init();
             libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGPROF);
+            libc::sigaddset(&mut set, sig);
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         }
     }
+
+    // -- The tick signal ----------------------------------------------------
+    //
+    // Our tick sources never send SIGPROF. They send a real-time signal of our
+    // own whose handler is installed once and never removed (the library is
+    // pinned in memory so the handler stays mapped). The handler calls
+    // LuaJIT's SIGPROF handler only after checking, in LuaJIT's own profiler
+    // state, that the profiler is still ours. The handler runs on the VM
+    // thread, interrupting it, and every stop of this VM's profiler also runs
+    // on that thread (jit.profile.stop, jit.p, lua_close) and clears the
+    // state's VM pointer first: the check and the call therefore cannot be
+    // separated by a stop.
+
+    /// What the handler compares and calls; `STATE == 0` means disarmed.
+    static STATE: AtomicUsize = AtomicUsize::new(0);
+    static EXPECT_G: AtomicUsize = AtomicUsize::new(0);
+    static EXPECT_CB: AtomicUsize = AtomicUsize::new(0);
+    static EXPECT_DATA: AtomicUsize = AtomicUsize::new(0);
+    static LUAJIT_HANDLER: AtomicUsize = AtomicUsize::new(0);
+    /// Ticks passed on to LuaJIT, and ticks refused because LuaJIT's profiler
+    /// was no longer ours (someone stopped it or took it over).
+    static TICKS_PASSED: AtomicU64 = AtomicU64::new(0);
+    static TICKS_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+    /// Passes one tick to LuaJIT if its profiler is still ours.
+    fn pass_tick() {
+        let state = STATE.load(Ordering::Acquire);
+        if state == 0 {
+            return; // a late tick after our session ended
+        }
+        let words = state as *const usize;
+        // SAFETY: `state` is the address of LuaJIT's static profiler state,
+        // found in LuaJIT's own writable segment (`find_luajit_profiler`), so
+        // its first three words are always readable.
+        let (g, cb, data) = unsafe {
+            (
+                std::ptr::read_volatile(words),
+                std::ptr::read_volatile(words.add(1)),
+                std::ptr::read_volatile(words.add(2)),
+            )
+        };
+        if g != 0
+            && g == EXPECT_G.load(Ordering::Relaxed)
+            && cb == EXPECT_CB.load(Ordering::Relaxed)
+            && data == EXPECT_DATA.load(Ordering::Relaxed)
+        {
+            TICKS_PASSED.fetch_add(1, Ordering::Relaxed);
+            let h = LUAJIT_HANDLER.load(Ordering::Relaxed);
+            // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
+            // LuaJIT's object when armed); it only needs its profiler state to
+            // be live, which the check above established on this thread.
+            unsafe {
+                let f = std::mem::transmute::<usize, extern "C" fn(c_int)>(h);
+                f(libc::SIGPROF);
+            }
+        } else {
+            TICKS_REFUSED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    extern "C" fn on_tick(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_void) {
+        pass_tick();
+    }
+
+    /// `si_code` of a SIGTRAP sent by a perf event with `sigtrap` set.
+    const TRAP_PERF: c_int = 6;
+    /// The `sig_data` our task-clock event carries, to tell its traps apart.
+    const TRAP_COOKIE: u64 = 0x7ec5_7ec5_0000_0001;
+    /// The `sig_data` of our context-switch event (wall-clock sessions).
+    const SWITCH_COOKIE: u64 = 0x7ec5_7ec5_0000_0002;
+
+    /// Wall-clock sessions: the interval, and the monotonic and thread CPU
+    /// times at the previous context-switch trap, and the blocked time not
+    /// yet turned into ticks. Only the VM thread's handler touches them
+    /// once armed.
+    static BLOCKED_INTERVAL: AtomicU64 = AtomicU64::new(0);
+    static BLOCKED_WALL: AtomicU64 = AtomicU64::new(0);
+    static BLOCKED_CPU: AtomicU64 = AtomicU64::new(0);
+    static BLOCKED_REST: AtomicU64 = AtomicU64::new(0);
+    /// Ticks charged for time the thread spent off the CPU.
+    static BLOCKED_TICKS: AtomicU64 = AtomicU64::new(0);
+    /// At most this many ticks are charged for one blocked stretch (about
+    /// ten seconds at 1 ms), so a thread asleep for hours stays cheap.
+    const MAX_BLOCKED_TICKS: u64 = 10_000;
+
+    /// Starts the blocked-time accounting of a wall-clock session.
+    pub fn arm_blocked_ticks(interval_ns: u64) {
+        BLOCKED_WALL.store(clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0), Ordering::Relaxed);
+        BLOCKED_CPU.store(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0), Ordering::Relaxed);
+        BLOCKED_REST.store(0, Ordering::Relaxed);
+        BLOCKED_TICKS.store(0, Ordering::Relaxed);
+        BLOCKED_INTERVAL.store(interval_ns.max(1), Ordering::Relaxed);
+    }
+
+    /// Ticks charged for blocked time since the last arm.
+    pub fn blocked_ticks() -> u64 {
+        BLOCKED_TICKS.load(Ordering::Relaxed)
+    }
+
+    /// After the thread was switched out and back in (a context-switch trap
+    /// arrives as it returns to user mode, once the blocking call is over):
+    /// the time it spent off the CPU since the previous trap becomes ticks,
+    /// charged where it resumes, which is where it blocked.
+    fn pass_blocked_ticks() {
+        let interval = BLOCKED_INTERVAL.load(Ordering::Relaxed);
+        let (Some(wall), Some(cpu)) = (clock_ns(libc::CLOCK_MONOTONIC), clock_ns(libc::CLOCK_THREAD_CPUTIME_ID))
+        else {
+            return;
+        };
+        let dw = wall.saturating_sub(BLOCKED_WALL.swap(wall, Ordering::Relaxed));
+        let dc = cpu.saturating_sub(BLOCKED_CPU.swap(cpu, Ordering::Relaxed));
+        let off = dw.saturating_sub(dc) + BLOCKED_REST.load(Ordering::Relaxed);
+        BLOCKED_REST.store(off % interval, Ordering::Relaxed);
+        let n = (off / interval).min(MAX_BLOCKED_TICKS);
+        BLOCKED_TICKS.fetch_add(n, Ordering::Relaxed);
+        for _ in 0..n {
+            pass_tick();
+        }
+    }
+    /// SIGTRAP's disposition before ours, for traps that are not our ticks.
+    static PREVIOUS_TRAP: OnceLock<Option<libc::sigaction>> = OnceLock::new();
+
+    extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        // SAFETY: the kernel passes a valid siginfo (SA_SIGINFO). For
+        // TRAP_PERF its union holds the event's sig_data right after si_addr
+        // (offset 24 on 64-bit Linux).
+        let (code, cookie) =
+            unsafe { ((*info).si_code, std::ptr::read_unaligned((info as *const u8).add(24) as *const u64)) };
+        if code == TRAP_PERF && cookie == TRAP_COOKIE {
+            pass_tick();
+            return;
+        }
+        if code == TRAP_PERF && cookie == SWITCH_COOKIE {
+            if STATE.load(Ordering::Acquire) != 0 {
+                pass_blocked_ticks();
+            }
+            return;
+        }
+        // Not ours: behave as the disposition we replaced would have.
+        let Some(Some(prev)) = PREVIOUS_TRAP.get() else { return };
+        let h = prev.sa_sigaction;
+        if h == libc::SIG_IGN {
+            return;
+        }
+        // SAFETY: `h` was installed as a SIGTRAP handler by someone else, with
+        // the signature its SA_SIGINFO flag says; SIG_DFL is re-raised with
+        // the default action restored, as if we had never been installed.
+        unsafe {
+            if h == libc::SIG_DFL {
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                let f = std::mem::transmute::<usize, extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void)>(h);
+                f(sig, info, ctx);
+            } else {
+                let f = std::mem::transmute::<usize, extern "C" fn(c_int)>(h);
+                f(sig);
+            }
+        }
+    }
+
+    /// Installs our SIGTRAP handler (once per process; never removed). It
+    /// takes the task-clock event's traps and passes every other SIGTRAP to
+    /// the disposition it replaced.
+    pub fn trap_handler_installed() -> bool {
+        PREVIOUS_TRAP
+            .get_or_init(|| {
+                pin_this_library();
+                // SAFETY: the first sigaction reads into a zeroed structure;
+                // the second installs `on_trap`, whose signature matches
+                // SA_SIGINFO; SIGPROF is masked so LuaJIT's handler cannot
+                // nest inside ours.
+                unsafe {
+                    let mut old = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+                    let mut sa = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+                    sa.sa_sigaction = on_trap as *const () as usize;
+                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaddset(&mut sa.sa_mask, libc::SIGPROF);
+                    (libc::sigaction(libc::SIGTRAP, &sa, &mut old) == 0).then_some(old)
+                }
+            })
+            .is_some()
+    }
+
+    /// The tick signal, with our handler installed (once per process), or
+    /// None when no real-time signal is free.
+    pub fn tick_signal() -> Option<c_int> {
+        static SIG: OnceLock<Option<c_int>> = OnceLock::new();
+        *SIG.get_or_init(|| {
+            pin_this_library();
+            // From the top of the real-time range down: libraries that claim
+            // one usually take the lowest free numbers.
+            let (lo, hi) = (libc::SIGRTMIN() + 2, libc::SIGRTMAX());
+            (lo..=hi).rev().find(|&sig| {
+                // SAFETY: sigaction reads into a zeroed out-structure; the
+                // second call installs our handler with SA_SIGINFO, whose
+                // signature matches `on_tick`; the mask blocks SIGPROF so
+                // LuaJIT's handler cannot nest inside ours.
+                unsafe {
+                    let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+                    if libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 || cur.sa_sigaction != libc::SIG_DFL {
+                        return false;
+                    }
+                    let mut sa = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+                    sa.sa_sigaction = on_tick as *const () as usize;
+                    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaddset(&mut sa.sa_mask, libc::SIGPROF);
+                    libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0
+                }
+            })
+        })
+    }
+
+    /// Keeps this shared library mapped until the process ends: the tick
+    /// handler must stay valid even after `lua_close` unloads C modules.
+    fn pin_this_library() {
+        // SAFETY: dladdr reads loader tables; dlopen with RTLD_NOLOAD only
+        // takes another reference on an object that is already loaded, and
+        // RTLD_NODELETE keeps it from ever being unmapped. The handle is
+        // deliberately leaked.
+        unsafe {
+            let mut info = MaybeUninit::<libc::Dl_info>::zeroed().assume_init();
+            if libc::dladdr(on_tick as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
+                libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
+            }
+        }
+    }
+
+    /// What the tick handler needs to pass ticks on to LuaJIT safely.
+    #[derive(Clone, Copy, Debug)]
+    pub struct LuaJitProfiler {
+        /// Address of LuaJIT's static profiler state.
+        pub state: usize,
+        /// LuaJIT's SIGPROF handler.
+        pub handler: usize,
+        pub g: usize,
+        pub cb: usize,
+        pub data: usize,
+    }
+
+    /// Finds LuaJIT's profiler state right after `luaJIT_profile_start` was
+    /// called with callback `cb` and data `data`: its first words are the VM's
+    /// global state, the callback and the data (every LuaJIT 2.1 lays it out
+    /// so). Searched in the writable segments of the object that defines
+    /// `luaJIT_profile_start`; exactly one match is required. Also reads
+    /// LuaJIT's SIGPROF handler, which that start just installed.
+    ///
+    /// A candidate's first word must be the VM's global state, which the
+    /// `lua_State` header points to (`glref`: a 32-bit reference at offset 8,
+    /// or a pointer at offset 16 in GC64 builds); this rules out stale copies
+    /// of the same words elsewhere.
+    pub fn find_luajit_profiler(start_fn: usize, l: usize, cb: usize, data: usize) -> Option<LuaJitProfiler> {
+        static CACHED: AtomicUsize = AtomicUsize::new(0);
+        let handler = sigprof_handler_in_object_of(start_fn)?;
+        // SAFETY: `l` is a live lua_State; its header is at least 24 bytes.
+        let (glref32, glref64) =
+            unsafe { (*((l + 8) as *const u32) as usize, std::ptr::read_unaligned((l + 16) as *const usize)) };
+        let is_global = |g: usize| g != 0 && (g == glref32 || g == glref64);
+        let check = |addr: usize| -> Option<usize> {
+            let w = addr as *const usize;
+            // SAFETY: `addr` is the cached result of an earlier search, an
+            // address inside LuaJIT's writable segment, readable for 3 words.
+            let (g, c, d) = unsafe { (std::ptr::read_volatile(w), *w.add(1), *w.add(2)) };
+            (is_global(g) && c == cb && d == data).then_some(g)
+        };
+        let cached = CACHED.load(Ordering::Relaxed);
+        if cached != 0 {
+            if let Some(g) = check(cached) {
+                return Some(LuaJitProfiler { state: cached, handler, g, cb, data });
+            }
+        }
+        let mut found: Vec<usize> = Vec::new();
+        for (lo, hi) in writable_segments_of(start_fn) {
+            let first = (lo + 7) & !7;
+            let mut a = first;
+            while a + 3 * 8 <= hi {
+                // SAFETY: [lo, hi) is a mapped, readable PT_LOAD segment of a
+                // loaded object (reported by dl_iterate_phdr); reads are aligned.
+                let w1 = unsafe { *((a + 8) as *const usize) };
+                if w1 == cb {
+                    // SAFETY: as above, both words lie inside the segment.
+                    let (w0, w2) = unsafe { (*(a as *const usize), *((a + 16) as *const usize)) };
+                    if is_global(w0) && w2 == data {
+                        found.push(a);
+                    }
+                }
+                a += 8;
+            }
+        }
+        if found.len() != 1 {
+            return None;
+        }
+        CACHED.store(found[0], Ordering::Relaxed);
+        let g = check(found[0])?;
+        Some(LuaJitProfiler { state: found[0], handler, g, cb, data })
+    }
+
+    /// The current SIGPROF handler, if it is a function inside the object
+    /// that contains `addr` (LuaJIT's own handler).
+    fn sigprof_handler_in_object_of(addr: usize) -> Option<usize> {
+        // SAFETY: sigaction with a null new action only reads; dladdr only
+        // reads loader tables.
+        unsafe {
+            let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) != 0 {
+                return None;
+            }
+            let h = cur.sa_sigaction;
+            if h == libc::SIG_DFL || h == libc::SIG_IGN || cur.sa_flags & libc::SA_SIGINFO != 0 {
+                return None;
+            }
+            let mut a = MaybeUninit::<libc::Dl_info>::zeroed().assume_init();
+            let mut b = MaybeUninit::<libc::Dl_info>::zeroed().assume_init();
+            if libc::dladdr(h as *const c_void, &mut a) == 0 || libc::dladdr(addr as *const c_void, &mut b) == 0 {
+                return None;
+            }
+            (a.dli_fbase == b.dli_fbase).then_some(h)
+        }
+    }
+
+    /// Address ranges of the writable PT_LOAD segments of the loaded object
+    /// that contains `addr`.
+    fn writable_segments_of(addr: usize) -> Vec<(usize, usize)> {
+        struct Search {
+            addr: usize,
+            out: Vec<(usize, usize)>,
+        }
+        unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
+            // SAFETY: dl_iterate_phdr passes a valid info record and the
+            // `data` pointer we gave it (a live `Search`).
+            let (info, s) = unsafe { (&*info, &mut *(data as *mut Search)) };
+            let base = info.dlpi_addr as usize;
+            // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
+            let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+            let contains = phdrs.iter().any(|p| {
+                p.p_type == libc::PT_LOAD && {
+                    let lo = base + p.p_vaddr as usize;
+                    (lo..lo + p.p_memsz as usize).contains(&s.addr)
+                }
+            });
+            if !contains {
+                return 0;
+            }
+            for p in phdrs {
+                if p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W != 0 {
+                    let lo = base + p.p_vaddr as usize;
+                    s.out.push((lo, lo + p.p_memsz as usize));
+                }
+            }
+            1
+        }
+        let mut s = Search { addr, out: Vec::new() };
+        // SAFETY: `visit` matches the callback type and only touches `s`.
+        unsafe { libc::dl_iterate_phdr(Some(visit), &mut s as *mut Search as *mut c_void) };
+        s.out
+    }
+
+    /// Lets the tick handler pass ticks to `p` (LuaJIT's profiler, ours).
+    pub fn arm_ticks(p: &LuaJitProfiler) {
+        EXPECT_G.store(p.g, Ordering::Relaxed);
+        EXPECT_CB.store(p.cb, Ordering::Relaxed);
+        EXPECT_DATA.store(p.data, Ordering::Relaxed);
+        LUAJIT_HANDLER.store(p.handler, Ordering::Relaxed);
+        TICKS_PASSED.store(0, Ordering::Relaxed);
+        TICKS_REFUSED.store(0, Ordering::Relaxed);
+        STATE.store(p.state, Ordering::Release);
+    }
+
+    /// From now on the handler ignores every tick.
+    pub fn disarm_ticks() {
+        STATE.store(0, Ordering::Release);
+    }
+
+    /// Ticks passed on to LuaJIT and ticks refused since the last arm.
+    pub fn tick_counts() -> (u64, u64) {
+        (TICKS_PASSED.load(Ordering::Relaxed), TICKS_REFUSED.load(Ordering::Relaxed))
+    }
+
+    // -- Tick sources -------------------------------------------------------
+
+    /// `struct perf_event_attr` up to `sig_data` (version 7, 128 bytes).
+    #[repr(C)]
+    #[derive(Default)]
+    struct PerfEventAttr {
+        kind: u32,
+        size: u32,
+        config: u64,
+        sample_period: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        config1: u64,
+        config2: u64,
+        branch_sample_type: u64,
+        sample_regs_user: u64,
+        sample_stack_user: u32,
+        clockid: i32,
+        sample_regs_intr: u64,
+        aux_watermark: u32,
+        sample_max_stack: u16,
+        reserved_2: u16,
+        aux_sample_size: u32,
+        reserved_3: u32,
+        sig_data: u64,
+    }
+    const PERF_TYPE_SOFTWARE: u32 = 1;
+    const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+    const PERF_COUNT_SW_CONTEXT_SWITCHES: u64 = 3;
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+    const ATTR_EXCLUDE_HV: u64 = 1 << 6;
+    const ATTR_REMOVE_ON_EXEC: u64 = 1 << 36;
+    const ATTR_SIGTRAP: u64 = 1 << 37;
+
+    /// Opens the kernel's task-clock event for the calling thread: it counts
+    /// only while the thread runs (user and kernel time), with a
+    /// high-resolution timer on the thread's own CPU, and every `period_ns`
+    /// of the thread's CPU time it sends the thread a SIGTRAP as the thread
+    /// returns to user mode, so a system call in progress (a sleep, a wait)
+    /// completes undisturbed. Needs Linux 5.13 and perf events with kernel
+    /// time (root, CAP_PERFMON or perf_event_paranoid <= 1): counting user
+    /// time alone would hide system calls, so it is not offered.
+    pub fn open_task_clock(period_ns: u64) -> Result<c_int, i32> {
+        open_trap_event(PERF_COUNT_SW_TASK_CLOCK, period_ns.max(10_000), TRAP_COOKIE)
+    }
+
+    /// Opens the context-switch event for the calling thread: a SIGTRAP on
+    /// its return to user mode after every switch, for the blocked-time
+    /// accounting of wall-clock sessions (see `pass_blocked_ticks`).
+    pub fn open_switch_trap() -> Result<c_int, i32> {
+        open_trap_event(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, SWITCH_COOKIE)
+    }
+
+    fn open_trap_event(config: u64, period: u64, cookie: u64) -> Result<c_int, i32> {
+        if !trap_handler_installed() {
+            return Err(libc::EINVAL);
+        }
+        let attr = PerfEventAttr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config,
+            sample_period: period,
+            flags: ATTR_EXCLUDE_HV | ATTR_REMOVE_ON_EXEC | ATTR_SIGTRAP,
+            sig_data: cookie,
+            ..Default::default()
+        };
+        // SAFETY: `attr` is a valid perf_event_attr of the size it declares;
+        // pid 0 / cpu -1 is the calling thread on any CPU.
+        let fd = unsafe {
+            libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)
+        } as c_int;
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        Ok(fd)
+    }
+
+    pub fn close_fd(fd: c_int) {
+        // SAFETY: closes a descriptor this module opened and owns.
+        unsafe {
+            libc::close(fd);
+        }
+    }
+
+    /// A POSIX timer on `clock` that sends `sig` to the calling thread every
+    /// `period_ns`. Returned as an opaque handle for `delete_timer`.
+    pub fn create_thread_timer(clock: libc::clockid_t, sig: c_int, period_ns: u64) -> Option<usize> {
+        // SAFETY: a zeroed sigevent with SIGEV_THREAD_ID and our own thread id
+        // is valid; timer_create writes the id into `timer`; timer_settime
+        // takes a valid itimerspec.
+        unsafe {
+            let mut ev = MaybeUninit::<libc::sigevent>::zeroed().assume_init();
+            ev.sigev_notify = libc::SIGEV_THREAD_ID;
+            ev.sigev_signo = sig;
+            ev.sigev_notify_thread_id = gettid();
+            let mut timer: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(clock, &mut ev, &mut timer) != 0 {
+                return None;
+            }
+            let p = period_ns.max(10_000);
+            let ts = libc::timespec { tv_sec: (p / 1_000_000_000) as libc::time_t, tv_nsec: (p % 1_000_000_000) as _ };
+            let spec = libc::itimerspec { it_interval: ts, it_value: ts };
+            if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+                libc::timer_delete(timer);
+                return None;
+            }
+            Some(timer as usize)
+        }
+    }
+
+    pub fn delete_timer(timer: usize) {
+        // SAFETY: `timer` came from create_thread_timer and is deleted once.
+        unsafe {
+            libc::timer_delete(timer as libc::timer_t);
+        }
+    }
+
+    /// CLOCK_THREAD_CPUTIME_ID of the calling thread.
+    pub const THREAD_CPU: libc::clockid_t = libc::CLOCK_THREAD_CPUTIME_ID;
+    pub const MONOTONIC: libc::clockid_t = libc::CLOCK_MONOTONIC;
 }

@@ -1,22 +1,36 @@
-//! The precise sampling clock.
+//! Where sampling ticks come from.
 //!
-//! LuaJIT's own timer is `setitimer(ITIMER_PROF)`, which the kernel only fires
-//! on its scheduler tick: on a 250 Hz kernel a 1 ms request yields about 250
-//! samples per second. On Linux we disarm that timer and run a small thread
-//! that sleeps on CLOCK_MONOTONIC (a high-resolution timer) and sends SIGPROF
-//! to the profiled thread with `tgkill`. LuaJIT's own signal handler receives
-//! it, so the sample path inside LuaJIT is unchanged.
+//! LuaJIT's own timer is `setitimer(ITIMER_PROF)`: process CPU time, fired on
+//! the kernel's scheduler tick (250 Hz on many kernels, so `intervalMs = 1`
+//! yields about 250 samples per second). Where it can, a session replaces it
+//! with a per-thread source that delivers its signal on the profiled thread's
+//! own CPU while that thread runs, so that a sample lands where the thread
+//! was (not at its next system call) and a sleeping thread is neither
+//! sampled nor woken:
 //!
-//! * `Cpu`: a signal is sent each time the profiled thread has used another
-//!   interval of CPU time (read from its per-thread CPU clock), so idle or
-//!   blocked time is not sampled and sleeping threads are not woken.
-//! * `Wall`: a signal every interval of real time. Time blocked inside a C
-//!   call (vsync, sleep, I/O) is then charged to the Lua frame that made the
-//!   call, with the `C` VM state.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+//! * `TaskClock`: the kernel's task-clock perf event (high resolution, user
+//!   and kernel time of the thread), which sends SIGTRAP as the thread
+//!   returns to user mode, so it never cuts a system call short. Needs Linux
+//!   5.13 and perf events with kernel time (root, CAP_PERFMON, or
+//!   `kernel.perf_event_paranoid` <= 1).
+//! * `ThreadCpuTimer`: a POSIX timer on the thread's CPU clock; fired on the
+//!   scheduler tick, so its rate is capped by the kernel's tick rate.
+//! * `WallTaskClock` (`clock = "wall"`): the task-clock event for time on
+//!   the CPU, plus the context-switch event, whose trap arrives when the
+//!   thread returns to user mode after being switched out: the time it was
+//!   off the CPU is then charged, as ticks, where it resumes (where it
+//!   blocked). Nothing interrupts the blocked call. Needs the same perf
+//!   permissions as `TaskClock`.
+//! * `WallTimer` (`clock = "wall"` without perf events): a POSIX timer on
+//!   the monotonic clock. It also fires while the thread is blocked, and a
+//!   signal ends a blocking call early (`EINTR`): see the README.
+//! * `LuaJit`: LuaJIT's own ITIMER_PROF, when none of the above can run
+//!   safely (no free real-time signal, or LuaJIT's profiler state could not
+//!   be located).
+//!
+//! The POSIX timers send a real-time signal of ours. Both handlers (in
+//! [`crate::sys::posix`]) pass the tick to LuaJIT only while LuaJIT's
+//! profiler is still ours. No thread of ours ever exists.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockKind {
@@ -34,120 +48,149 @@ impl ClockKind {
     }
 }
 
-/// Which timer a session actually runs on.
+/// Which source a session's ticks come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimerSource {
-    /// Our thread, per-thread CPU clock.
-    PreciseCpu,
-    /// Our thread, monotonic wall clock.
-    PreciseWall,
-    /// LuaJIT's setitimer(ITIMER_PROF): process CPU time, tick resolution.
+pub enum TickKind {
+    TaskClock,
+    WallTaskClock,
+    ThreadCpuTimer,
+    WallTimer,
     LuaJit,
 }
 
-impl TimerSource {
+impl TickKind {
+    /// The name `stats().clock` reports.
     pub fn describe(self) -> &'static str {
         match self {
-            TimerSource::PreciseCpu => "thread-cpu",
-            TimerSource::PreciseWall => "wall",
-            TimerSource::LuaJit => "process-cpu-itimer",
+            TickKind::TaskClock => "thread-cpu",
+            TickKind::WallTaskClock => "wall",
+            TickKind::ThreadCpuTimer => "thread-cpu-tick",
+            TickKind::WallTimer => "wall-timer",
+            TickKind::LuaJit => "process-cpu-itimer",
         }
+    }
+
+    /// Whether the source measures real time (blocked time included).
+    pub fn is_wall(self) -> bool {
+        matches!(self, TickKind::WallTimer | TickKind::WallTaskClock)
+    }
+
+    /// Whether its signals end blocking calls early (`EINTR`).
+    pub fn interrupts_waits(self) -> bool {
+        self == TickKind::WallTimer
     }
 }
 
-pub struct PreciseTimer {
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicU64>,
-    handle: Option<JoinHandle<()>>,
+/// A running per-thread tick source.
+pub struct TickSource {
+    kind: TickKind,
+    handle: Handle,
+    signal: i32,
+    /// Why a better source was not used, when one was not.
+    pub note: Option<String>,
 }
 
-impl PreciseTimer {
-    /// Starts signalling the calling thread every `interval_ns`.
+enum Handle {
+    None,
     #[cfg(target_os = "linux")]
-    pub fn start(kind: ClockKind, interval_ns: u64) -> Option<PreciseTimer> {
+    Fd(std::ffi::c_int),
+    #[cfg(target_os = "linux")]
+    Fds(std::ffi::c_int, std::ffi::c_int),
+    #[cfg(target_os = "linux")]
+    Timer(usize),
+}
+
+impl TickSource {
+    /// LuaJIT's own timer (nothing of ours to run or stop).
+    pub fn luajit(note: Option<String>) -> TickSource {
+        TickSource { kind: TickKind::LuaJit, handle: Handle::None, signal: 0, note }
+    }
+
+    pub fn kind(&self) -> TickKind {
+        self.kind
+    }
+
+    /// The signal the ticks arrive with.
+    pub fn signal(&self) -> i32 {
+        match self.kind {
+            TickKind::TaskClock | TickKind::WallTaskClock => libc::SIGTRAP,
+            TickKind::LuaJit => libc::SIGPROF,
+            _ => self.signal,
+        }
+    }
+
+    /// Starts a per-thread source for the calling thread that sends `signal`
+    /// every `interval_ns`. Returns None when no such source can run.
+    #[cfg(target_os = "linux")]
+    pub fn start(clock: ClockKind, interval_ns: u64, signal: i32) -> Result<TickSource, String> {
         use crate::sys::posix;
-        let tid = posix::gettid();
-        let cpu_clock = match kind {
-            ClockKind::Cpu => Some(posix::thread_cpu_clock()?),
-            ClockKind::Wall => None,
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU64::new(0));
-        let (stop2, sent2) = (stop.clone(), sent.clone());
-        let handle = std::thread::Builder::new()
-            .name("tecs-profile-timer".into())
-            .spawn(move || {
-                posix::tight_timer_slack();
-                let interval = interval_ns.max(10_000);
-                let mut wake = posix::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
-                let mut cpu_due = cpu_clock.and_then(posix::clock_ns).map(|c| c + interval);
-                while !stop2.load(Ordering::Acquire) {
-                    wake += interval;
-                    posix::sleep_until(wake);
-                    let now = posix::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(wake);
-                    if now > wake + 50 * interval {
-                        // We were descheduled for a long time: resynchronise
-                        // instead of firing a burst.
-                        wake = now;
+        let source = |kind, handle, note| TickSource { kind, handle, signal, note };
+        match clock {
+            ClockKind::Wall => {
+                let perf = posix::open_task_clock(interval_ns).and_then(|cpu| match posix::open_switch_trap() {
+                    Ok(switches) => Ok((cpu, switches)),
+                    Err(e) => {
+                        posix::close_fd(cpu);
+                        Err(e)
                     }
-                    if stop2.load(Ordering::Acquire) {
-                        break;
+                });
+                match perf {
+                    Ok((cpu, switches)) => {
+                        posix::arm_blocked_ticks(interval_ns);
+                        Ok(source(TickKind::WallTaskClock, Handle::Fds(cpu, switches), None))
                     }
-                    let fire = match (cpu_clock, cpu_due.as_mut()) {
-                        (Some(clock), Some(due)) => match posix::clock_ns(clock) {
-                            Some(cpu) if cpu >= *due => {
-                                *due = if cpu - *due > 4 * interval { cpu + interval } else { *due + interval };
-                                true
-                            }
-                            Some(_) => false,
-                            None => break, // the thread is gone
-                        },
-                        _ => true,
-                    };
-                    if fire {
-                        // Someone else stopped LuaJIT's profiler and restored the
-                        // default disposition: a signal now would kill the process.
-                        if posix::sigprof_is_default() {
-                            continue;
-                        }
-                        if !posix::send_sigprof(tid) {
-                            break;
-                        }
-                        sent2.fetch_add(1, Ordering::Relaxed);
+                    Err(errno) => {
+                        let why = format!(
+                            "perf events are not available ({}): a wall-clock timer is used, and its signals \
+                             end blocking calls early (EINTR)",
+                            std::io::Error::from_raw_os_error(errno)
+                        );
+                        posix::create_thread_timer(posix::MONOTONIC, signal, interval_ns)
+                            .map(|t| source(TickKind::WallTimer, Handle::Timer(t), Some(why)))
+                            .ok_or_else(|| "could not create a wall-clock timer".to_string())
                     }
                 }
-            })
-            .ok()?;
-        Some(PreciseTimer { stop, sent, handle: Some(handle) })
+            }
+            ClockKind::Cpu => match posix::open_task_clock(interval_ns) {
+                Ok(fd) => Ok(source(TickKind::TaskClock, Handle::Fd(fd), None)),
+                Err(errno) => {
+                    let why = format!(
+                        "the task-clock perf event is not available ({}), so the rate is capped by the \
+                         kernel's tick",
+                        std::io::Error::from_raw_os_error(errno)
+                    );
+                    posix::create_thread_timer(posix::THREAD_CPU, signal, interval_ns)
+                        .map(|t| source(TickKind::ThreadCpuTimer, Handle::Timer(t), Some(why)))
+                        .ok_or_else(|| "could not create a thread CPU-time timer".to_string())
+                }
+            },
+        }
     }
 
     #[cfg(not(target_os = "linux"))]
-    pub fn start(_kind: ClockKind, _interval_ns: u64) -> Option<PreciseTimer> {
-        None
+    pub fn start(_clock: ClockKind, _interval_ns: u64, _signal: i32) -> Result<TickSource, String> {
+        Err("per-thread tick sources need Linux".into())
     }
 
-    /// The shared count of signals sent, for the sampler to compare against
-    /// the callbacks it receives (a stalled count means someone else owns
-    /// LuaJIT's profiler now).
-    pub fn counter(&self) -> Arc<AtomicU64> {
-        self.sent.clone()
-    }
-
-    /// Signals sent so far.
-    pub fn sent(&self) -> u64 {
-        self.sent.load(Ordering::Relaxed)
-    }
-
-    /// Stops the thread and waits for it, so no signal is sent afterwards.
+    /// Stops the source: no tick is generated afterwards (a tick already
+    /// queued is ignored by the disarmed handler).
     pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+        match std::mem::replace(&mut self.handle, Handle::None) {
+            Handle::None => {}
+            #[cfg(target_os = "linux")]
+            Handle::Fd(fd) => crate::sys::posix::close_fd(fd),
+            #[cfg(target_os = "linux")]
+            Handle::Fds(a, b) => {
+                crate::sys::posix::close_fd(b);
+                crate::sys::posix::close_fd(a);
+            }
+            #[cfg(target_os = "linux")]
+            Handle::Timer(t) => crate::sys::posix::delete_timer(t),
         }
     }
 }
 
-impl Drop for PreciseTimer {
+impl Drop for TickSource {
     fn drop(&mut self) {
         self.stop();
     }

@@ -50,6 +50,9 @@ Sampling options:
   -d, --stack-depth N   stack frames kept per sample (default 16)
   -z, --zone-filter PATH  record only samples in this zone subtree
       --clock cpu|wall  CPU time (default) or real time
+      --precision function|line
+                        compiled code by function (default, cheap) or by
+                        line (LuaJIT's line mode: slows compiled code down)
   -o, --output FILE     also write the profile: .svg flamegraph,
                         .speedscope.json, anything else collapsed text
   -f, --format FMT      collapsed, svg or speedscope (overrides the extension)
@@ -132,6 +135,7 @@ local specs = {
     { "stack-depth", key = "stackDepth", value = "number", short = "d" },
     { "zone-filter", key = "zoneFilter", value = true, short = "z" },
     { "clock", key = "clock", value = true },
+    { "precision", key = "precision", value = true },
     { "output", key = "output", value = true, short = "o" },
     { "format", key = "format", value = true, short = "f" },
     { "report", key = "reportFile", value = true },
@@ -353,6 +357,7 @@ function commands.run(opts, pos)
 
   local ok_s, session = pcall(profile.sample, {
     intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
+    precision = opts.precision,
   })
   if not ok_s then usage_error("%s", clean(session)) end
 

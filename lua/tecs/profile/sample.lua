@@ -4,6 +4,7 @@
 -- No Lua code runs per sample.
 -- @module tecs.profile.sample
 
+local callsite = require("tecs.profile.callsite")
 local check = require("tecs.profile.check")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
@@ -31,6 +32,7 @@ local option_spec = {
   end,
   stackDepth = check.integer(1, 1000, "an integer from 1 to 1000"),
   clock = check.oneof("cpu", "wall"),
+  precision = check.oneof("function", "line"),
   maxStacks = check.integer(1, 100000000, "an integer from 1 to 100000000"),
   resolveC = check.boolean,
   format = check.oneof("auto", "collapsed", "svg", "speedscope"),
@@ -42,6 +44,9 @@ M.option_names = option_spec
 -- another one of the process: LuaJIT has a single profiler).
 -- @tparam[opt] table opts `intervalMs` (default 1), `zone` (zone path prefix
 --   filter), `stackDepth` (default 16), `clock` ("cpu" default, or "wall"),
+--   `precision` ("function" default: compiled code is attributed to its
+--   function, shown as `file:first-last`; "line": to its line, using
+--   LuaJIT's line mode, which slows compiled code down),
 --   `maxStacks` (unique stacks kept before folding into an overflow line,
 --   default 100000), `resolveC` (name C functions with dladdr, default true),
 --   `format` of files written by stop/write ("auto" default: by extension,
@@ -71,6 +76,8 @@ function M.start(opts)
     zones = zones,
     ffnames = jitinfo.ffnames(),
     resolve_c = opts.resolveC,
+    precision = opts.precision or "function",
+    call_site = callsite.resolver(),
   })
   if not ok then
     -- Native errors may carry mlua's prefix and a traceback of this shim.
@@ -86,6 +93,7 @@ function M.start(opts)
     zone = zone_filter,
     stackDepth = opts.stackDepth or 16,
     clock = opts.clock or "cpu",
+    precision = opts.precision or "function",
     format = opts.format or "auto",
   }, SampleSession)
   active = session
