@@ -96,6 +96,8 @@ FUZZ_SECONDS ?= 60
 
 soak: deps build
 	SOAK_SECONDS=$(SOAK_SECONDS) $(LUAJIT) scripts/soak.lua
+	LUAJIT_BIN=$(LUAJIT) $(LUAJIT) scripts/owners_stress.lua cycles 10000
+	LUAJIT_BIN=$(LUAJIT) $(LUAJIT) scripts/owners_stress.lua exits 1000
 
 fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh

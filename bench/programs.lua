@@ -1,0 +1,115 @@
+--- Overhead on whole programs nobody here wrote: Debian-packaged pure-Lua
+-- libraries driven by realistic inputs (bench/programs/*.lua), and LuaJIT's
+-- own benchmark programs when LUAJIT_BENCH_DIR names a checkout of their
+-- bench/ folder (they are not part of this repository). Each program runs
+-- under every configuration of bench/under.lua, alternating run by run;
+-- prints median wall times and overheads, and writes programs.md.
+--
+--   luajit bench/programs.lua [program-name ...]
+--
+-- Environment: BENCH_REPS (default 7), BENCH_OUT, LUAJIT, LUAJIT_BENCH_DIR.
+local REPS = tonumber(os.getenv("BENCH_REPS") or "7")
+local OUT = os.getenv("BENCH_OUT") or "build/bench"
+local LUAJIT = os.getenv("LUAJIT") or "luajit"
+local LJ_DIR = os.getenv("LUAJIT_BENCH_DIR")
+
+local CONFIGS = { "none", "tecs", "tecs-line", "jitp-f", "jitp-l" }
+
+-- LuaJIT's programs with arguments that make each run about a second here.
+local LUAJIT_PROGRAMS = {
+  { "md5", "5000" }, { "scimark-lu", "1500" }, { "nbody", "2000000" }, { "k-nucleotide", "1500000", stdin = true },
+  { "spectral-norm", "800" }, { "fannkuch", "9" }, { "ray", "7" }, { "binary-trees", "14" },
+  { "mandelbrot", "1500" }, { "richards", "10" }, { "fasta", "2000000" }, { "series", "3000" },
+}
+
+local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local programs = {
+  { name = "dkjson encode/decode", path = "bench/programs/json_api.lua", args = {} },
+  { name = "penlight text+tables", path = "bench/programs/penlight_text.lua", args = {} },
+}
+if LJ_DIR then
+  for _, p in ipairs(LUAJIT_PROGRAMS) do
+    local path = LJ_DIR .. "/" .. p[1] .. ".lua"
+    local f = io.open(path)
+    if f then
+      f:close()
+      local input
+      if p.stdin then
+        input = os.getenv("BENCH_FASTA") or (OUT .. "/fasta-" .. p[2] .. ".txt")
+        local g = io.open(input)
+        if g then g:close() else
+          os.execute(string.format("%s %s %s > %s", LUAJIT, sh(LJ_DIR .. "/fasta.lua"), p[2], sh(input)))
+        end
+      end
+      programs[#programs + 1] = { name = p[1], path = path, args = { p[2] }, stdin = input, dir = LJ_DIR }
+    end
+  end
+end
+
+local wanted = {}
+for i = 1, #arg do wanted[arg[i]] = true end
+
+local function median(t)
+  local s = {}
+  for i = 1, #t do s[i] = t[i] end
+  table.sort(s)
+  local n = #s
+  if n % 2 == 1 then return s[(n + 1) / 2] end
+  return (s[n / 2] + s[n / 2 + 1]) / 2
+end
+
+local function run_one(p, config)
+  local cmd = string.format("%s%s bench/under.lua %s %s", p.dir and ("cd " .. sh(p.dir) .. " && ") or "",
+    LUAJIT, config, sh(p.path))
+  if p.dir then cmd = string.format("cd %s && %s %s/bench/under.lua %s %s", sh(p.dir), LUAJIT, sh(os.getenv("PWD")),
+    config, sh(p.path)) end
+  for _, a in ipairs(p.args) do cmd = cmd .. " " .. sh(a) end
+  if p.stdin then cmd = cmd .. " < " .. sh(p.stdin) end
+  local h = assert(io.popen(cmd .. " 2>&1 >/dev/null"))
+  local out = h:read("*a")
+  h:close()
+  local wall = tonumber(out:match("wall=([%d.]+)"))
+  if not wall then error("run failed: " .. cmd .. "\n" .. out) end
+  return wall
+end
+
+local rows = {}
+print(string.format("%-22s %9s %9s %9s %9s %9s", "program", "none s", "tecs", "tecs-line", "jit.p f", "jit.p l"))
+for _, p in ipairs(programs) do
+  if next(wanted) == nil or wanted[p.name] then
+    local walls = {}
+    for _, c in ipairs(CONFIGS) do walls[c] = {} end
+    for rep = 1, REPS do
+      for i = 0, #CONFIGS - 1 do
+        local c = CONFIGS[(i + rep - 1) % #CONFIGS + 1]
+        table.insert(walls[c], run_one(p, c))
+      end
+    end
+    local base = median(walls.none)
+    local r = { name = p.name, base = base }
+    for _, c in ipairs(CONFIGS) do r[c] = 100 * (median(walls[c]) / base - 1) end
+    rows[#rows + 1] = r
+    print(string.format("%-22s %9.3f %+8.1f%% %+8.1f%% %+8.1f%% %+8.1f%%", p.name, base, r.tecs, r["tecs-line"],
+      r["jitp-f"], r["jitp-l"]))
+  end
+end
+
+local function median_of(key)
+  local t = {}
+  for _, r in ipairs(rows) do t[#t + 1] = r[key] end
+  return #t > 0 and median(t) or 0 / 0
+end
+
+os.execute("mkdir -p " .. sh(OUT))
+local f = assert(io.open(OUT .. "/programs.md", "w"))
+f:write(string.format("Median wall time of %d interleaved runs per configuration; overhead against the unprofiled run. ", REPS),
+  "All at 1 ms: tecs-profile at its defaults (function precision) and at `precision = \"line\"`, `jit.p` in `f` and `l` modes.\n\n")
+f:write("| program | unprofiled (s) | tecs-profile | tecs-profile, line | jit.p f | jit.p l |\n|---|---:|---:|---:|---:|---:|\n")
+for _, r in ipairs(rows) do
+  f:write(string.format("| %s | %.3f | %+.1f%% | %+.1f%% | %+.1f%% | %+.1f%% |\n", r.name, r.base, r.tecs, r["tecs-line"],
+    r["jitp-f"], r["jitp-l"]))
+end
+f:write(string.format("| **median** | | **%+.1f%%** | %+.1f%% | %+.1f%% | %+.1f%% |\n", median_of("tecs"),
+  median_of("tecs-line"), median_of("jitp-f"), median_of("jitp-l")))
+f:close()

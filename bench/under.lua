@@ -1,0 +1,38 @@
+--- Runs a Lua program under one profiler configuration and prints how long
+-- the program took (wall and CPU seconds of this thread):
+--
+--   luajit bench/under.lua CONFIG program.lua [args...]
+--
+-- CONFIG: none | tecs | tecs-line | tecs-wall | jitp-f | jitp-l
+-- (tecs: profile.sample() at its defaults, 1 ms; tecs-line: precision
+-- "line"; jitp-f / jitp-l: LuaJIT's jit.p in function / line mode at 1 ms).
+local bench_dir = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = bench_dir .. "/?.lua;" .. package.path
+local clock = require("clock")
+
+local config, program = arg[1], arg[2]
+local args = {}
+for i = 3, #arg do args[#args + 1] = arg[i] end
+
+local stop
+if config == "tecs" or config == "tecs-line" or config == "tecs-wall" then
+  local opts = { intervalMs = 1 }
+  if config == "tecs-line" then opts.precision = "line" end
+  if config == "tecs-wall" then opts.clock = "wall" end
+  local s = require("tecs.profile").sample(opts)
+  stop = function() s:stop() return s:stats().samples end
+elseif config == "jitp-f" or config == "jitp-l" then
+  local jp = require("jit.p")
+  jp.start((config == "jitp-f" and "f" or "l") .. "i1", "/dev/null")
+  stop = function() jp.stop() return 0 end
+elseif config ~= "none" then
+  error("bench/under.lua: unknown config " .. tostring(config))
+end
+
+local chunk = assert(loadfile(program))
+_G.arg = { [0] = program, unpack(args) }
+local w0, c0 = clock.wall(), clock.cpu()
+chunk(unpack(args))
+local wall, cpu = clock.wall() - w0, clock.cpu() - c0
+local samples = stop and stop() or 0
+io.stderr:write(string.format("\nwall=%.6f cpu=%.6f samples=%d\n", wall, cpu, samples))
