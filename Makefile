@@ -38,9 +38,11 @@ build: $(BUILD_SO)
 $(NATIVE_SO): $(RUST_FILES)
 	$(CARGO) build --release --locked 2>/dev/null || $(CARGO) build --release
 
+# Copied beside the target and renamed into place: a process that has the
+# old module loaded keeps its mapping instead of seeing the file change.
 $(BUILD_SO): $(NATIVE_SO)
 	mkdir -p $(dir $@)
-	cp $(NATIVE_SO) $@
+	cp $(NATIVE_SO) $@.tmp && mv -f $@.tmp $@
 
 deps:
 	@bash scripts/deps.sh

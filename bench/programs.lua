@@ -17,9 +17,9 @@ local CONFIGS = { "none", "tecs", "tecs-line", "jitp-f", "jitp-l" }
 
 -- LuaJIT's programs with arguments that make each run about a second here.
 local LUAJIT_PROGRAMS = {
-  { "md5", "5000" }, { "scimark-lu", "1500" }, { "nbody", "2000000" }, { "k-nucleotide", "1500000", stdin = true },
-  { "spectral-norm", "800" }, { "fannkuch", "9" }, { "ray", "7" }, { "binary-trees", "14" },
-  { "mandelbrot", "1500" }, { "richards", "10" }, { "fasta", "2000000" }, { "series", "3000" },
+  { "md5", "15000" }, { "scimark-lu", "2000" }, { "nbody", "3000000" }, { "k-nucleotide", "1000000", stdin = true },
+  { "spectral-norm", "1500" }, { "fannkuch", "10" }, { "ray", "7" }, { "binary-trees", "15" },
+  { "mandelbrot", "3000" }, { "fasta", "2000000" }, { "series", "3000" }, { "scimark-fft", "20000" },
 }
 
 local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
@@ -29,6 +29,7 @@ local programs = {
   { name = "penlight text+tables", path = "bench/programs/penlight_text.lua", args = {} },
 }
 if LJ_DIR then
+  os.execute("mkdir -p " .. sh(OUT))
   for _, p in ipairs(LUAJIT_PROGRAMS) do
     local path = LJ_DIR .. "/" .. p[1] .. ".lua"
     local f = io.open(path)
@@ -36,7 +37,7 @@ if LJ_DIR then
       f:close()
       local input
       if p.stdin then
-        input = os.getenv("BENCH_FASTA") or (OUT .. "/fasta-" .. p[2] .. ".txt")
+        input = (OUT:sub(1, 1) == "/" and OUT or (os.getenv("PWD") .. "/" .. OUT)) .. "/fasta-" .. p[2] .. ".txt"
         local g = io.open(input)
         if g then g:close() else
           os.execute(string.format("%s %s %s > %s", LUAJIT, sh(LJ_DIR .. "/fasta.lua"), p[2], sh(input)))
@@ -47,6 +48,7 @@ if LJ_DIR then
   end
 end
 
+os.execute("mkdir -p " .. sh(OUT))
 local wanted = {}
 for i = 1, #arg do wanted[arg[i]] = true end
 
@@ -60,10 +62,11 @@ local function median(t)
 end
 
 local function run_one(p, config)
-  local cmd = string.format("%s%s bench/under.lua %s %s", p.dir and ("cd " .. sh(p.dir) .. " && ") or "",
-    LUAJIT, config, sh(p.path))
-  if p.dir then cmd = string.format("cd %s && %s %s/bench/under.lua %s %s", sh(p.dir), LUAJIT, sh(os.getenv("PWD")),
-    config, sh(p.path)) end
+  local cmd = string.format("%s bench/under.lua %s %s", LUAJIT, config, sh(p.path))
+  if p.dir then -- LuaJIT's programs read their data files from their folder
+    cmd = string.format("cd %s && %s %s/bench/under.lua %s %s", sh(p.dir), LUAJIT, sh(os.getenv("PWD")), config,
+      sh(p.path))
+  end
   for _, a in ipairs(p.args) do cmd = cmd .. " " .. sh(a) end
   if p.stdin then cmd = cmd .. " < " .. sh(p.stdin) end
   local h = assert(io.popen(cmd .. " 2>&1 >/dev/null"))
@@ -101,7 +104,6 @@ local function median_of(key)
   return #t > 0 and median(t) or 0 / 0
 end
 
-os.execute("mkdir -p " .. sh(OUT))
 local f = assert(io.open(OUT .. "/programs.md", "w"))
 f:write(string.format("Median wall time of %d interleaved runs per configuration; overhead against the unprofiled run. ", REPS),
   "All at 1 ms: tecs-profile at its defaults (function precision) and at `precision = \"line\"`, `jit.p` in `f` and `l` modes.\n\n")

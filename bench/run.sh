@@ -11,6 +11,10 @@
 #   bench/run.sh floor               empty-handler signal cost (the floor)
 #   bench/run.sh stop                stop(): 10k and 100k unique stacks
 #   bench/run.sh zones               zone push+pop cost
+#   bench/run.sh programs [name..]   overhead on whole programs (Debian's
+#                                    dkjson and Penlight; LuaJIT's benchmark
+#                                    programs too if LUAJIT_BENCH_DIR is set)
+#   bench/run.sh truth               where samples land against the truth
 #   bench/run.sh report              rewrite BENCHMARKS.md from the fragments
 #
 # Environment: BENCH_REPS (7), BENCH_SCALE (0.8), LUAJIT (luajit).
@@ -73,6 +77,8 @@ piece() {
     stop)
       cargo bench --quiet --no-default-features --bench stop 2>/dev/null | grep '^|' | tee "$OUT/stop.md" ;;
     zonecost) build_main; $LUAJIT bench/bench.lua zones ;;
+    programs) shift; build_main; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
+    truth) build_main; $LUAJIT bench/truth.lua ;;
     machine) machine | tee "$OUT/machine.md" ;;
     report) bash bench/report.sh ;;
     all)
@@ -83,6 +89,8 @@ piece() {
       echo; echo "== zones: push+pop cost =="; piece zonecost
       echo; echo "== per-sample cost by stack depth =="; piece persample
       echo; echo "== workloads: overhead, rate, aborts =="; piece matrix
+      echo; echo "== where samples land: truth, tecs-profile, jit.profile =="; piece truth
+      echo; echo "== whole programs: overhead =="; piece programs
       echo "total $((SECONDS - t0)) s" | tee "$OUT/duration.md"
       piece report ;;
     *) echo "bench/run.sh: unknown piece '$1' (see the header of this script)" >&2; exit 2 ;;

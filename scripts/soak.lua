@@ -163,7 +163,7 @@ while wall() - t_start < TOTAL do
   if not f or f:read("*a") ~= text then fail("the written file differs from the profile") end
   if f then f:close() end
   os.remove(good)
-  if took_over and not (st.warning or ""):find("took LuaJIT's profiler over", 1, true) then
+  if took_over and not (st.warning or ""):find("found LuaJIT's profiler no longer ours", 1, true) then
     fail("session %d: the jit.profile takeover was not reported (warning: %s)", sessions, tostring(st.warning))
   end
   if not took_over and st.warning then fail("session %d: unexpected warning: %s", sessions, st.warning) end

@@ -21,6 +21,7 @@ run() { # name args...
   local log="$logdir/$name.log"
   valgrind --tool=memcheck --fair-sched=yes --leak-check=full --show-leak-kinds=definite,indirect \
     --errors-for-leak-kinds=definite,indirect --smc-check=all --num-callers=40 \
+    --suppressions=scripts/valgrind.supp \
     --log-file="$log" "$LUAJIT" "$@" >"$logdir/$name.out" 2>&1
   local rc=$?
   # Split the log into records (blank-line separated) and keep ours.

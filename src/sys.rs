@@ -1019,6 +1019,9 @@ pub mod posix {
     }
 
     fn open_trap_event(config: u64, period: u64, cookie: u64) -> Result<c_int, i32> {
+        if under_valgrind() {
+            return Err(libc::ENOTSUP); // valgrind dies on a perf SIGTRAP
+        }
         if !trap_handler_installed() {
             return Err(libc::EINVAL);
         }
@@ -1040,6 +1043,12 @@ pub mod posix {
             return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
         }
         Ok(fd)
+    }
+
+    /// Whether the process runs under valgrind, which preloads its
+    /// `vgpreload_*.so` into the program and treats any SIGTRAP as its own.
+    fn under_valgrind() -> bool {
+        std::env::var_os("LD_PRELOAD").is_some_and(|v| v.to_string_lossy().contains("vgpreload"))
     }
 
     pub fn close_fd(fd: c_int) {

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs the Debian-packaged Lua libraries the programs benchmark drives
+# (bench/programs/), if missing.
+set -euo pipefail
+need=()
+for p in lua-dkjson lua-penlight; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+echo "installing: ${need[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null

@@ -1,0 +1,58 @@
+-- Where samples land, against the truth: each workload's parts are timed
+-- unprofiled first, twice (spec/fixtures/truth.lua), then profiled at the
+-- defaults. A share must be within 3 points of the truth, or, where that is
+-- wider, within 4.5 standard errors of a share of n samples plus three
+-- times the difference between the two truth measurements (timing a part
+-- that takes a microsecond is itself uncertain). Parts that block get 3
+-- points more: CPU the kernel spends switching a sleeping thread out and in
+-- is in the thread's CPU clock but outside any sampler's view. `make bench`
+-- prints the same workloads beside LuaJIT's own sampler (bench/truth.lua).
+local profile = require("tecs.profile")
+local truth = dofile("spec/fixtures/truth.lua")
+
+local SECONDS = 1.5
+
+describe("samples land where the time goes", function()
+  after_each(function()
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  for _, w in ipairs(truth.workloads) do
+    it(w.name, function()
+      local want, again = truth.truth(w, 0.75), truth.truth(w, 0.75)
+      local early_before = truth.early
+      local plain = truth.run(w, 0.5) -- unprofiled: how many waits end early anyway
+      local early_plain = truth.early - early_before
+      local s = profile.sample()
+      truth.early = 0
+      local iterations = truth.run(w, w.seconds or SECONDS)
+      local early = truth.early
+      local text = s:stop()
+      local got, counts, n = truth.shares(w, text)
+      local st = s:stats()
+      local report = {}
+      for _, name in ipairs(w.parts) do
+        report[#report + 1] = string.format("%s %.1f%% (truth %.1f%% / %.1f%%, %d samples)", name, 100 * got[name],
+          100 * want[name], 100 * again[name], counts[name])
+      end
+      local msg = string.format("%s [%s, %.0f samples/s]", table.concat(report, "; "), st.clock, st.rate)
+      print(w.name .. ": " .. msg)
+      assert.is_true(n >= 200, "too few samples in the parts: " .. n .. " (" .. msg .. ")")
+      for _, name in ipairs(w.parts) do
+        local p = (want[name] + again[name]) / 2
+        local spread = math.abs(want[name] - again[name])
+        local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
+        if w.blocking and w.blocking[name] then tol = tol + 0.03 end
+        assert.is_true(math.abs(got[name] - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
+          100 * math.abs(got[name] - p), 100 * tol, msg))
+      end
+      if w.waits then
+        local waits = iterations * w.waits
+        local allowed = math.max(early_plain * iterations / math.max(plain, 1), waits / 200)
+        assert.is_true(early <= allowed, string.format("%d of %d waits ended early under the profiler (unprofiled: %d of %d)",
+          early, waits, early_plain, plain * w.waits))
+      end
+    end)
+  end
+end)
