@@ -65,7 +65,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     -- The update zone's stacks run through love.update in main.lua into game.lua.
     local update_stack = collapsed.sum(s.rows, function(r)
       return r.frames[1] == "update" and collapsed.has_frame(r, "^main%.lua:%d+$")
-        and r.frames[#r.frames]:match("^game%.lua:%d+$") ~= nil
+        and r.frames[#r.frames]:match("^game%.lua:%d+%-?%d*$") ~= nil
     end)
     assert.is_true(update_stack > 0, text)
     -- jit.vmdef is there: builtins are named.

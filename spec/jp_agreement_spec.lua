@@ -134,16 +134,23 @@ describe("views agree with luajit -jp", function()
   end)
 
   it("annotated source (-jp=A): per-line shares", function()
-    local b, nb, n, in_file = {}, 0, 0, false
-    for line in jp_text("Arm0i1"):gmatch("([^\n]*)\n") do
-      if line:find("^====== ") then
-        in_file = line:find("jp_workload.lua", 1, true) ~= nil
-        n = 0
-      elseif in_file and line:find(" | ", 1, true) then
-        n = n + 1
-        local c = line:match("^ *(%d+) | ")
-        if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
+    local b, nb, text
+    -- -jp itself now and then writes no annotated lines for the workload;
+    -- that says nothing about ours, so the reference is run again (3 tries).
+    for _ = 1, 3 do
+      local n, in_file = 0, false
+      b, nb, text = {}, 0, jp_text("Arm0i1")
+      for line in text:gmatch("([^\n]*)\n") do
+        if line:find("^====== ") then
+          in_file = line:find("jp_workload.lua", 1, true) ~= nil
+          n = 0
+        elseif in_file and line:find(" | ", 1, true) then
+          n = n + 1
+          local c = line:match("^ *(%d+) | ")
+          if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
+        end
       end
+      if nb > 0 then break end
     end
     local a, na = {}, 0
     local ann = profile.report(by_line, { annotate = "full", raw = true, minPercent = 0 })

@@ -667,7 +667,8 @@ pub mod posix {
     /// ten seconds at 1 ms), so a thread asleep for hours stays cheap.
     const MAX_BLOCKED_TICKS: u64 = 10_000;
 
-    /// Starts the blocked-time accounting of a wall-clock session.
+    /// Starts the blocked-time accounting of a wall-clock session (before
+    /// its context-switch event opens: a trap can follow at once).
     pub fn arm_blocked_ticks(interval_ns: u64) {
         BLOCKED_WALL.store(clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0), Ordering::Relaxed);
         BLOCKED_CPU.store(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0), Ordering::Relaxed);
@@ -687,13 +688,16 @@ pub mod posix {
     /// charged where it resumes, which is where it blocked.
     fn pass_blocked_ticks() {
         let interval = BLOCKED_INTERVAL.load(Ordering::Relaxed);
+        if interval == 0 {
+            return; // not armed for a wall-clock session
+        }
         let (Some(wall), Some(cpu)) = (clock_ns(libc::CLOCK_MONOTONIC), clock_ns(libc::CLOCK_THREAD_CPUTIME_ID))
         else {
             return;
         };
         let dw = wall.saturating_sub(BLOCKED_WALL.swap(wall, Ordering::Relaxed));
         let dc = cpu.saturating_sub(BLOCKED_CPU.swap(cpu, Ordering::Relaxed));
-        let off = dw.saturating_sub(dc) + BLOCKED_REST.load(Ordering::Relaxed);
+        let off = dw.saturating_sub(dc).saturating_add(BLOCKED_REST.load(Ordering::Relaxed));
         BLOCKED_REST.store(off % interval, Ordering::Relaxed);
         let n = (off / interval).min(MAX_BLOCKED_TICKS);
         BLOCKED_TICKS.fetch_add(n, Ordering::Relaxed);
@@ -942,7 +946,9 @@ pub mod posix {
     }
 
     /// Lets the tick handler pass ticks to `p` (LuaJIT's profiler, ours).
+    /// Blocked-time accounting stays off until `arm_blocked_ticks`.
     pub fn arm_ticks(p: &LuaJitProfiler) {
+        BLOCKED_INTERVAL.store(0, Ordering::Relaxed);
         EXPECT_G.store(p.g, Ordering::Relaxed);
         EXPECT_CB.store(p.cb, Ordering::Relaxed);
         EXPECT_DATA.store(p.data, Ordering::Relaxed);

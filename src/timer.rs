@@ -127,6 +127,7 @@ impl TickSource {
         let source = |kind, handle, note| TickSource { kind, handle, signal, note };
         match clock {
             ClockKind::Wall => {
+                posix::arm_blocked_ticks(interval_ns);
                 let perf = posix::open_task_clock(interval_ns).and_then(|cpu| match posix::open_switch_trap() {
                     Ok(switches) => Ok((cpu, switches)),
                     Err(e) => {
@@ -136,7 +137,6 @@ impl TickSource {
                 });
                 match perf {
                     Ok((cpu, switches)) => {
-                        posix::arm_blocked_ticks(interval_ns);
                         Ok(source(TickKind::WallTaskClock, Handle::Fds(cpu, switches), None))
                     }
                     Err(errno) => {
