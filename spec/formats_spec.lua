@@ -5,19 +5,15 @@
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
 
-local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
-local function for_cpu(sec, fn)
-  local t0 = os.clock()
-  while os.clock() - t0 < sec do fn() end
-end
+local cpu = require("spec.support.cpu")
 
 local zone = require("jit.zone")
 
 local function record(sec)
   local s = profile.sample()
-  for_cpu(sec or 0.4, function()
-    zone("update") busy(20000) zone()
-    zone("render") busy(10000) zone()
+  cpu.burn(sec or 0.4, function()
+    zone("update") cpu.busy(20000) zone()
+    zone("render") cpu.busy(10000) zone()
   end)
   return s
 end
@@ -89,7 +85,7 @@ describe("output formats", function()
 
   it("the format option and write(path, format) override the extension", function()
     local s = profile.sample({ format = "svg" })
-    for_cpu(0.2, function() busy(5000) end)
+    cpu.burn(0.2, function() cpu.busy(5000) end)
     s:stop(dir .. "/out.data")
     assert.matches("^<%?xml", run.read(dir .. "/out.data"))
     s:write(dir .. "/again.svg", "collapsed")

@@ -7,14 +7,7 @@ local zone = require("jit.zone")
 
 local LUAJIT = require("spec.support.run").luajit
 
-local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
-
-local function run_for(sec, fn)
-  local t0 = os.clock()
-  local n = 0
-  while os.clock() - t0 < sec do n = n + 1; fn(n) end
-  return n
-end
+local cpu = require("spec.support.cpu")
 
 -- Stops `s`, checks the output parses strictly and the samples add up.
 local function finish(s)
@@ -35,16 +28,16 @@ describe("faults in the profiled program", function()
 
   it("errors thrown and caught through profiled code", function()
     local function thrower(depth, n)
-      if depth == 0 then busy(n); error({ code = n }) end
+      if depth == 0 then cpu.busy(n); error({ code = n }) end
       local r = thrower(depth - 1, n)
       return r
     end
     local s = profile.sample({ intervalMs = 0.2 })
     local caught = 0
-    run_for(0.5, function(i)
+    cpu.burn(0.5, function(i)
       local ok, e = pcall(thrower, i % 30, 500)
       if not ok and type(e) == "table" then caught = caught + 1 end
-      ok = xpcall(function() busy(200); error("string error " .. i) end, debug.traceback)
+      ok = xpcall(function() cpu.busy(200); error("string error " .. i) end, debug.traceback)
       if not ok then caught = caught + 1 end
       ok = pcall(error) -- error(nil)
       if not ok then caught = caught + 1 end
@@ -58,16 +51,16 @@ describe("faults in the profiled program", function()
   it("coroutine.wrap and yields across zones", function()
     local gen = coroutine.wrap(function()
       while true do
-        zone("coro") busy(2000)
+        zone("coro") cpu.busy(2000)
         coroutine.yield(1)           -- yields with its zone still pushed
-        busy(2000) zone()
+        cpu.busy(2000) zone()
         coroutine.yield(2)
       end
     end)
-    local failing = coroutine.wrap(function() busy(1000); error("inside a coroutine") end)
+    local failing = coroutine.wrap(function() cpu.busy(1000); error("inside a coroutine") end)
     local s = profile.sample({ intervalMs = 0.2 })
-    run_for(0.5, function()
-      zone("main") gen() busy(1000) zone()
+    cpu.burn(0.5, function()
+      zone("main") gen() cpu.busy(1000) zone()
     end)
     assert.is_false(pcall(failing))
     local dead_ok, dead_err = pcall(failing)
@@ -83,10 +76,10 @@ describe("faults in the profiled program", function()
   it("zone pops on an empty stack, odd zone values, runaway pushes", function()
     local s = profile.sample({ intervalMs = 0.2 })
     local pops_failed = 0
-    run_for(0.4, function(i)
+    cpu.burn(0.4, function(i)
       if not pcall(zone) then pops_failed = pops_failed + 1 end   -- empty stack
-      zone(i) zone({}) busy(1000) zone() zone()                    -- non-string zones
-      for _ = 1, 100 do zone("deep") end busy(1000) zone:flush()   -- 100 entries
+      zone(i) zone({}) cpu.busy(1000) zone() zone()                    -- non-string zones
+      for _ = 1, 100 do zone("deep") end cpu.busy(1000) zone:flush()   -- 100 entries
     end)
     local rows = finish(s)
     assert.is_true(pops_failed > 0)
@@ -101,10 +94,10 @@ describe("faults in the profiled program", function()
   end)
 
   it("recursion 20,000 deep, at the largest stack depth", function()
-    local function deep(n) if n == 0 then return busy(200000) end local r = deep(n - 1) return r + 1 end
+    local function deep(n) if n == 0 then return cpu.busy(200000) end local r = deep(n - 1) return r + 1 end
     for _, depth in ipairs({ 16, 1000 }) do
       local s = profile.sample({ intervalMs = 0.5, stackDepth = depth })
-      run_for(0.3, function() deep(20000) end)
+      cpu.burn(0.3, function() deep(20000) end)
       local rows = finish(s)
       local longest = 0
       for _, r in ipairs(rows) do if #r.frames > longest then longest = #r.frames end end
@@ -115,11 +108,11 @@ describe("faults in the profiled program", function()
 
   it("jit.flush(), jit.off() and jit.on() mid-session", function()
     local s = profile.sample({ intervalMs = 0.2 })
-    run_for(0.6, function(i)
-      busy(3000)
+    cpu.burn(0.6, function(i)
+      cpu.busy(3000)
       if i % 7 == 0 then jit.flush() end
-      if i % 11 == 0 then jit.off() busy(3000) jit.on() end
-      if i % 13 == 0 then jit.off(busy) busy(1000) jit.on(busy) end
+      if i % 11 == 0 then jit.off() cpu.busy(3000) jit.on() end
+      if i % 13 == 0 then jit.off(cpu.busy) cpu.busy(1000) jit.on(cpu.busy) end
     end)
     jit.on()
     local rows = finish(s)
@@ -131,10 +124,10 @@ describe("faults in the profiled program", function()
   it("a full collectgarbage() every frame", function()
     local s = profile.sample({ intervalMs = 0.2 })
     local junk = {}
-    run_for(0.6, function(i)
+    cpu.burn(0.6, function(i)
       for k = 1, 200 do junk[k] = { i, tostring(k) } end
       collectgarbage()
-      busy(500)
+      cpu.busy(500)
     end)
     local rows, _, st = finish(s)
     assert.is_true(#rows > 0)

@@ -1,13 +1,9 @@
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local zone = require("jit.zone")
+local cpu = require("spec.support.cpu")
 
--- Burn about `sec` seconds of CPU in `fn`.
-local function for_cpu(sec, fn)
-  local t0 = os.clock()
-  while os.clock() - t0 < sec do fn() end
-end
-
+-- Not cpu.busy: BUSY names this loop's frame, which must be in this file.
 local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
 local BUSY = "sample_spec.lua:" .. debug.getinfo(busy, "S").linedefined
 
@@ -56,7 +52,7 @@ describe("profile.sample", function()
 
   it("reaches the requested rate at intervalMs = 1", function()
     local s = profile.sample({ intervalMs = 1 })
-    for_cpu(1.0, function() busy(10000) end)
+    cpu.burn(1.0, function() busy(10000) end)
     s:stop()
     local st = s:stats()
     local msg = string.format("rate %.0f/s of %.0f/s requested (%s clock, %s)", st.rate, st.requestedRate, st.clock,
@@ -114,7 +110,7 @@ describe("profile.sample", function()
 
   it("puts zone paths first and marks compiled code N", function()
     local s = profile.sample()
-    for_cpu(0.6, function()
+    cpu.burn(0.6, function()
       zone("update") zone("physics") busy(20000) zone() zone()
       zone("render") busy(10000) zone()
     end)
@@ -134,7 +130,7 @@ describe("profile.sample", function()
     local function interp(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
     jit.off(interp, true)
     local s = profile.sample()
-    for_cpu(0.5, function() interp(20000) end)
+    cpu.burn(0.5, function() interp(20000) end)
     local rows = collapsed.parse(s:stop())
     jit.on(interp, true)
     local i_count = collapsed.sum(rows, function(r) return r.state == "I" and collapsed.has_frame(r, "sample_spec.lua") end)
@@ -145,7 +141,7 @@ describe("profile.sample", function()
 
   it("keeps exactly the matching zone subtree with the zone filter", function()
     local s = profile.sample({ zone = "a/Render" })
-    for_cpu(0.6, function()
+    cpu.burn(0.6, function()
       zone("a") zone("Render") busy(5000) zone("post") busy(5000) zone() zone()
       zone("Renderer") busy(5000) zone() zone()
       zone("b") busy(5000) zone()
@@ -171,9 +167,9 @@ describe("profile.sample", function()
     local function in_run(n) local r = busy(n) return r end
     local s = profile.sample()
     s:pause(); s:pause()
-    for_cpu(0.4, function() in_pause(10000) end)
+    cpu.burn(0.4, function() in_pause(10000) end)
     s:resume(); s:resume()
-    for_cpu(0.4, function() in_run(10000) end)
+    cpu.burn(0.4, function() in_run(10000) end)
     local rows = collapsed.parse(s:stop())
     local paused_line = debug.getinfo(in_pause, "S").linedefined
     local run_line = debug.getinfo(in_run, "S").linedefined
@@ -184,7 +180,7 @@ describe("profile.sample", function()
 
   it("sorts lines by count, descending", function()
     local s = profile.sample()
-    for_cpu(0.4, function() zone("x") busy(8000) zone() busy(2000) end)
+    cpu.burn(0.4, function() zone("x") busy(8000) zone() busy(2000) end)
     local rows = collapsed.parse(s:stop())
     for i = 2, #rows do assert.is_true(rows[i - 1].count >= rows[i].count) end
   end)
@@ -192,7 +188,7 @@ describe("profile.sample", function()
   it("names builtins from jit.vmdef", function()
     -- A builtin shows on the stack while it calls back into Lua.
     local s = profile.sample({ stackDepth = 4 })
-    for_cpu(0.5, function() pcall(busy, 10000) end)
+    cpu.burn(0.5, function() pcall(busy, 10000) end)
     local rows = collapsed.parse(s:stop())
     local through_pcall = collapsed.sum(rows, function(r)
       return r.frames[#r.frames - 1] == "pcall" and r.frames[#r.frames]:find(BUSY, 1, true) ~= nil
@@ -204,7 +200,7 @@ describe("profile.sample", function()
   it("writes the file given to stop and returns the same text", function()
     local path = os.tmpname()
     local s = profile.sample()
-    for_cpu(0.2, function() busy(5000) end)
+    cpu.burn(0.2, function() busy(5000) end)
     local text = s:stop(path)
     local f = assert(io.open(path, "rb"))
     local on_disk = f:read("*a")
@@ -216,7 +212,7 @@ describe("profile.sample", function()
 
   it("keeps the profile when the file cannot be written", function()
     local s = profile.sample()
-    for_cpu(0.2, function() busy(5000) end)
+    cpu.burn(0.2, function() busy(5000) end)
     local ok, err = pcall(s.stop, s, "/nonexistent-dir/x/out.collapsed")
     assert.is_false(ok)
     assert.matches("/nonexistent%-dir/x/out.collapsed", err)

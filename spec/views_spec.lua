@@ -6,10 +6,7 @@ local work = dofile("spec/fixtures/views_work.lua")
 
 local FILE = "spec/fixtures/views_work.lua"
 
-local function for_cpu(sec, fn)
-  local t0 = os.clock()
-  while os.clock() - t0 < sec do fn() end
-end
+local cpu = require("spec.support.cpu")
 
 -- Parses a raw report into first-level {self, total} and second-level counts.
 local function parse(text)
@@ -39,7 +36,7 @@ describe("views of a session", function()
 
   it("names functions from the source and groups their lines", function()
     local s = profile.sample({ precision = "line" })
-    for_cpu(0.8, function() work.two_lines(20000) end)
+    cpu.burn(0.8, function() work.two_lines(20000) end)
     s:stop()
     local first, second = parse(profile.report(s, { mode = "fl", raw = true, minPercent = 0 }))
     local key = "M.two_lines (" .. FILE .. ":5)"
@@ -47,7 +44,9 @@ describe("views of a session", function()
     local a, b = second[key][FILE .. ":7"] or 0, second[key][FILE .. ":8"] or 0
     assert.is_true(a + b >= 300, "samples in the two lines: " .. (a + b))
     local share = a / (a + b)
-    local tol = 3 * math.sqrt(share * (1 - share) / (a + b)) + 0.03
+    -- 4.5 standard errors, and 5 points: in line mode a sample that arrives
+    -- during a one-line loop's last iterations can land on the next line.
+    local tol = 4.5 * math.sqrt(share * (1 - share) / (a + b)) + 0.05
     assert.is_true(math.abs(share - 2 / 3) <= tol,
       string.format("line 7 share %.3f of %d samples, expected 0.667", share, a + b))
   end)
@@ -55,7 +54,7 @@ describe("views of a session", function()
   it("answers: which hot functions only run interpreted?", function()
     work.compiled(100000)
     local s = profile.sample()
-    for_cpu(0.8, function() work.interpreted(3000) work.compiled(30000) end)
+    cpu.burn(0.8, function() work.interpreted(3000) work.compiled(30000) end)
     s:stop()
     local first, second = parse(profile.report(s, { mode = "vf", raw = true, minPercent = 0 }))
     local interp = "M.interpreted (" .. FILE .. ":13)"
@@ -68,7 +67,7 @@ describe("views of a session", function()
 
   it("splits a function's time by caller, and shows callees", function()
     local s = profile.sample()
-    for_cpu(0.8, function() work.caller_a(30000) work.caller_b(10000) end)
+    cpu.burn(0.8, function() work.caller_a(30000) work.caller_b(10000) end)
     s:stop()
     local comp = "M.compiled (" .. FILE .. ":20)"
     local first, second = parse(profile.report(s, { by = "function", ["then"] = "caller", raw = true, minPercent = 0 }))
@@ -82,7 +81,7 @@ describe("views of a session", function()
 
   it("annotates the hot lines of the source with their shares", function()
     local s = profile.sample({ precision = "line" })
-    for_cpu(0.5, function() work.two_lines(20000) end)
+    cpu.burn(0.5, function() work.two_lines(20000) end)
     s:stop()
     local text = profile.report(s, { annotate = "hot", context = 0 })
     assert.truthy(text:find("====== " .. FILE .. " ======", 1, true))
@@ -96,7 +95,7 @@ describe("views of a session", function()
 
   it("applies the threshold and the row limit", function()
     local s = profile.sample()
-    for_cpu(0.4, function() work.two_lines(20000) work.compiled(1000) end)
+    cpu.burn(0.4, function() work.two_lines(20000) work.compiled(1000) end)
     s:stop()
     local all = profile.report(s, { by = "line", minPercent = 0 })
     local some = profile.report(s, { by = "line", minPercent = 20 })
@@ -108,7 +107,7 @@ describe("views of a session", function()
 
   it("reports a running session, a profile object and collapsed text alike", function()
     local s = profile.sample()
-    for_cpu(0.3, function() work.compiled(10000) end)
+    cpu.burn(0.3, function() work.compiled(10000) end)
     local live = profile.report(s, { minPercent = 0 })
     assert.matches("M.compiled", live)
     local text = s:stop()
@@ -119,6 +118,17 @@ describe("views of a session", function()
 
   it("reports an empty profile", function()
     assert.matches("no samples", profile.report(""))
+  end)
+
+  it("saturates sample sums at the largest u64 instead of wrapping", function()
+    local max = "18446744073709551615"
+    local text = "a.lua:1_[N] " .. max .. "\nb.lua:2_[N] " .. max .. "\n"
+    local header = "# " .. max .. " samples; "
+    local out = profile.report(text)
+    assert.equal(header, out:sub(1, #header), out)
+    out = profile.report(text, { by = "vmstate", ["then"] = "function", raw = true, minPercent = 0 })
+    assert.equal(header, out:sub(1, #header), out)
+    assert.matches("\n *" .. max .. " +" .. max .. "  Compiled\n", out)
   end)
 
   describe("errors", function()

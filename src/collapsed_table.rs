@@ -15,7 +15,7 @@ use std::cmp::Ordering;
 use hashbrown::HashTable;
 
 use crate::collector::{Key, StackTable, VM_STATES};
-use crate::profile_data::{sanitize, FrameNamer, OVERFLOW_FRAME};
+use crate::profile_data::{add_counts, sanitize, sum_counts, FrameNamer, OVERFLOW_FRAME};
 use crate::profiler::FRAME_SEP;
 
 /// One output line: a key in the table or in the side buffer, with cached
@@ -272,7 +272,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         let (key, entry) = table.get(i);
         if path_is_final(Key::path(key)) && stack_is_final(Key::stack(key)) {
             let counts = widen(&entry.counts);
-            let total = counts.iter().sum();
+            let total = sum_counts(counts);
             let id = paths.id(Key::path(key));
             let line = Line::new(total, i as u32, PLAIN, dominant(&counts), key, id);
             size += line.text_len as usize;
@@ -284,10 +284,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
         let counts = widen(&entry.counts);
         match side_index.find(hash, |&s| side[s as usize].key == scratch) {
             Some(&s) => {
-                let row = &mut side[s as usize];
-                for (acc, c) in row.counts.iter_mut().zip(counts) {
-                    *acc += c;
-                }
+                add_counts(&mut side[s as usize].counts, counts);
             }
             None => {
                 let s = side.len() as u32;
@@ -309,10 +306,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
             let hash = hasher.hash_one(key);
             if let Some(&s) = side_index.find(hash, |&s| side[s as usize].key == key) {
                 size -= line.text_len as usize;
-                let row = &mut side[s as usize];
-                for (k, c) in entry.counts.iter().enumerate() {
-                    row.counts[k] += *c as u64;
-                }
+                add_counts(&mut side[s as usize].counts, widen(&entry.counts));
                 line.flags |= DEAD;
             }
         }
@@ -330,7 +324,7 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
     for (s, row) in side.iter().enumerate() {
         let flags = SIDE | if stack_is_plain(Key::stack(&row.key)) { PLAIN } else { 0 };
         let id = paths.id(Key::path(&row.key));
-        let line = Line::new(row.counts.iter().sum(), s as u32, flags, dominant(&row.counts), &row.key, id);
+        let line = Line::new(sum_counts(row.counts), s as u32, flags, dominant(&row.counts), &row.key, id);
         size += line.text_len as usize;
         lines.push(line);
     }

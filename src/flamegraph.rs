@@ -13,7 +13,8 @@ use inferno::flamegraph::color::{BasicPalette, Color, PaletteMap};
 use inferno::flamegraph::{self as fg, Palette};
 
 use crate::collapsed;
-use crate::profile_data::Profile;
+use crate::collector::state_index;
+use crate::profile_data::{Profile, Row};
 
 pub const ZONE_COLOR: Color = Color { r: 0x6c, g: 0xcf, b: 0xd6 };
 
@@ -48,9 +49,32 @@ impl Default for FlameOptions {
 const LEGEND: &str =
     "leaf VM state: green compiled, pink interpreted, sand C, purple GC, blue JIT compiler; aqua: zones";
 
+/// The collapsed text inferno reads. Inferno adds the counts up in a plain
+/// u64; when they overflow one, each row (in profile order) keeps only what
+/// is left below `u64::MAX`, so the graph's total saturates the way every
+/// other view's does (see `profile_data::sum_counts`).
+fn inferno_input(profile: &Profile) -> String {
+    if profile.rows.iter().try_fold(0u64, |a, r| a.checked_add(r.total())).is_some() {
+        return collapsed::write(profile);
+    }
+    let mut room = u64::MAX;
+    let rows = profile
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let n = r.total().min(room);
+            room -= n;
+            let mut counts = [0; 5];
+            counts[state_index(r.dominant_state())] = n;
+            (n > 0).then(|| Row { zones: r.zones.clone(), stack: r.stack.clone(), counts })
+        })
+        .collect();
+    collapsed::write(&Profile { rows })
+}
+
 /// Renders `profile` as an SVG document.
 pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> {
-    let text = collapsed::write(profile);
+    let text = inferno_input(profile);
     let mut palette = PaletteMap::default();
     let mut zones: BTreeSet<&str> = BTreeSet::new();
     for row in &profile.rows {
@@ -107,6 +131,13 @@ mod tests {
         assert!(svg.contains("rgb(238,111,176)"), "interpreted leaf colour");
         assert!(svg.contains("a.lua:5_[N] (70 samples, 70.00%)"));
         assert_eq!(svg, render(&p, &FlameOptions::default()).unwrap(), "deterministic");
+    }
+
+    #[test]
+    fn counts_that_overflow_a_u64_saturate() {
+        let p = collapsed::parse("a.lua:1_[N] 18446744073709551615\nb.lua:2_[N] 18446744073709551615\n").unwrap();
+        let svg = render(&p, &FlameOptions::default()).unwrap();
+        assert!(svg.contains("all (18,446,744,073,709,551,615 samples, 100%)"), "{}", svg);
     }
 
     #[test]

@@ -724,7 +724,6 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     t.set("parse_profile", lua.create_function(crate::lua_views::parse_profile)?)?;
-    t.set("formats", lua.create_function(crate::lua_views::formats)?)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)
 }

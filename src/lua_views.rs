@@ -64,7 +64,7 @@ fn read_report_options(t: Option<Table>) -> mlua::Result<ReportOptions> {
         o.min_percent = m;
     }
     if let Some(d) = t.get::<Option<i32>>("depth")? {
-        o.depth = if d == 0 { 1 } else { d };
+        o.depth = d;
     }
     o.raw = t.get::<Option<bool>>("raw")?.unwrap_or(false);
     o.limit = t.get::<Option<usize>>("limit")?;
@@ -197,11 +197,3 @@ pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData
     collapsed::parse(&text).map(ProfileData).map_err(|e| err(e.to_string()))
 }
 
-/// Which optional output formats this build has.
-pub fn formats(lua: &Lua, (): ()) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.set("collapsed", true)?;
-    t.set("svg", cfg!(feature = "flamegraph"))?;
-    t.set("speedscope", cfg!(feature = "speedscope"))?;
-    Ok(t)
-}

@@ -10,6 +10,20 @@ use crate::profiler::FRAME_SEP;
 /// Frame name given to samples that arrived once the stack table was full.
 pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
 
+/// Sum of sample counts, saturating at `u64::MAX`: counts read from a file
+/// can be as large as a u64 holds. Every count sum in the views and outputs
+/// goes through this (or [`add_counts`]).
+pub fn sum_counts(counts: impl IntoIterator<Item = u64>) -> u64 {
+    counts.into_iter().fold(0u64, u64::saturating_add)
+}
+
+/// Adds `counts` into `acc`, state by state, saturating.
+pub fn add_counts(acc: &mut [u64; 5], counts: [u64; 5]) {
+    for (a, c) in acc.iter_mut().zip(counts) {
+        *a = a.saturating_add(c);
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
     /// Zone path components, root first.
@@ -21,10 +35,9 @@ pub struct Row {
 }
 
 impl Row {
-    /// Samples of the row. Saturating: counts read from a file can be as
-    /// large as a u64 holds.
+    /// Samples of the row (saturating, see [`sum_counts`]).
     pub fn total(&self) -> u64 {
-        self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c))
+        sum_counts(self.counts)
     }
 
     /// The VM state seen most often; ties go to the earlier of N I C G J.
@@ -112,9 +125,7 @@ impl Profile {
                 raw_stack.split(|&b| b == FRAME_SEP).map(|f| namer.name(f)).collect()
             };
             let slot = merged.entry((zones, stack)).or_insert([0; 5]);
-            for (acc, &c) in slot.iter_mut().zip(entry.counts.iter()) {
-                *acc += c as u64;
-            }
+            add_counts(slot, entry.counts.map(u64::from));
         }
         let mut rows: Vec<Row> =
             merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
@@ -133,8 +144,9 @@ impl Profile {
         });
     }
 
+    /// Samples of the profile (saturating, see [`sum_counts`]).
     pub fn total(&self) -> u64 {
-        self.rows.iter().fold(0u64, |a, r| a.saturating_add(r.total()))
+        sum_counts(self.rows.iter().map(Row::total))
     }
 
     /// The same samples with every frame renamed by `rename`; rows that end
@@ -151,9 +163,7 @@ impl Profile {
                 }
             }
             let slot = merged.entry((row.zones.clone(), stack)).or_insert([0; 5]);
-            for (sum, c) in slot.iter_mut().zip(row.counts) {
-                *sum += c;
-            }
+            add_counts(slot, row.counts);
         }
         let rows = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
         let mut p = Profile { rows };
@@ -208,6 +218,11 @@ mod tests {
         // Found by the collapsed_parse fuzz target: two rows of u64::MAX.
         let p = crate::collapsed::parse("a 18446744073709551615\nb 18446744073709551615\n").unwrap();
         assert_eq!(p.total(), u64::MAX);
+        // Rows that merge add their counts state by state, saturating too.
+        let m = p.map_frames(|_| "same.lua:1".to_string());
+        assert_eq!(m.rows.len(), 1);
+        assert_eq!(m.rows[0].counts, [u64::MAX, 0, 0, 0, 0]);
+        assert_eq!(sum_counts([u64::MAX, 1, 2]), u64::MAX);
     }
 
     #[test]

@@ -100,4 +100,14 @@ mod tests {
         assert_eq!(frames[1]["line"], 3);
         assert_eq!(prof["samples"][1], json!([1, 3]));
     }
+
+    #[test]
+    fn counts_as_large_as_a_u64_holds() {
+        // Weights are floats: two rows of u64::MAX neither wrap nor panic.
+        let p = collapsed::parse("a.lua:1_[N] 18446744073709551615\nb.lua:2_[N] 18446744073709551615\n").unwrap();
+        let v: Value = serde_json::from_str(&render(&p, &SpeedscopeOptions::default())).unwrap();
+        let prof = &v["profiles"][0];
+        assert_eq!(prof["weights"], json!([u64::MAX as f64, u64::MAX as f64]));
+        assert_eq!(prof["endValue"], json!(2.0 * u64::MAX as f64));
+    }
 }

@@ -12,7 +12,6 @@ type LineCounts = HashMap<u32, (u64, u64)>;
 /// file's text (the file system, or a test double in unit tests).
 pub fn annotate(
     profile: &Profile,
-    _funcs: &FunctionMap,
     opts: &ReportOptions,
     mode: Annotate,
     read: &mut dyn FnMut(&str) -> std::io::Result<String>,
@@ -27,10 +26,10 @@ pub fn annotate(
             let is_leaf = i + 1 == row.stack.len();
             let c = files.entry(file).or_default().entry(line).or_default();
             if is_leaf {
-                c.0 += n;
+                c.0 = c.0.saturating_add(n);
             }
             if !seen.contains(&f.as_str()) {
-                c.1 += n;
+                c.1 = c.1.saturating_add(n);
                 seen.push(f);
             }
         }
@@ -49,9 +48,7 @@ pub fn annotate(
     let mut order: Vec<(&str, u64, u64)> = files
         .iter()
         .filter(|(_, lines)| lines.values().any(|&c| shown(c)))
-        .map(|(f, lines)| {
-            (*f, lines.values().map(|c| c.0).sum::<u64>(), lines.values().map(|c| c.1).max().unwrap_or(0))
-        })
+        .map(|(f, lines)| (*f, sum_counts(lines.values().map(|c| c.0)), lines.values().map(|c| c.1).max().unwrap_or(0)))
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     for (file, self_sum, _) in order {

@@ -66,18 +66,20 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
             if !seen_lines.contains(&frame.as_str()) {
                 seen_lines.push(frame);
                 for &i in by_line.get(frame.as_str()).into_iter().flatten() {
-                    out[i].line_total += n;
+                    let h = &mut out[i];
+                    h.line_total = h.line_total.saturating_add(n);
                     if j == leaf {
-                        out[i].line_self += n;
+                        h.line_self = h.line_self.saturating_add(n);
                     }
                 }
             }
             if !seen_funcs.contains(&func) {
                 seen_funcs.push(func);
                 for &i in by_func.get(func).into_iter().flatten() {
-                    out[i].func_total += n;
+                    let h = &mut out[i];
+                    h.func_total = h.func_total.saturating_add(n);
                     if j == leaf {
-                        out[i].func_self += n;
+                        h.func_self = h.func_self.saturating_add(n);
                     }
                 }
             }

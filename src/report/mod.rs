@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use crate::collector::VM_STATES;
 use crate::frames::{self, FunctionMap};
-use crate::profile_data::{Profile, Row};
+use crate::profile_data::{sum_counts, Profile, Row};
 
 mod annotate;
 mod hot_aborts;
@@ -41,16 +41,18 @@ pub enum Group {
 }
 
 impl Group {
+    /// The grouping `tecs.profile.report` names (its `by` and `then`
+    /// options, and `-jp` mode letters translated there).
     pub fn parse(s: &str) -> Option<Group> {
         Some(match s {
-            "function" | "functions" | "f" => Group::Function,
-            "line" | "lines" | "l" => Group::Line,
-            "module" | "modules" | "m" => Group::Module,
-            "zone" | "zones" | "z" => Group::Zone,
-            "zonecomponent" | "component" | "zc" => Group::ZoneComponent,
-            "vmstate" | "vmstates" | "v" => Group::VmState,
-            "caller" | "callers" => Group::Caller,
-            "callee" | "callees" => Group::Callee,
+            "function" => Group::Function,
+            "line" => Group::Line,
+            "module" => Group::Module,
+            "zone" => Group::Zone,
+            "zonecomponent" => Group::ZoneComponent,
+            "vmstate" => Group::VmState,
+            "caller" => Group::Caller,
+            "callee" => Group::Callee,
             _ => return None,
         })
     }
@@ -160,14 +162,6 @@ impl Table {
         let mut v: Vec<_> = self.entries.iter().collect();
         v.sort_by(|a, b| b.1.value(m).cmp(&a.1.value(m)).then_with(|| a.0.cmp(b.0)));
         v
-    }
-
-    /// Share (percent) of `key` by metric; 0 when absent.
-    pub fn share(&self, key: &str, m: Metric) -> f64 {
-        if self.samples == 0 {
-            return 0.0;
-        }
-        self.entries.get(key).map_or(0.0, |e| 100.0 * e.value(m) as f64 / self.samples as f64)
     }
 }
 
@@ -341,18 +335,19 @@ pub fn aggregate(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -
             vec![(row.dominant_state(), n)]
         };
         for (state, weight) in parts {
-            t.samples += weight;
+            t.samples = t.samples.saturating_add(weight);
             for occ in occurrences(&k, opts.by, row, state, opts.depth) {
                 let e = t.entries.entry(occ.key.clone()).or_default();
-                e.total_samples += weight;
+                e.total_samples = e.total_samples.saturating_add(weight);
                 if occ.is_self {
-                    e.self_samples += weight;
+                    e.self_samples = e.self_samples.saturating_add(weight);
                 }
                 if let Some(g2) = opts.then {
                     let counts = occ.is_self || opts.sort == Metric::Total;
                     if counts {
                         for k2 in second_keys(&k, g2, row, state, &occ, opts.sort) {
-                            *e.children.entry(k2).or_insert(0) += weight;
+                            let c = e.children.entry(k2).or_insert(0);
+                            *c = c.saturating_add(weight);
                         }
                     }
                 }
@@ -381,7 +376,7 @@ fn fmt_value(v: u64, of: u64, raw: bool) -> String {
 /// Renders a view (or, with `annotate`, the annotated source).
 pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> String {
     if let Some(a) = opts.annotate {
-        return annotate(profile, funcs, opts, a, &mut |p| std::fs::read_to_string(p));
+        return annotate(profile, opts, a, &mut |p| std::fs::read_to_string(p));
     }
     let t = aggregate(profile, funcs, opts);
     let mut out = String::new();
@@ -420,7 +415,7 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
             key
         );
         if opts.then.is_some() {
-            let parent: u64 = e.children.values().sum();
+            let parent = sum_counts(e.children.values().copied());
             let mut kids: Vec<_> = e.children.iter().collect();
             kids.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
             for (k2, &c) in kids {
@@ -548,7 +543,7 @@ mod tests {
         let p = sample_profile();
         let src: String = (1..=20).map(|i| format!("code{}\n", i)).collect();
         let o = ReportOptions { min_percent: 1.0, ..Default::default() };
-        let text = annotate(&p, &funcs(), &o, Annotate::Excerpts(1), &mut |_| Ok(src.clone()));
+        let text = annotate(&p, &o, Annotate::Excerpts(1), &mut |_| Ok(src.clone()));
         assert!(text.contains("====== phys.lua ======"));
         assert!(text.contains("  60.0%   60.0% |     5 | code5"), "{}", text);
         assert!(text.contains("|     4 | code4"));
@@ -595,5 +590,47 @@ mod tests {
         let r = hot_aborts(&p, &funcs(), &sites);
         assert_eq!(r[0].site, 1);
         assert_eq!((r[0].line_total, r[0].func_total), (0, 80));
+    }
+
+    /// Two rows of u64::MAX: every sum a view makes saturates (in a debug
+    /// build, one that does not panics here).
+    #[test]
+    fn count_sums_saturate() {
+        const MAX: &str = "18446744073709551615";
+        let p = collapsed::parse(&format!("a.lua:1_[N] {MAX}\nb.lua:2_[N] {MAX}\n")).unwrap();
+        let text = render(&p, &FunctionMap::default(), &ReportOptions::default());
+        assert!(text.starts_with(&format!("# {MAX} samples; by function;")), "{}", text);
+
+        // Both rows through one frame, so per-key sums overflow too.
+        let p = collapsed::parse(&format!("main.lua:10;a.lua:1_[N] {MAX}\nmain.lua:10;b.lua:2_[I] {MAX}\n")).unwrap();
+        let m = funcs();
+        for (by, then, sort) in [
+            (Group::Function, None, Metric::SelfTime),
+            (Group::Line, Some(Group::Caller), Metric::Total),
+            (Group::Module, Some(Group::Callee), Metric::Total),
+            (Group::VmState, Some(Group::Function), Metric::SelfTime),
+            (Group::Zone, Some(Group::Module), Metric::Total),
+        ] {
+            let o = ReportOptions { by, then, sort, raw: true, min_percent: 0.0, ..Default::default() };
+            let t = aggregate(&p, &m, &o);
+            assert_eq!(t.samples, u64::MAX, "{:?}", o);
+            let text = render(&p, &m, &o);
+            assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
+        }
+        let o = ReportOptions { then: Some(Group::Line), sort: Metric::Total, ..Default::default() };
+        let t = aggregate(&p, &m, &o);
+        assert_eq!(t.entries["frame (main.lua:9)"].total_samples, u64::MAX);
+        assert_eq!(t.entries["frame (main.lua:9)"].children["main.lua:10"], u64::MAX);
+
+        let o = ReportOptions { min_percent: 0.0, raw: true, ..Default::default() };
+        let text = annotate(&p, &o, Annotate::Full, &mut |_| Ok("x\n".repeat(10)));
+        assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
+        assert!(text.contains(&format!("{MAX} |    10 | x")), "{}", text);
+
+        let sites = vec![AbortSite { location: "main.lua:10".into(), ..Default::default() }];
+        let r = hot_aborts(&p, &m, &sites);
+        assert_eq!((r[0].line_total, r[0].func_total), (u64::MAX, u64::MAX));
+        let text = render_hot_aborts(&p, &m, &sites, true);
+        assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
     }
 }
