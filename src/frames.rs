@@ -120,7 +120,10 @@ impl FunctionMap {
                 return self.main.get(file).map(String::as_str).unwrap_or(frame);
             }
             let exact = ranges.iter().find(|r| r.first == first && r.last == last);
-            return exact.or_else(|| ranges.iter().find(|r| r.first == first)).map(|r| r.label.as_str()).unwrap_or(frame);
+            return exact
+                .or_else(|| ranges.iter().find(|r| r.first == first))
+                .map(|r| r.label.as_str())
+                .unwrap_or(frame);
         }
         let Some((file, line)) = file_line(frame) else { return frame };
         let Some(ranges) = self.files.get(file) else { return frame };

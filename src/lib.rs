@@ -4,15 +4,18 @@
 //! under `lua/tecs/` wraps it in the session API (`profile.sample`,
 //! `profile.trace`).
 //!
-//! * [`sys`]: every FFI declaration and `unsafe` block.
+//! * [`sys`]: every FFI declaration and `unsafe` block: LuaJIT's profiler
+//!   API and stacks (`sys`), and in `sys::posix` the tick handler
+//!   (`ticks`) and the tick sources (`sources`).
+//! * [`timer`]: which tick source a session runs on, and why.
 //! * [`profiler`]: the per-sample callback (hot path).
 //! * [`collector`]: the stack table the callback counts into.
-//! * [`timer`]: the precise sampling clock.
 //! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
 //! * [`frames`], [`report`]: frame kinds, function identity, text views.
 //! * `flamegraph`, `speedscope`: SVG and speedscope output (cargo features).
 //! * [`collapsed_table`]: the same text straight from the stack table (stop()).
-//! * [`lua_api`]: the functions and session object Lua sees.
+//! * [`lua_api`]: the functions and session object Lua sees (its options
+//!   in `lua_api::options`), [`lua_views`]: the views' Lua side.
 
 pub mod collapsed;
 pub mod collapsed_table;

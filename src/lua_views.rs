@@ -100,13 +100,8 @@ impl UserData for ProfileData {
         methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
         // Source files named by Lua frames, for building the function map.
         methods.add_method("files", |lua, this, ()| {
-            let mut files: Vec<&str> = this
-                .0
-                .rows
-                .iter()
-                .flat_map(|r| r.stack.iter())
-                .filter_map(|f| crate::frames::file_of(f))
-                .collect();
+            let mut files: Vec<&str> =
+                this.0.rows.iter().flat_map(|r| r.stack.iter()).filter_map(|f| crate::frames::file_of(f)).collect();
             files.sort_unstable();
             files.dedup();
             lua.create_sequence_from(files)
@@ -196,4 +191,3 @@ pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData
     let text = text.to_string_lossy();
     collapsed::parse(&text).map(ProfileData).map_err(|e| err(e.to_string()))
 }
-

@@ -49,7 +49,10 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
         let last = row.stack.len();
         for (i, f) in row.stack.iter().enumerate() {
             let name = if i + 1 == last { format!("{}_[{}]", f, row.dominant_state() as char) } else { f.clone() };
-            stack.push(intern(name, frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first)))));
+            stack.push(intern(
+                name,
+                frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first))),
+            ));
         }
         if row.stack.is_empty() {
             stack.push(intern(format!("<root>_[{}]", row.dominant_state() as char), None));

@@ -136,9 +136,7 @@ impl TickSource {
                     }
                 });
                 match perf {
-                    Ok((cpu, switches)) => {
-                        Ok(source(TickKind::WallTaskClock, Handle::Fds(cpu, switches), None))
-                    }
+                    Ok((cpu, switches)) => Ok(source(TickKind::WallTaskClock, Handle::Fds(cpu, switches), None)),
                     Err(errno) => {
                         let why = format!(
                             "perf events are not available ({}): a wall-clock timer is used, and its signals \

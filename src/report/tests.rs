@@ -1,0 +1,203 @@
+//! Tests of the text views.
+
+use super::*;
+use crate::collapsed;
+use crate::frames::FuncRange;
+
+fn sample_profile() -> Profile {
+    collapsed::parse(
+        "update;physics;main.lua:10;phys.lua:5_[N] 60\n\
+         update;physics;main.lua:10;phys.lua:7_[I] 20\n\
+         render;main.lua:11;draw.lua:3;string.format_[I] 15\n\
+         main.lua:12_[G] 5\n",
+    )
+    .unwrap()
+}
+
+fn funcs() -> FunctionMap {
+    let mut m = FunctionMap::default();
+    m.add_file(
+        "phys.lua",
+        vec![FuncRange { first: 4, last: 9, label: "step (phys.lua:4)".into() }],
+        "(main chunk) phys.lua".into(),
+    );
+    m.add_file(
+        "main.lua",
+        vec![FuncRange { first: 9, last: 13, label: "frame (main.lua:9)".into() }],
+        "(main chunk) main.lua".into(),
+    );
+    m
+}
+
+#[test]
+fn self_and_total_by_function() {
+    let p = sample_profile();
+    let t = aggregate(&p, &funcs(), &ReportOptions::default());
+    assert_eq!(t.samples, 100);
+    assert_eq!(t.entries["step (phys.lua:4)"].self_samples, 80);
+    assert_eq!(t.entries["frame (main.lua:9)"].total_samples, 100);
+    assert_eq!(t.entries["frame (main.lua:9)"].self_samples, 5);
+    assert_eq!(t.entries["string.format"].self_samples, 15);
+    assert_eq!(t.entries["draw.lua:3"].total_samples, 15, "unknown files fall back to lines");
+}
+
+#[test]
+fn zones_by_path_and_component() {
+    let p = sample_profile();
+    let o = ReportOptions { by: Group::Zone, ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["update/physics"].self_samples, 80);
+    assert_eq!(t.entries["update"].total_samples, 80);
+    assert_eq!(t.entries["update"].self_samples, 0);
+    assert_eq!(t.entries["(no zone)"].self_samples, 5);
+    let o = ReportOptions { by: Group::ZoneComponent, ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["physics"].self_samples, 80);
+    assert_eq!(t.entries["update"].total_samples, 80);
+}
+
+#[test]
+fn vm_state_by_function_and_lines_in_function() {
+    let p = sample_profile();
+    let o = ReportOptions { by: Group::VmState, then: Some(Group::Function), ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["Interpreted"].self_samples, 35);
+    assert_eq!(t.entries["Interpreted"].children["step (phys.lua:4)"], 20);
+    assert_eq!(t.entries["Interpreted"].children["string.format"], 15);
+    let o = ReportOptions { by: Group::Function, then: Some(Group::Line), ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    let step = &t.entries["step (phys.lua:4)"];
+    assert_eq!(step.children["phys.lua:5"], 60);
+    assert_eq!(step.children["phys.lua:7"], 20);
+}
+
+#[test]
+fn callers_and_callees() {
+    let p = sample_profile();
+    let o = ReportOptions { by: Group::Function, then: Some(Group::Caller), ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["step (phys.lua:4)"].children["frame (main.lua:9)"], 80);
+    let o = ReportOptions { by: Group::Function, then: Some(Group::Callee), sort: Metric::Total, ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    let f = &t.entries["frame (main.lua:9)"];
+    assert_eq!(f.children["step (phys.lua:4)"], 80);
+    assert_eq!(f.children["draw.lua:3"], 15);
+    assert_eq!(f.children["(self)"], 5);
+}
+
+#[test]
+fn depth_joins_callers() {
+    let p = sample_profile();
+    let o = ReportOptions { by: Group::Line, depth: 2, ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["phys.lua:5 < main.lua:10"].self_samples, 60);
+    let o = ReportOptions { by: Group::Line, depth: -2, ..Default::default() };
+    let t = aggregate(&p, &funcs(), &o);
+    assert_eq!(t.entries["main.lua:10 > phys.lua:5"].self_samples, 60);
+}
+
+#[test]
+fn threshold_hides_small_rows() {
+    let p = sample_profile();
+    let o = ReportOptions { by: Group::Line, min_percent: 10.0, ..Default::default() };
+    let text = render(&p, &funcs(), &o);
+    assert!(text.contains("phys.lua:5"));
+    assert!(text.contains("string.format"));
+    assert!(!text.contains("main.lua:12"), "{}", text);
+}
+
+#[test]
+fn annotates_hot_lines_with_context() {
+    let p = sample_profile();
+    let src: String = (1..=20).map(|i| format!("code{}\n", i)).collect();
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let text = annotate(&p, &o, Annotate::Excerpts(1), &mut |_| Ok(src.clone()));
+    assert!(text.contains("====== phys.lua ======"));
+    assert!(text.contains("  60.0%   60.0% |     5 | code5"), "{}", text);
+    assert!(text.contains("|     4 | code4"));
+    assert!(!text.contains("code15\n"));
+}
+
+#[test]
+fn hot_aborts_rank_by_time_at_location() {
+    let p = sample_profile();
+    let sites = vec![
+        AbortSite {
+            severity: "warn".into(),
+            count: 50,
+            reason: "NYI".into(),
+            location: "draw.lua:3".into(),
+            zone: String::new(),
+        },
+        AbortSite {
+            severity: "blacklist".into(),
+            count: 1,
+            reason: "blacklisted".into(),
+            location: "phys.lua:5".into(),
+            zone: "update/physics".into(),
+        },
+        AbortSite {
+            severity: "warn".into(),
+            count: 9,
+            reason: "cold".into(),
+            location: "cold.lua:1".into(),
+            zone: String::new(),
+        },
+    ];
+    let r = hot_aborts(&p, &funcs(), &sites);
+    assert_eq!(r.iter().map(|h| h.site).collect::<Vec<_>>(), vec![1, 0, 2]);
+    assert_eq!(r[0].line_self, 60);
+    assert_eq!(r[0].func_total, 80);
+    assert_eq!(r[1].line_total, 15);
+    assert_eq!(r[2].line_total, 0);
+    // A loop header with no samples of its own still ranks by its function.
+    let sites = vec![
+        AbortSite { location: "draw.lua:3".into(), count: 50, ..Default::default() },
+        AbortSite { location: "phys.lua:4".into(), count: 1, ..Default::default() },
+    ];
+    let r = hot_aborts(&p, &funcs(), &sites);
+    assert_eq!(r[0].site, 1);
+    assert_eq!((r[0].line_total, r[0].func_total), (0, 80));
+}
+
+/// Two rows of u64::MAX: every sum a view makes saturates (in a debug
+/// build, one that does not panics here).
+#[test]
+fn count_sums_saturate() {
+    const MAX: &str = "18446744073709551615";
+    let p = collapsed::parse(&format!("a.lua:1_[N] {MAX}\nb.lua:2_[N] {MAX}\n")).unwrap();
+    let text = render(&p, &FunctionMap::default(), &ReportOptions::default());
+    assert!(text.starts_with(&format!("# {MAX} samples; by function;")), "{}", text);
+
+    // Both rows through one frame, so per-key sums overflow too.
+    let p = collapsed::parse(&format!("main.lua:10;a.lua:1_[N] {MAX}\nmain.lua:10;b.lua:2_[I] {MAX}\n")).unwrap();
+    let m = funcs();
+    for (by, then, sort) in [
+        (Group::Function, None, Metric::SelfTime),
+        (Group::Line, Some(Group::Caller), Metric::Total),
+        (Group::Module, Some(Group::Callee), Metric::Total),
+        (Group::VmState, Some(Group::Function), Metric::SelfTime),
+        (Group::Zone, Some(Group::Module), Metric::Total),
+    ] {
+        let o = ReportOptions { by, then, sort, raw: true, min_percent: 0.0, ..Default::default() };
+        let t = aggregate(&p, &m, &o);
+        assert_eq!(t.samples, u64::MAX, "{:?}", o);
+        let text = render(&p, &m, &o);
+        assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
+    }
+    let o = ReportOptions { then: Some(Group::Line), sort: Metric::Total, ..Default::default() };
+    let t = aggregate(&p, &m, &o);
+    assert_eq!(t.entries["frame (main.lua:9)"].total_samples, u64::MAX);
+    assert_eq!(t.entries["frame (main.lua:9)"].children["main.lua:10"], u64::MAX);
+
+    let o = ReportOptions { min_percent: 0.0, raw: true, ..Default::default() };
+    let text = annotate(&p, &o, Annotate::Full, &mut |_| Ok("x\n".repeat(10)));
+    assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
+    assert!(text.contains(&format!("{MAX} |    10 | x")), "{}", text);
+
+    let sites = vec![AbortSite { location: "main.lua:10".into(), ..Default::default() }];
+    let r = hot_aborts(&p, &m, &sites);
+    assert_eq!((r[0].line_total, r[0].func_total), (u64::MAX, u64::MAX));
+    let text = render_hot_aborts(&p, &m, &sites, true);
+    assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
+}

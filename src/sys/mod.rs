@@ -1,0 +1,498 @@
+//! Every raw FFI declaration and every `unsafe` block of the crate lives here.
+//!
+//! Above this module the code is safe Rust: the sampler sees a [`VmStack`]
+//! handle for the duration of one callback, a [`ZoneAnchor`] for raw reads of
+//! the `jit.zone` stack, a [`SamplerBox`] that owns the state LuaJIT's
+//! callback writes to, and a handful of POSIX helpers for the precise timer
+//! and the signal mask.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
+
+use mlua::ffi;
+use mlua::Lua;
+
+/// `luaJIT_profile_callback` from `luajit.h`.
+pub type ProfileCallback =
+    unsafe extern "C" fn(data: *mut c_void, l: *mut ffi::lua_State, samples: c_int, vmstate: c_int);
+
+type StartFn = unsafe extern "C" fn(*mut ffi::lua_State, *const c_char, ProfileCallback, *mut c_void);
+type StopFn = unsafe extern "C" fn(*mut ffi::lua_State);
+type DumpstackFn = unsafe extern "C" fn(*mut ffi::lua_State, *const c_char, c_int, *mut usize) -> *const c_char;
+
+/// The three `luaJIT_profile_*` entry points, looked up at run time.
+///
+/// They are resolved with `dlsym` rather than declared as link-time imports so
+/// that the module still loads into a LuaJIT 2.0 host (which has no profiler
+/// API); `profile.sample()` then fails with a clear error instead of `require`
+/// failing with an unresolved symbol.
+#[derive(Clone, Copy)]
+pub struct ProfilerApi {
+    start: StartFn,
+    stop: StopFn,
+    dumpstack: DumpstackFn,
+}
+
+impl ProfilerApi {
+    /// Address of `luaJIT_profile_start`, which locates LuaJIT's object.
+    pub fn start_addr(&self) -> usize {
+        self.start as usize
+    }
+}
+
+fn lookup(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT only reads the process's symbol tables;
+    // `name` is a valid NUL-terminated string.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
+/// The host's profiler API, or `None` when the host LuaJIT has none.
+pub fn profiler_api() -> Option<ProfilerApi> {
+    static API: OnceLock<Option<ProfilerApi>> = OnceLock::new();
+    *API.get_or_init(|| {
+        let start = lookup(c"luaJIT_profile_start");
+        let stop = lookup(c"luaJIT_profile_stop");
+        let dump = lookup(c"luaJIT_profile_dumpstack");
+        if start.is_null() || stop.is_null() || dump.is_null() {
+            return None;
+        }
+        // SAFETY: the symbols come from the LuaJIT that hosts this module and
+        // have the signatures declared in luajit.h, which the types above copy.
+        unsafe {
+            Some(ProfilerApi {
+                start: std::mem::transmute::<*mut c_void, StartFn>(start),
+                stop: std::mem::transmute::<*mut c_void, StopFn>(stop),
+                dumpstack: std::mem::transmute::<*mut c_void, DumpstackFn>(dump),
+            })
+        }
+    })
+}
+
+/// The Lua thread a profiler callback runs on, valid only inside that callback.
+pub struct VmStack {
+    l: *mut ffi::lua_State,
+    dumpstack: DumpstackFn,
+}
+
+impl VmStack {
+    /// Dumps the stack with `fmt` (a NUL-terminated dumpstack format) and
+    /// passes the bytes to `sink` before LuaJIT's buffer can be reused.
+    #[inline]
+    pub fn dump(&self, fmt: &CStr, depth: i32, sink: &mut Vec<u8>) {
+        let mut len: usize = 0;
+        // SAFETY: `l` is the thread LuaJIT handed to the running callback; the
+        // returned buffer is valid for `len` bytes until the next dumpstack call
+        // or profiler stop, and it is copied out before either can happen.
+        unsafe {
+            let p = (self.dumpstack)(self.l, fmt.as_ptr(), depth as c_int, &mut len);
+            if !p.is_null() && len > 0 {
+                sink.extend_from_slice(std::slice::from_raw_parts(p as *const u8, len));
+            }
+        }
+    }
+}
+
+impl VmStack {
+    /// First and last line of the Lua function running at level 0 (the main
+    /// chunk starts at line 0), or None when that frame is not Lua code.
+    #[inline]
+    pub fn leaf_span(&self) -> Option<(i32, i32)> {
+        // SAFETY: `l` is the thread of the running callback; lua_getstack and
+        // lua_getinfo with "S" only fill `ar` (no stack push, no allocation).
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_getinfo(self.l, c"S".as_ptr(), &mut ar) == 0 {
+                return None;
+            }
+            let what = if ar.what.is_null() { 0 } else { *ar.what as u8 };
+            (ar.linedefined >= 0 && (what == b'L' || what == b'm')).then_some((ar.linedefined, ar.lastlinedefined))
+        }
+    }
+
+    /// Moves the function running at level 0 onto `anchor`'s stack, where
+    /// it stays alive; returns its slot. Called once per new call site, so
+    /// the rare stack growth it may cause stays off the common path.
+    pub fn capture_leaf(&self, anchor: &mut FunctionAnchor) -> Option<i32> {
+        if anchor.thread.is_null() || anchor.len >= anchor.capacity {
+            return None;
+        }
+        // SAFETY: `l` is the running callback's thread; lua_getinfo "f"
+        // pushes one value after lua_checkstack made room, and lua_xmove moves
+        // it to the anchored coroutine, whose stack was sized for `capacity`
+        // values at creation; both stacks end as they started but for that.
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_checkstack(self.l, 2) == 0 {
+                return None;
+            }
+            if ffi::lua_getinfo(self.l, c"f".as_ptr(), &mut ar) == 0 {
+                return None;
+            }
+            ffi::lua_xmove(self.l, anchor.thread, 1);
+        }
+        anchor.len += 1;
+        Some(anchor.len)
+    }
+}
+
+/// A registry-anchored coroutine whose stack keeps captured Lua functions
+/// alive until the session ends.
+pub struct FunctionAnchor {
+    thread: *mut ffi::lua_State,
+    thread_ref: c_int,
+    capacity: i32,
+    len: i32,
+}
+
+impl FunctionAnchor {
+    pub fn new(lua: &Lua, capacity: i32) -> mlua::Result<FunctionAnchor> {
+        let mut anchor = FunctionAnchor { thread: std::ptr::null_mut(), thread_ref: 0, capacity: 0, len: 0 };
+        let out = &mut anchor;
+        // SAFETY: exec_raw gives a valid state; the new coroutine is popped
+        // into a registry reference, which keeps it (and its stack) alive.
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                let t = ffi::lua_newthread(l);
+                if ffi::lua_checkstack(t, capacity + 8) != 0 {
+                    out.capacity = capacity;
+                }
+                out.thread_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                out.thread = t;
+            })?;
+        }
+        Ok(anchor)
+    }
+
+    /// A copy of what `FunctionSlots::get` needs, to use outside the
+    /// sampler's borrow (getting a value may run the GC, hence Lua code).
+    pub fn slots(&self) -> FunctionSlots {
+        FunctionSlots { thread: self.thread, len: self.len }
+    }
+
+    /// Releases the coroutine. Must run while the state is open.
+    pub fn release(&mut self, lua: &Lua) {
+        if self.thread.is_null() {
+            return;
+        }
+        let r = self.thread_ref;
+        // SAFETY: the reference was created on this VM's registry.
+        unsafe {
+            let _ = lua.exec_raw::<()>((), |l| ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, r));
+        }
+        self.thread = std::ptr::null_mut();
+    }
+}
+
+/// The captured functions of a [`FunctionAnchor`], readable by slot.
+#[derive(Clone, Copy)]
+pub struct FunctionSlots {
+    thread: *mut ffi::lua_State,
+    len: i32,
+}
+
+impl FunctionSlots {
+    /// The function captured in `slot`, as a Lua value.
+    pub fn get(&self, lua: &Lua, slot: i32) -> mlua::Result<mlua::Value> {
+        if self.thread.is_null() || slot < 1 || slot > self.len {
+            return Ok(mlua::Value::Nil);
+        }
+        let t = self.thread;
+        // SAFETY: `slot` indexes a value on the anchored coroutine's stack;
+        // it is copied there and moved to the calling state, which exec_raw
+        // returns as the result.
+        unsafe {
+            lua.exec_raw::<mlua::Value>((), |l| {
+                ffi::lua_pushvalue(t, slot);
+                ffi::lua_xmove(t, l, 1);
+            })
+        }
+    }
+}
+
+/// A state object handed to LuaJIT as the callback's `data` pointer.
+pub trait SampleSink {
+    fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8);
+}
+
+/// Owns the sampler state that the profiler callback mutates.
+///
+/// The callback runs on the VM's own OS thread, between two bytecodes, and
+/// never while one of our Lua-facing functions is executing Rust code (those
+/// run no Lua). [`SamplerBox::with`] is therefore never re-entered.
+pub struct SamplerBox<T: SampleSink> {
+    ptr: *mut T,
+}
+
+/// The callback data of the running session, or null. LuaJIT can still call
+/// the callback after `luaJIT_profile_stop`: when the stop happens inside a
+/// `__gc` finaliser, the GC restores the hook mask it saved before the
+/// finaliser, re-arming a pending profiler hook, and LuaJIT then calls the
+/// last callback with the last data pointer. The trampoline ignores any call
+/// whose data is not the active box, so a freed box is never touched.
+static ACTIVE_DATA: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+impl<T: SampleSink> SamplerBox<T> {
+    pub fn new(value: T) -> Self {
+        SamplerBox { ptr: Box::into_raw(Box::new(value)) }
+    }
+
+    /// Borrow the state. `f` must not run Lua code (it could re-enter the
+    /// callback); plain Rust work and allocation are fine.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: `ptr` came from Box::into_raw and is freed only in Drop; the
+        // callback and this borrow both run on the VM thread and cannot nest
+        // because `f` runs no Lua (see the type's documentation).
+        unsafe { f(&mut *self.ptr) }
+    }
+
+    /// Installs the profiler with `mode` and this box as callback data.
+    pub fn start(&self, api: &ProfilerApi, lua: &Lua, mode: &CStr) -> mlua::Result<()> {
+        let data = self.ptr as *mut c_void;
+        ACTIVE_DATA.store(data, Ordering::Release);
+        let start = api.start;
+        // SAFETY: exec_raw gives a valid state of this VM; LuaJIT copies the mode
+        // string before returning; `data` stays valid until stop() is called
+        // (Drop of the owning session stops the profiler before freeing it).
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                start(l, mode.as_ptr(), trampoline::<T>, data);
+            })
+        }
+    }
+
+    /// The callback and data words LuaJIT stores for this box once started.
+    pub fn callback_words(&self) -> (usize, usize) {
+        (trampoline::<T> as *const () as usize, self.ptr as usize)
+    }
+
+    /// Makes the trampoline ignore any further call for this box.
+    pub fn deactivate(&self) {
+        let _ = ACTIVE_DATA.compare_exchange(
+            self.ptr as *mut c_void,
+            std::ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Stops LuaJIT's profiler (all sessions of this process).
+    pub fn stop(&self, api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
+        self.deactivate();
+        let stop = api.stop;
+        // SAFETY: a valid state of this VM; stopping an idle profiler is a no-op.
+        unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
+    }
+}
+
+impl<T: SampleSink> Drop for SamplerBox<T> {
+    fn drop(&mut self) {
+        self.deactivate();
+        // SAFETY: created by Box::into_raw in new() and dropped once; owners
+        // stop the profiler before dropping the box.
+        unsafe { drop(Box::from_raw(self.ptr)) }
+    }
+}
+
+unsafe extern "C" fn trampoline<T: SampleSink>(
+    data: *mut c_void,
+    l: *mut ffi::lua_State,
+    samples: c_int,
+    vmstate: c_int,
+) {
+    if data.is_null() || data != ACTIVE_DATA.load(Ordering::Acquire) {
+        return; // a late call for a stopped (maybe freed) session
+    }
+    let Some(api) = profiler_api() else { return };
+    let vm = VmStack { l, dumpstack: api.dumpstack };
+    // SAFETY: `data` is the active SamplerBox pointer (checked above); boxes
+    // deactivate themselves before they are freed.
+    let sink = unsafe { &mut *(data as *mut T) };
+    // A panic must not unwind into LuaJIT's C frames.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sink.on_sample(&vm, samples.max(0) as u32, vmstate as u8)
+    }));
+}
+
+/// Stops LuaJIT's profiler if this VM runs it (a no-op otherwise).
+pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
+    let stop = api.stop;
+    // SAFETY: a valid state of this VM; LuaJIT only stops a profiler that
+    // belongs to the calling VM.
+    unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
+}
+
+/// Asks the kernel to back the spare capacity of `buf` with huge pages when
+/// it is first touched: a large output buffer then takes hundreds of times
+/// fewer page faults. Only a hint; nothing changes if it is refused.
+pub fn advise_huge_pages(buf: &mut Vec<u8>) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = buf.as_mut_ptr() as usize;
+        let end = start + buf.capacity();
+        let aligned = (start + HUGE - 1) & !(HUGE - 1);
+        if end > aligned + HUGE {
+            let len = (end - aligned) & !(HUGE - 1);
+            // SAFETY: the range lies inside the buffer's own allocation and
+            // MADV_HUGEPAGE does not change its contents or mapping rights.
+            unsafe {
+                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = buf;
+}
+
+/// A state pointer of this VM, kept for finalisers that have no `Lua` handle.
+/// mlua keeps the state it hands out alive for the VM's lifetime.
+#[derive(Clone, Copy)]
+pub struct VmHandle(*mut ffi::lua_State);
+
+impl VmHandle {
+    /// The state's address.
+    pub fn addr(&self) -> usize {
+        self.0 as usize
+    }
+
+    pub fn of(lua: &Lua) -> mlua::Result<VmHandle> {
+        let mut out = std::ptr::null_mut();
+        let slot = &mut out;
+        // SAFETY: exec_raw hands a valid state; we only copy the pointer.
+        unsafe { lua.exec_raw::<()>((), |l| *slot = l)? };
+        Ok(VmHandle(out))
+    }
+
+    /// Stops LuaJIT's profiler. Only called from finalisers, which run
+    /// before the VM's memory is released (lua_close runs them first).
+    pub fn stop_profiler(&self, api: &ProfilerApi) {
+        if self.0.is_null() {
+            return;
+        }
+        // SAFETY: the pointer came from a live Lua in VmHandle::of and the VM
+        // is still open (see above); stopping an idle profiler is a no-op.
+        unsafe { (api.stop)(self.0) }
+    }
+}
+
+/// A registry-anchored private coroutine and the `jit.zone` table, read with
+/// raw API calls only: no metamethods, no allocation, no Lua code.
+pub struct ZoneAnchor {
+    thread: *mut ffi::lua_State,
+    thread_ref: c_int,
+    table_ref: c_int,
+    main: *mut ffi::lua_State,
+}
+
+impl ZoneAnchor {
+    /// Anchors `zones` (the zone stack table) and a fresh coroutine.
+    pub fn new(lua: &Lua, zones: &mlua::Table) -> mlua::Result<ZoneAnchor> {
+        let mut anchor =
+            ZoneAnchor { thread: std::ptr::null_mut(), thread_ref: 0, table_ref: 0, main: std::ptr::null_mut() };
+        let out = &mut anchor;
+        // SAFETY: exec_raw pushes `zones` at index 1 of a valid state; we pop
+        // what we push and keep only registry references and the thread pointer,
+        // which stays valid while its registry reference exists.
+        unsafe {
+            lua.exec_raw::<()>(zones, |l| {
+                out.table_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                let t = ffi::lua_newthread(l);
+                ffi::lua_checkstack(t, 8);
+                out.thread_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                out.thread = t;
+                out.main = l;
+            })?;
+        }
+        Ok(anchor)
+    }
+
+    /// Appends the zone path (entries joined by `/`) to `out`; returns the
+    /// number of entries. Non-string entries are written as `?`.
+    #[inline]
+    pub fn read_path(&self, out: &mut Vec<u8>, max_entries: usize) -> usize {
+        let t = self.thread;
+        // SAFETY: `t` is anchored in the registry; the raw reads push at most
+        // two values (room was reserved with lua_checkstack) and the stack is
+        // reset before returning. lua_tolstring is only called on strings, so
+        // it never converts (and never allocates).
+        unsafe {
+            ffi::lua_rawgeti(t, ffi::LUA_REGISTRYINDEX, self.table_ref as ffi::lua_Integer);
+            if ffi::lua_type(t, -1) != ffi::LUA_TTABLE {
+                ffi::lua_settop(t, 0);
+                return 0;
+            }
+            let n = ffi::lua_objlen(t, -1).min(max_entries);
+            for i in 1..=n {
+                if i > 1 {
+                    out.push(b'/');
+                }
+                ffi::lua_rawgeti(t, -1, i as ffi::lua_Integer);
+                if ffi::lua_type(t, -1) == ffi::LUA_TSTRING {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(t, -1, &mut len);
+                    out.extend_from_slice(std::slice::from_raw_parts(p as *const u8, len));
+                } else {
+                    out.push(b'?');
+                }
+                ffi::lua_settop(t, -2);
+            }
+            ffi::lua_settop(t, 0);
+            n
+        }
+    }
+
+    /// Releases the registry references. Must run while the state is open.
+    pub fn release(&mut self, lua: &Lua) {
+        if self.main.is_null() {
+            return;
+        }
+        let (a, b) = (self.table_ref, self.thread_ref);
+        // SAFETY: the references were created on this VM's registry.
+        unsafe {
+            let _ = lua.exec_raw::<()>((), |l| {
+                ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, a);
+                ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, b);
+            });
+        }
+        self.main = std::ptr::null_mut();
+    }
+}
+
+/// Name of the C function at `addr` (from `@0x...` frames), via dladdr.
+pub fn c_symbol_name(addr: usize) -> Option<String> {
+    let mut info: libc::Dl_info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr only reads loader tables; the strings it returns belong to
+    // loaded objects and are copied before returning.
+    unsafe {
+        if libc::dladdr(addr as *const c_void, &mut info) == 0 {
+            return None;
+        }
+        if !info.dli_sname.is_null() && info.dli_saddr as usize == addr {
+            return Some(CStr::from_ptr(info.dli_sname).to_string_lossy().into_owned());
+        }
+        if !info.dli_fname.is_null() {
+            let file = CStr::from_ptr(info.dli_fname).to_string_lossy();
+            let base = file.rsplit('/').next().unwrap_or(&file).to_string();
+            return Some(format!("{}+0x{:x}", base, addr - info.dli_fbase as usize));
+        }
+    }
+    None
+}
+
+pub fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).expect("NUL bytes removed")
+}
+
+#[cfg(test)]
+pub mod alloc_probe;
+
+/// POSIX: clocks, the signal mask, the tick signal and its handler, and
+/// the tick sources.
+#[cfg(target_os = "linux")]
+pub mod posix;
