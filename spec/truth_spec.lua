@@ -44,6 +44,7 @@ describe("samples land where the time goes", function()
         local spread = math.abs(want[name] - again[name])
         local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
         if w.blocking then tol = tol + 0.03 end
+        tol = tol + (w.known_error or 0)
         assert.is_true(math.abs(got[name] - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
           100 * math.abs(got[name] - p), 100 * tol, msg))
       end
