@@ -74,7 +74,10 @@ describe("views of a session", function()
     local a = second[comp]["M.caller_a (" .. FILE .. ":26)"] or 0
     local b = second[comp]["M.caller_b (" .. FILE .. ":27)"] or 0
     assert.is_true(a + b > 300 and a + b <= first[comp].self)
-    assert.is_true(math.abs(a / (a + b) - 0.75) < 0.08, "caller split " .. a .. ":" .. b)
+    -- 3:1 by construction. At function precision a sample in a compiled
+    -- loop is seen at the next function boundary, and where the trace goes
+    -- on from there varies with the JIT's choices run to run: 15 points.
+    assert.is_true(math.abs(a / (a + b) - 0.75) < 0.15, "caller split " .. a .. ":" .. b)
     local _, callees = parse(profile.report(s, { mode = "-s", sort = "total", raw = true, minPercent = 0 }))
     assert.is_true(callees["M.caller_a (" .. FILE .. ":26)"][comp] > 100)
   end)
