@@ -13,11 +13,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use tecs_profile::collapsed;
-use tecs_profile::collapsed_table;
-use tecs_profile::collector::{Key, StackTable};
-use tecs_profile::profile_data::{FrameNamer, Profile};
-use tecs_profile::profiler::FRAME_SEP;
+use tecs_profile::output::collapsed_table;
+use tecs_profile::profile::collapsed;
+use tecs_profile::profile::{FrameNamer, Profile};
+use tecs_profile::record::sampler::FRAME_SEP;
+use tecs_profile::record::stack_table::{Key, StackTable};
 
 struct Counting;
 

@@ -4,34 +4,30 @@
 //! under `lua/tecs/` wraps it in the session API (`profile.sample`,
 //! `profile.trace`).
 //!
+//! The layout follows the data:
+//!
 //! * [`sys`]: every FFI declaration and `unsafe` block: LuaJIT's profiler
-//!   API and stacks (`sys`), and in `sys::posix` the tick handler
-//!   (`ticks`) and the tick sources (`sources`).
-//! * [`timer`]: which tick source a session runs on, and why.
-//! * [`profiler`]: the per-sample callback (hot path).
-//! * [`collector`]: the stack table the callback counts into.
-//! * [`profile_data`], [`collapsed`]: the finished profile and its text form.
-//! * [`frames`], [`report`]: frame kinds, function identity, text views.
-//! * `flamegraph`, `speedscope`: SVG and speedscope output (cargo features).
-//! * [`collapsed_table`]: the same text straight from the stack table (stop()).
-//! * [`lua_api`]: the functions and session object Lua sees (its options
-//!   in `lua_api::options`), [`lua_views`]: the views' Lua side.
+//!   API and stacks, and in `sys::posix` the tick handler (`ticks`) and the
+//!   tick sources (`sources`).
+//! * [`record`]: what runs while a session records: which tick source a
+//!   session runs on (`tick_source`), the per-sample callback (`sampler`,
+//!   the hot path) and the stack table it counts into (`stack_table`).
+//! * [`profile`]: the finished profile, its frames (`frames`: kinds and
+//!   function identity) and its collapsed-text reader (`collapsed`).
+//! * [`output`]: the file formats written from a profile: collapsed text
+//!   straight from the stack table (`collapsed_table`), and the SVG
+//!   flamegraph and speedscope JSON (cargo features).
+//! * [`views`]: the text views (top, tree, annotate, hot aborts).
+//! * [`lua_api`]: the mlua bindings: the functions and session object Lua
+//!   sees, their options (`lua_api::options`) and the views' Lua side
+//!   (`lua_api::views`).
 
-pub mod collapsed;
-pub mod collapsed_table;
-pub mod collector;
-#[cfg(feature = "flamegraph")]
-pub mod flamegraph;
-pub mod frames;
 pub mod lua_api;
-pub mod lua_views;
-pub mod profile_data;
-pub mod profiler;
-pub mod report;
-#[cfg(feature = "speedscope")]
-pub mod speedscope;
+pub mod output;
+pub mod profile;
+pub mod record;
 pub mod sys;
-pub mod timer;
+pub mod views;
 
 #[cfg(feature = "module")]
 #[mlua::lua_module(name = "tecs_profile_native")]

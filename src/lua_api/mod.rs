@@ -8,14 +8,15 @@ use std::time::Instant;
 
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
-use crate::collapsed;
-use crate::profile_data::{FrameNamer, Profile};
-use crate::profiler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::profile::collapsed;
+use crate::profile::{FrameNamer, Profile};
+use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::record::tick_source::{ClockKind, TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, ProfilerApi, SamplerBox, VmHandle, ZoneAnchor};
-use crate::timer::{ClockKind, TickKind, TickSource};
 use std::collections::{HashMap, HashSet};
 
 mod options;
+pub mod views;
 
 pub use options::{check_start_options, START_OPTIONS};
 use options::{describe, read_options, StartOptions};
@@ -377,7 +378,7 @@ impl NativeSession {
     }
 
     /// Runs `f` on the stack table with the call-site correction applied.
-    fn with_table<R>(&self, f: impl FnOnce(&crate::collector::StackTable) -> R) -> R {
+    fn with_table<R>(&self, f: impl FnOnce(&crate::record::stack_table::StackTable) -> R) -> R {
         self.sampler.with(|s| {
             if self.call_site_lines.is_empty() {
                 f(&s.table)
@@ -391,7 +392,7 @@ impl NativeSession {
     /// bytes as `collapsed::write(&self.profile())`, less time and memory).
     fn collapsed_text(&self) -> String {
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
-        self.with_table(|t| crate::collapsed_table::write(t, &mut namer))
+        self.with_table(|t| crate::output::collapsed_table::write(t, &mut namer))
     }
 
     fn profile(&self) -> Profile {
@@ -480,7 +481,7 @@ impl UserData for NativeSession {
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            Ok(crate::lua_views::ProfileData(this.profile()))
+            Ok(crate::lua_api::views::ProfileData(this.profile()))
         });
     }
 }
@@ -546,7 +547,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
         raising(lua, "tecs.profile.native.parse_collapsed", lua.create_function(parse_collapsed)?)?,
     )?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
-    t.set("parse_profile", lua.create_function(crate::lua_views::parse_profile)?)?;
+    t.set("parse_profile", lua.create_function(crate::lua_api::views::parse_profile)?)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)
 }

@@ -4,8 +4,8 @@
 use mlua::{Table, Value};
 
 use super::DEFAULT_MAX_STACKS;
-use crate::profiler::Precision;
-use crate::timer::ClockKind;
+use crate::record::sampler::Precision;
+use crate::record::tick_source::ClockKind;
 
 /// Options as the shim passes them (already validated there).
 pub(super) struct StartOptions {

@@ -7,10 +7,10 @@
 
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
-use crate::collapsed;
-use crate::frames::{FuncRange, FunctionMap};
-use crate::profile_data::Profile;
-use crate::report::{self, AbortSite, Annotate, Group, Metric, ReportOptions};
+use crate::profile::collapsed;
+use crate::profile::frames::{FuncRange, FunctionMap};
+use crate::profile::Profile;
+use crate::views::{self, AbortSite, Annotate, Group, Metric, ReportOptions};
 
 pub struct ProfileData(pub Profile);
 
@@ -100,8 +100,13 @@ impl UserData for ProfileData {
         methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
         // Source files named by Lua frames, for building the function map.
         methods.add_method("files", |lua, this, ()| {
-            let mut files: Vec<&str> =
-                this.0.rows.iter().flat_map(|r| r.stack.iter()).filter_map(|f| crate::frames::file_of(f)).collect();
+            let mut files: Vec<&str> = this
+                .0
+                .rows
+                .iter()
+                .flat_map(|r| r.stack.iter())
+                .filter_map(|f| crate::profile::frames::file_of(f))
+                .collect();
             files.sort_unstable();
             files.dedup();
             lua.create_sequence_from(files)
@@ -109,7 +114,7 @@ impl UserData for ProfileData {
         methods.add_method("report", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
             let o = read_report_options(opts)?;
             let m = read_funcmap(funcs)?;
-            lua.create_string(report::render(&this.0, &m, &o))
+            lua.create_string(views::render(&this.0, &m, &o))
         });
         methods.add_method("hotAborts", |lua, this, (sites, opts, funcs): (Table, Option<Table>, Option<Table>)| {
             let sites = read_sites(sites)?;
@@ -118,8 +123,8 @@ impl UserData for ProfileData {
                 None => false,
             };
             let m = read_funcmap(funcs)?;
-            let text = report::render_hot_aborts(&this.0, &m, &sites, raw);
-            let ranked = report::hot_aborts(&this.0, &m, &sites);
+            let text = views::render_hot_aborts(&this.0, &m, &sites, raw);
+            let ranked = views::hot_aborts(&this.0, &m, &sites);
             let list = lua.create_table()?;
             for (i, h) in ranked.iter().enumerate() {
                 let r = lua.create_table()?;
@@ -150,7 +155,7 @@ impl UserData for ProfileData {
 
 #[cfg(feature = "flamegraph")]
 fn flamegraph(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
-    let mut o = crate::flamegraph::FlameOptions::default();
+    let mut o = crate::output::flamegraph::FlameOptions::default();
     if let Some(t) = opts {
         if let Some(s) = t.get::<Option<String>>("title")? {
             o.title = s;
@@ -160,7 +165,7 @@ fn flamegraph(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value
         }
         o.inverted = t.get::<Option<bool>>("inverted")?.unwrap_or(false);
     }
-    let svg = crate::flamegraph::render(p, &o).map_err(err)?;
+    let svg = crate::output::flamegraph::render(p, &o).map_err(err)?;
     Ok(Value::String(lua.create_string(svg)?))
 }
 
@@ -171,14 +176,14 @@ fn flamegraph(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
 
 #[cfg(feature = "speedscope")]
 fn speedscope(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
-    let mut o = crate::speedscope::SpeedscopeOptions { name: "tecs-profile".into(), interval_ms: None };
+    let mut o = crate::output::speedscope::SpeedscopeOptions { name: "tecs-profile".into(), interval_ms: None };
     if let Some(t) = opts {
         if let Some(s) = t.get::<Option<String>>("name")? {
             o.name = s;
         }
         o.interval_ms = t.get::<Option<f64>>("intervalMs")?;
     }
-    Ok(Value::String(lua.create_string(crate::speedscope::render(p, &o))?))
+    Ok(Value::String(lua.create_string(crate::output::speedscope::render(p, &o))?))
 }
 
 #[cfg(not(feature = "speedscope"))]

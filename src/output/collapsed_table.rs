@@ -1,7 +1,7 @@
 //! Collapsed text straight from the stack table: what `stop()` returns.
 //!
-//! The result is byte for byte what [`crate::collapsed::write`] makes from
-//! [`crate::profile_data::Profile::from_table`], without building a `String`
+//! The result is byte for byte what [`crate::profile::collapsed::write`] makes from
+//! [`crate::profile::Profile::from_table`], without building a `String`
 //! per frame. Most keys are already in their final form: frames that are
 //! valid UTF-8, free of `;` and control characters, and need no naming
 //! (not a builtin, not a C address). Those rows point at the table's own
@@ -14,9 +14,9 @@ use std::cmp::Ordering;
 
 use hashbrown::HashTable;
 
-use crate::collector::{Key, StackTable, VM_STATES};
-use crate::profile_data::{add_counts, sanitize, sum_counts, FrameNamer, OVERFLOW_FRAME};
-use crate::profiler::FRAME_SEP;
+use crate::profile::{add_counts, sanitize, sum_counts, FrameNamer, OVERFLOW_FRAME};
+use crate::record::sampler::FRAME_SEP;
+use crate::record::stack_table::{Key, StackTable, VM_STATES};
 
 /// One output line: a key in the table or in the side buffer, with cached
 /// prefixes of its zone path and stack so that most comparisons in the sort
@@ -440,8 +440,8 @@ pub fn write(table: &StackTable, namer: &mut FrameNamer) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collapsed;
-    use crate::profile_data::Profile;
+    use crate::profile::collapsed;
+    use crate::profile::Profile;
 
     fn key(path: &[u8], frames: &[&[u8]]) -> Vec<u8> {
         let mut k = Vec::new();

@@ -216,7 +216,7 @@ impl StackTable {
         for (key, e) in self.iter() {
             let stack = Key::stack(key);
             let leaf_at = key.len() - stack.len()
-                + memchr::memrchr(crate::profiler::FRAME_SEP, stack).map(|i| i + 1).unwrap_or(0);
+                + memchr::memrchr(crate::record::sampler::FRAME_SEP, stack).map(|i| i + 1).unwrap_or(0);
             for (state, &n) in e.counts.iter().enumerate() {
                 if n == 0 {
                     continue;

@@ -7,7 +7,7 @@
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::collector::{state_index, Key, StackTable};
+use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
 use std::collections::HashMap;
 

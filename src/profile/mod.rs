@@ -2,10 +2,13 @@
 //! frames already named and sanitised. Every output format and view is built
 //! from this one structure.
 
+pub mod collapsed;
+pub mod frames;
+
 use std::collections::HashMap;
 
-use crate::collector::{Key, StackTable, VM_STATES};
-use crate::profiler::FRAME_SEP;
+use crate::record::sampler::FRAME_SEP;
+use crate::record::stack_table::{Key, StackTable, VM_STATES};
 
 /// Frame name given to samples that arrived once the stack table was full.
 pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
@@ -216,7 +219,7 @@ mod tests {
     #[test]
     fn totals_saturate_instead_of_overflowing() {
         // Found by the collapsed_parse fuzz target: two rows of u64::MAX.
-        let p = crate::collapsed::parse("a 18446744073709551615\nb 18446744073709551615\n").unwrap();
+        let p = crate::profile::collapsed::parse("a 18446744073709551615\nb 18446744073709551615\n").unwrap();
         assert_eq!(p.total(), u64::MAX);
         // Rows that merge add their counts state by state, saturating too.
         let m = p.map_frames(|_| "same.lua:1".to_string());

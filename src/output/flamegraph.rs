@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use inferno::flamegraph::color::{BasicPalette, Color, PaletteMap};
 use inferno::flamegraph::{self as fg, Palette};
 
-use crate::collapsed;
-use crate::collector::state_index;
-use crate::profile_data::{Profile, Row};
+use crate::profile::collapsed;
+use crate::profile::{Profile, Row};
+use crate::record::stack_table::state_index;
 
 pub const ZONE_COLOR: Color = Color { r: 0x6c, g: 0xcf, b: 0xd6 };
 
@@ -52,7 +52,7 @@ const LEGEND: &str =
 /// The collapsed text inferno reads. Inferno adds the counts up in a plain
 /// u64; when they overflow one, each row (in profile order) keeps only what
 /// is left below `u64::MAX`, so the graph's total saturates the way every
-/// other view's does (see `profile_data::sum_counts`).
+/// other view's does (see `profile::sum_counts`).
 fn inferno_input(profile: &Profile) -> String {
     if profile.rows.iter().try_fold(0u64, |a, r| a.checked_add(r.total())).is_some() {
         return collapsed::write(profile);

@@ -2,8 +2,8 @@
 //! root first, one space, an integer count. The leaf frame carries `_[X]`,
 //! the dominant VM state. Also the strict reader used by reports.
 
-use crate::collector::VM_STATES;
-use crate::profile_data::{Profile, Row};
+use crate::profile::{Profile, Row};
+use crate::record::stack_table::VM_STATES;
 
 /// Renders a profile as collapsed text (rows in the profile's order).
 pub fn write(profile: &Profile) -> String {
@@ -150,7 +150,7 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
         let stack = parts.split_off(nz);
         let stack = if stack.len() == 1 && stack[0] == "<root>" { Vec::new() } else { stack };
         let mut counts = [0u64; 5];
-        counts[crate::collector::state_index(state)] = count;
+        counts[crate::record::stack_table::state_index(state)] = count;
         rows.push(Row { zones: parts, stack, counts });
     }
     Ok(Profile { rows })

@@ -13,9 +13,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::collector::VM_STATES;
-use crate::frames::{self, FunctionMap};
-use crate::profile_data::{sum_counts, Profile, Row};
+use crate::profile::frames::{self, FunctionMap};
+use crate::profile::{sum_counts, Profile, Row};
+use crate::record::stack_table::VM_STATES;
 
 mod annotate;
 mod hot_aborts;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::frames;
-use crate::profile_data::Profile;
+use crate::profile::frames;
+use crate::profile::Profile;
 
 pub const SCHEMA_URL: &str = "https://www.speedscope.app/file-format-schema.json";
 
@@ -85,7 +85,7 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collapsed;
+    use crate::profile::collapsed;
 
     #[test]
     fn writes_a_sampled_profile() {

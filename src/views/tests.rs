@@ -1,8 +1,8 @@
 //! Tests of the text views.
 
 use super::*;
-use crate::collapsed;
-use crate::frames::FuncRange;
+use crate::profile::collapsed;
+use crate::profile::frames::FuncRange;
 
 fn sample_profile() -> Profile {
     collapsed::parse(

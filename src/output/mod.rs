@@ -1,0 +1,7 @@
+//! File formats written from a finished profile.
+
+pub mod collapsed_table;
+#[cfg(feature = "flamegraph")]
+pub mod flamegraph;
+#[cfg(feature = "speedscope")]
+pub mod speedscope;

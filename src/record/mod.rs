@@ -1,0 +1,7 @@
+//! What runs while a session records: the tick source that decides when a
+//! sample is taken, the callback LuaJIT calls with each sample, and the
+//! stack table it counts into.
+
+pub mod sampler;
+pub mod stack_table;
+pub mod tick_source;
