@@ -3,5 +3,6 @@
 pub mod collapsed_table;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
+pub mod pprof;
 #[cfg(feature = "speedscope")]
 pub mod speedscope;
