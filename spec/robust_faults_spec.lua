@@ -101,8 +101,10 @@ describe("faults in the profiled program", function()
       local rows = finish(s)
       local longest = 0
       for _, r in ipairs(rows) do if #r.frames > longest then longest = #r.frames end end
-      assert.is_true(longest >= depth, "stacks are cut at the requested depth: " .. longest)
-      assert.is_true(longest <= depth + 1, "never longer than the requested depth: " .. longest)
+      assert.equal(depth + 1, longest, "the requested depth under a [truncated stack] root")
+      for _, r in ipairs(rows) do
+        if #r.frames == depth + 1 then assert.equal("[truncated stack]", r.frames[1], r.line) end
+      end
     end
   end)
 

@@ -185,6 +185,38 @@ describe("profile.sample", function()
     for i = 2, #rows do assert.is_true(rows[i - 1].count >= rows[i].count) end
   end)
 
+  it("marks a stack cut at stackDepth with a [truncated stack] root frame", function()
+    -- 40 nested calls under a depth of 8: every sample inside is cut and
+    -- keeps the innermost 8 frames; a call 2 deep is never cut. Both run in
+    -- a coroutine, whose stack starts empty (the runner's frames are not
+    -- part of it).
+    local function nest(n) if n == 0 then return busy(20000) end return nest(n - 1) + 1 end
+    local function burn_in_coroutine(seconds, depth)
+      coroutine.wrap(function() cpu.burn(seconds, function() nest(depth) end) end)()
+    end
+    local s = profile.sample({ stackDepth = 8 })
+    burn_in_coroutine(0.4, 40)
+    local rows = collapsed.parse(s:stop())
+    local cut, whole = 0, 0
+    for _, r in ipairs(rows) do
+      if r.frames[1] == "[truncated stack]" then
+        cut = cut + r.count
+        assert.equal(9, #r.frames, r.line)
+        for i = 2, #r.frames do assert.is_nil(r.frames[i]:find("truncated", 1, true), r.line) end
+      else
+        whole = whole + r.count
+        assert.is_true(#r.frames <= 8, r.line)
+      end
+    end
+    assert.is_true(cut > 200, "cut samples: " .. cut .. ", whole: " .. whole)
+
+    s = profile.sample({ stackDepth = 8 })
+    burn_in_coroutine(0.2, 2)
+    local text = s:stop()
+    assert.is_nil(text:find("[truncated stack]", 1, true), text)
+    assert.is_true(#collapsed.parse(text) > 0)
+  end)
+
   it("names builtins from jit.vmdef", function()
     -- A builtin shows on the stack while it calls back into Lua.
     local s = profile.sample({ stackDepth = 4 })

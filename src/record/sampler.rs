@@ -15,6 +15,10 @@ use std::collections::HashMap;
 /// rather than `;`, so that `;` inside chunk names cannot split a frame.
 pub const FRAME_SEP: u8 = 0x1f;
 
+/// Root frame of a stack cut at the depth limit: the frames above it are
+/// the innermost `depth` ones, and what called them is not known.
+pub const TRUNCATED_FRAME: &[u8] = b"[truncated stack]";
+
 /// Upper bound on zone entries read per sample (a runaway push loop must not
 /// make every sample slower without bound).
 const MAX_ZONE_ENTRIES: usize = 64;
@@ -159,7 +163,9 @@ impl SampleSink for Sampler {
         #[cfg(feature = "bench-timing")]
         let dump_started = std::time::Instant::now();
         let stack_start = key.len();
-        vm.dump(&self.fmt, -self.depth, key);
+        // One frame more than kept: its presence says the stack was cut.
+        vm.dump(&self.fmt, -(self.depth + 1), key);
+        mark_truncated(key, stack_start, self.depth);
         let leaf = leaf_start(key, stack_start);
         if vmstate != b'I' && self.precision == Precision::Function {
             if let Some((first, last)) = vm.leaf_span() {
@@ -200,6 +206,29 @@ fn leaf_start(key: &[u8], stack_start: usize) -> usize {
     }
 }
 
+/// If the stack part of `key` (from `stack_start`, caller first) has more
+/// than `depth` frames, replaces the outermost one with `TRUNCATED_FRAME`.
+/// Works in place: no allocation while the key fits its capacity.
+#[inline]
+fn mark_truncated(key: &mut Vec<u8>, stack_start: usize, depth: i32) {
+    let frames = memchr::memchr_iter(FRAME_SEP, &key[stack_start..]).count() + 1;
+    if key.len() == stack_start || frames <= depth.max(1) as usize {
+        return;
+    }
+    let Some(sep) = memchr::memchr(FRAME_SEP, &key[stack_start..]) else { return };
+    let cut = stack_start + sep; // the outermost frame is key[stack_start..cut]
+    let (old, new) = (cut - stack_start, TRUNCATED_FRAME.len());
+    let len = key.len();
+    if new > old {
+        key.resize(len + (new - old), 0);
+        key.copy_within(cut..len, cut + (new - old));
+    } else {
+        key.copy_within(cut..len, cut - (old - new));
+        key.truncate(len - (old - new));
+    }
+    key[stack_start..stack_start + new].copy_from_slice(TRUNCATED_FRAME);
+}
+
 /// Rewrites a `file:line` leaf starting at `leaf` as `file:first-last`.
 #[inline]
 fn replace_line_with_span(key: &mut Vec<u8>, leaf: usize, first: i32, last: i32) {
@@ -232,7 +261,29 @@ fn push_int(out: &mut Vec<u8>, n: i32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{leaf_start, replace_line_with_span, Sampler, FRAME_SEP};
+    use super::{leaf_start, mark_truncated, replace_line_with_span, Sampler, FRAME_SEP, TRUNCATED_FRAME};
+
+    fn stack(frames: &[&str]) -> Vec<u8> {
+        frames.join("\x1f").into_bytes()
+    }
+
+    #[test]
+    fn a_stack_over_the_depth_gets_a_truncated_root() {
+        for outer in ["a.lua:1", "a_much_longer_chunk_name_than_the_marker.lua:100"] {
+            let mut key = b"zone\0".to_vec();
+            key.extend(stack(&[outer, "b.lua:2", "c.lua:3"]));
+            mark_truncated(&mut key, 5, 2);
+            let mut want = b"zone\0".to_vec();
+            want.extend(stack(&[std::str::from_utf8(TRUNCATED_FRAME).unwrap(), "b.lua:2", "c.lua:3"]));
+            assert_eq!(key, want);
+        }
+        let mut whole = stack(&["a.lua:1", "b.lua:2"]);
+        mark_truncated(&mut whole, 0, 2);
+        assert_eq!(whole, stack(&["a.lua:1", "b.lua:2"]), "a stack of exactly the depth is whole");
+        let mut empty = Vec::new();
+        mark_truncated(&mut empty, 0, 1);
+        assert!(empty.is_empty());
+    }
 
     #[test]
     fn leaf_line_becomes_function_span() {
