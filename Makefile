@@ -36,7 +36,8 @@ all: build
 build: $(BUILD_SO)
 
 $(NATIVE_SO): $(RUST_FILES)
-	$(CARGO) build --release --locked 2>/dev/null || $(CARGO) build --release
+	@echo "building the native module (cargo, about a minute on a first build)"
+	$(CARGO) build --release --locked || $(CARGO) build --release
 
 # Copied beside the target and renamed into place: a process that has the
 # old module loaded keeps its mapping instead of seeing the file change.
