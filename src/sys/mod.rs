@@ -459,6 +459,25 @@ impl ZoneAnchor {
     }
 }
 
+/// The address of the C code behind a Lua C function: what LuaJIT's stack
+/// dump prints as `@0x...` for it. None for Lua functions and builtins.
+pub fn c_function_address(lua: &Lua, f: &mlua::Function) -> mlua::Result<Option<usize>> {
+    let mut out: usize = 0;
+    let slot = &mut out;
+    // SAFETY: exec_raw pushes `f` at index 1 of a valid state;
+    // lua_tocfunction only reads the function object (NULL unless it is a
+    // C function) and we copy the pointer out.
+    unsafe {
+        lua.exec_raw::<()>(f, |l| {
+            if let Some(cf) = ffi::lua_tocfunction(l, 1) {
+                *slot = cf as usize;
+            }
+            ffi::lua_settop(l, 0);
+        })?;
+    }
+    Ok((out != 0).then_some(out))
+}
+
 /// Name of the C function at `addr` (from `@0x...` frames), via dladdr.
 pub fn c_symbol_name(addr: usize) -> Option<String> {
     let mut info: libc::Dl_info = libc::Dl_info {

@@ -1,0 +1,90 @@
+--- C functions of loaded modules, by the Lua path that reaches them.
+--
+-- A sample inside a C function (not a builtin) shows in LuaJIT's stack dump
+-- as the address of the function. `love.graphics.present` or `lfs.attributes`
+-- is what a user wants to read there: this module walks the loaded modules
+-- (`package.loaded`) and the globals, a few tables deep, and lists every C
+-- function it meets with the first path that reaches it. The native side
+-- turns each function into its address once per session.
+--
+-- The walk reads tables with `next` and `rawget` only (no metamethod runs),
+-- skips builtins (named by `jit.vmdef` already) and stops after a bounded
+-- number of entries, so a huge table cannot make it slow.
+-- @module tecs.profile.cfuncs
+
+local M = {}
+
+--- How deep below a module table the walk goes (`love` -> `graphics` ->
+-- `present` is depth 2).
+M.MAX_DEPTH = 3
+--- Table entries read at most, over the whole walk.
+M.MAX_ENTRIES = 50000
+
+local IDENTIFIER = "^[%a_][%w_]*$"
+
+local function is_c_function(f)
+  if type(f) ~= "function" then return false end
+  -- Builtins print as "function: builtin#N" and have their own names.
+  if tostring(f):find("builtin#", 1, true) then return false end
+  local ok, info = pcall(debug.getinfo, f, "S")
+  return ok and info ~= nil and info.what == "C"
+end
+
+--- Lists the C functions reachable from `package.loaded` and `_G`.
+-- @treturn table an array of `{ path, fn }`, shortest paths first, then by
+--   path; a function reachable by several paths is listed once, under the
+--   first of them
+function M.collect()
+  local found, seen_fn, seen_table = {}, {}, {}
+  local budget = M.MAX_ENTRIES
+  -- Breadth first, so that a function is named by its shortest path.
+  local queue, head = {}, 1
+  local roots = {}
+  for name, value in next, package.loaded do
+    -- `_G` is walked last under no prefix, not as `_G.`.
+    if type(name) == "string" and type(value) == "table" and value ~= _G then roots[#roots + 1] = name end
+  end
+  table.sort(roots)
+  for _, name in ipairs(roots) do
+    queue[#queue + 1] = { path = name, t = rawget(package.loaded, name), depth = 0 }
+  end
+  queue[#queue + 1] = { path = nil, t = _G, depth = 0 }
+  while queue[head] and budget > 0 do
+    local item = queue[head]
+    head = head + 1
+    if not seen_table[item.t] then
+      seen_table[item.t] = true
+      local keys = {}
+      for k in next, item.t do
+        budget = budget - 1
+        if budget <= 0 then break end
+        if type(k) == "string" and k:find(IDENTIFIER) then keys[#keys + 1] = k end
+      end
+      table.sort(keys)
+      for _, k in ipairs(keys) do
+        local v = rawget(item.t, k)
+        local path = item.path and (item.path .. "." .. k) or k
+        if is_c_function(v) then
+          if not seen_fn[v] then
+            seen_fn[v] = true
+            found[#found + 1] = { path, v, depth = item.depth }
+          end
+        elseif type(v) == "table" and item.depth < M.MAX_DEPTH and not seen_table[v] then
+          queue[#queue + 1] = { path = path, t = v, depth = item.depth + 1 }
+        end
+      end
+    end
+  end
+  for i, entry in ipairs(found) do
+    entry.order = i
+  end
+  table.sort(found, function(a, b)
+    if a.depth ~= b.depth then return a.depth < b.depth end
+    return a.order < b.order
+  end)
+  local list = {}
+  for i, entry in ipairs(found) do list[i] = { entry[1], entry[2] } end
+  return list
+end
+
+return M
