@@ -10,6 +10,8 @@ have_cmd busted      || need+=(lua-busted)
 have_cmd luarocks    || need+=(luarocks)
 have_cmd pkg-config  || need+=(pkg-config)
 have_cmd cc          || need+=(gcc)
+# `go tool pprof` reads the pprof files back in the format tests.
+have_cmd go          || need+=(golang-go)
 if [ ${#need[@]} -gt 0 ]; then
   if ! have_cmd apt-get; then
     echo "missing: ${need[*]} (install them with your package manager)" >&2
