@@ -48,7 +48,7 @@ pub enum Check {
 
 /// An option's value when the caller gives none.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Default {
+pub enum DefaultValue {
     None,
     Number(f64),
     Boolean(bool),
@@ -60,10 +60,10 @@ pub enum Default {
 pub struct Declared {
     pub name: &'static str,
     pub check: Check,
-    pub default: Default,
+    pub default: DefaultValue,
 }
 
-const fn opt(name: &'static str, check: Check, default: Default) -> Declared {
+const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
     Declared { name, check, default }
 }
 
@@ -72,23 +72,23 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
     opt(
         "intervalMs",
         Check::Number { lo: 0.1, hi: 60_000.0, expected: "a number of milliseconds from 0.1 to 60000" },
-        Default::Number(1.0),
+        DefaultValue::Number(1.0),
     ),
-    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), Default::None),
+    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), DefaultValue::None),
     opt(
         "stackDepth",
         Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
-        Default::Number(16.0),
+        DefaultValue::Number(16.0),
     ),
-    opt("clock", Check::OneOf(&["cpu", "wall"]), Default::Text("cpu")),
-    opt("precision", Check::OneOf(&["function", "line"]), Default::Text("function")),
+    opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
+    opt("precision", Check::OneOf(&["function", "line"]), DefaultValue::Text("function")),
     opt(
         "maxStacks",
         Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
-        Default::Number(DEFAULT_MAX_STACKS as f64),
+        DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
     ),
-    opt("resolveC", Check::Boolean, Default::Boolean(true)),
-    opt("format", Check::OneOf(FORMATS), Default::Text("auto")),
+    opt("resolveC", Check::Boolean, DefaultValue::Boolean(true)),
+    opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto")),
 ];
 
 /// Lua's type name of a value.
@@ -270,10 +270,10 @@ pub fn setting(decls: &[Declared], opts: Option<&Table>, name: &str) -> Setting 
         Value::Boolean(b) => Setting::Boolean(b),
         Value::String(s) => Setting::Text(s.to_string_lossy()),
         _ => match decls.iter().find(|d| d.name == name).map(|d| d.default) {
-            Some(Default::Number(n)) => Setting::Number(n),
-            Some(Default::Boolean(b)) => Setting::Boolean(b),
-            Some(Default::Text(s)) => Setting::Text(s.into()),
-            Some(Default::None) | None => Setting::Absent,
+            Some(DefaultValue::Number(n)) => Setting::Number(n),
+            Some(DefaultValue::Boolean(b)) => Setting::Boolean(b),
+            Some(DefaultValue::Text(s)) => Setting::Text(s.into()),
+            Some(DefaultValue::None) | None => Setting::Absent,
         },
     }
 }

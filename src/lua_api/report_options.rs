@@ -6,10 +6,10 @@
 
 use mlua::Table;
 
-use super::options::{check_table, setting, Check, Declared, Default, Setting};
+use super::options::{check_table, setting, Check, Declared, DefaultValue, Setting};
 use crate::views::{Annotate, Group, Metric, ReportOptions};
 
-const fn opt(name: &'static str, check: Check, default: Default) -> Declared {
+const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
     Declared { name, check, default }
 }
 
@@ -24,51 +24,57 @@ const FRAMES: Check = Check::OneOf(&["line", "function"]);
 
 /// `profile.report`.
 pub const REPORT_OPTIONS: &[Declared] = &[
-    opt("by", Check::OneOf(GROUPS), Default::Text("function")),
-    opt("then", Check::OneOf(THEN_GROUPS), Default::None),
-    opt("sort", Check::OneOf(&["self", "total"]), Default::Text("self")),
+    opt("by", Check::OneOf(GROUPS), DefaultValue::Text("function")),
+    opt("then", Check::OneOf(THEN_GROUPS), DefaultValue::None),
+    opt("sort", Check::OneOf(&["self", "total"]), DefaultValue::Text("self")),
     opt(
         "minPercent",
         Check::Number { lo: 0.0, hi: 100.0, expected: "a percentage from 0 to 100" },
-        Default::Number(3.0),
+        DefaultValue::Number(3.0),
     ),
     opt(
         "depth",
         Check::NonZeroInteger { lo: -100.0, hi: 100.0, expected: "a non-zero integer from -100 to 100" },
-        Default::Number(1.0),
+        DefaultValue::Number(1.0),
     ),
-    opt("raw", Check::Boolean, Default::Boolean(false)),
-    opt("limit", Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" }, Default::None),
-    opt("annotate", Check::OneOf(&["hot", "full"]), Default::None),
-    opt("context", Check::Integer { lo: 0.0, hi: 1000.0, expected: "an integer from 0 to 1000" }, Default::Number(3.0)),
-    opt("zone", ZONE, Default::None),
-    opt("functions", Check::Boolean, Default::Boolean(true)),
-    opt("mode", Check::Text("a -jp style mode string such as \"vf\" or \"3si\""), Default::None),
+    opt("raw", Check::Boolean, DefaultValue::Boolean(false)),
+    opt("limit", Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" }, DefaultValue::None),
+    opt("annotate", Check::OneOf(&["hot", "full"]), DefaultValue::None),
+    opt(
+        "context",
+        Check::Integer { lo: 0.0, hi: 1000.0, expected: "an integer from 0 to 1000" },
+        DefaultValue::Number(3.0),
+    ),
+    opt("zone", ZONE, DefaultValue::None),
+    opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
+    opt("mode", Check::Text("a -jp style mode string such as \"vf\" or \"3si\""), DefaultValue::None),
 ];
 
 /// `profile.hotAborts`.
-pub const HOT_ABORTS_OPTIONS: &[Declared] =
-    &[opt("raw", Check::Boolean, Default::Boolean(false)), opt("functions", Check::Boolean, Default::Boolean(true))];
+pub const HOT_ABORTS_OPTIONS: &[Declared] = &[
+    opt("raw", Check::Boolean, DefaultValue::Boolean(false)),
+    opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
+];
 
 /// `profile.flamegraph`.
 pub const FLAMEGRAPH_OPTIONS: &[Declared] = &[
-    opt("title", Check::Text("a string"), Default::None),
-    opt("countName", Check::Text("a string"), Default::None),
-    opt("inverted", Check::Boolean, Default::Boolean(false)),
-    opt("zone", ZONE, Default::None),
-    opt("frames", FRAMES, Default::Text("line")),
+    opt("title", Check::Text("a string"), DefaultValue::None),
+    opt("countName", Check::Text("a string"), DefaultValue::None),
+    opt("inverted", Check::Boolean, DefaultValue::Boolean(false)),
+    opt("zone", ZONE, DefaultValue::None),
+    opt("frames", FRAMES, DefaultValue::Text("line")),
 ];
 
 /// `profile.speedscope`.
 pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
-    opt("name", Check::Text("a string"), Default::None),
+    opt("name", Check::Text("a string"), DefaultValue::None),
     opt(
         "intervalMs",
         Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
-        Default::None,
+        DefaultValue::None,
     ),
-    opt("zone", ZONE, Default::None),
-    opt("frames", FRAMES, Default::Text("line")),
+    opt("zone", ZONE, DefaultValue::None),
+    opt("frames", FRAMES, DefaultValue::Text("line")),
 ];
 
 /// The declarations of a public function, by its name in `profile`.
