@@ -177,7 +177,9 @@ function M.hotAborts(source, trace, opts)
       check.describe(trace))
   end
   local prof = M.load("profile.hotAborts", source, 2)
-  return prof:hotAborts(trace.sites, opts, functions_for(prof, opts))
+  local ok, text, ranked = native.call(prof.hotAborts, prof, trace.sites, opts, functions_for(prof, opts))
+  if not ok then check.fail(2, "profile.hotAborts: bad argument #2 'trace': %s", text) end
+  return text, ranked
 end
 
 -- Applies the `zone` and `frames` options shared by the picture formats.
