@@ -258,4 +258,35 @@ describe("bad input", function()
       good_session_starts()
     end)
   end)
+
+  describe("native failures under a public name", function()
+    local report = require("tecs.profile.report")
+    local TEXT = "a;b 3\n"
+    local cases = {
+      { report.report, { TEXT, { mode = "m500" } }, "profile.report: option 'minPercent' must be a percentage" },
+      { report.report, { TEXT, { by = "caller" } }, "profile.report: option 'by' must be \"function\" or" },
+      { report.report, { "a 1\nb x\n" }, "profile.report: bad argument #1 'source': not collapsed-stack text (line 2: " },
+      { report.hotAborts, { TEXT, { sites = { 5 } } }, "profile.hotAborts: bad argument #2 'trace': " },
+      { report.flamegraph, { TEXT, { frames = "stack" } }, "profile.flamegraph: option 'frames' must be \"line\" or \"function\"" },
+      { report.speedscope, { TEXT, { intervalMs = 0 } }, "profile.speedscope: option 'intervalMs' must be a positive number" },
+    }
+    for i, case in ipairs(cases) do
+      it("case " .. i .. ": " .. case[3]:sub(1, 50), function()
+        local err = err_of(case[1], unpack(case[2]))
+        assert.matches("^" .. THIS, err)
+        assert.is_truthy(err:find(case[3], 1, true), err)
+        assert.is_nil(err:find("runtime error", 1, true), err)
+        assert.is_nil(err:find("traceback", 1, true), err)
+      end)
+    end
+
+    it("the option names Lua lists are the native declarations", function()
+      local names = {}
+      for name in pairs(sample.option_names) do names[#names + 1] = name end
+      table.sort(names)
+      assert.same(native.options.sample.names, names)
+      assert.same({ "auto", "collapsed", "svg", "speedscope" }, native.formats)
+      assert.equal(16, native.options.sample.defaults.stackDepth)
+    end)
+  end)
 end)

@@ -380,20 +380,18 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
     check_table(SAMPLE_OPTIONS, opts)?;
     let env = read_env(env)?;
     let t = if let Value::Table(t) = opts { Some(t) } else { None };
+    // Checked above, so every setting is given or declared: the fallbacks
+    // below never apply.
     let get = |name| setting(SAMPLE_OPTIONS, t, name);
-    // Checked above, so every setting has its declared type.
-    let interval_ms = get("intervalMs").number().unwrap_or(1.0);
-    let filter = get("zone").text().map(|z| trim_zone(z).as_bytes().to_vec());
-    let clock = get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu);
-    let precision = get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function);
+    let number = |name| get(name).number().unwrap_or_default();
     Ok(StartOptions {
-        interval_ns: (interval_ms * 1e6).round() as u64,
-        depth: get("stackDepth").number().unwrap_or(16.0) as i32,
-        filter,
-        clock,
-        max_stacks: get("maxStacks").number().unwrap_or(DEFAULT_MAX_STACKS as f64) as usize,
-        resolve_c: get("resolveC").boolean().unwrap_or(true),
-        precision,
+        interval_ns: (number("intervalMs") * 1e6).round() as u64,
+        depth: number("stackDepth") as i32,
+        filter: get("zone").text().map(|z| trim_zone(z).as_bytes().to_vec()),
+        clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),
+        max_stacks: number("maxStacks") as usize,
+        resolve_c: get("resolveC").boolean().unwrap_or_default(),
+        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
         env,
     })
 }

@@ -102,8 +102,11 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
     }
     let get = |name| setting(REPORT_OPTIONS, t.as_ref(), name);
     let group = |name| get(name).text().and_then(Group::parse);
+    // Checked above, so every setting is given or declared: the fallbacks
+    // below never apply.
+    let number = |name| get(name).number().unwrap_or_default();
     let defaults = ReportOptions::default();
-    let context = get("context").number().unwrap_or(3.0) as usize;
+    let context = number("context") as usize;
     Ok(ReportOptions {
         by: group("by").unwrap_or(defaults.by),
         then: group("then"),
@@ -111,9 +114,9 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
             Some("total") => Metric::Total,
             _ => Metric::SelfTime,
         },
-        min_percent: get("minPercent").number().unwrap_or(defaults.min_percent),
-        depth: get("depth").number().map(|d| d as i32).unwrap_or(defaults.depth),
-        raw: get("raw").boolean().unwrap_or(false),
+        min_percent: number("minPercent"),
+        depth: number("depth") as i32,
+        raw: get("raw").boolean().unwrap_or_default(),
         limit: get("limit").number().map(|n| n as usize),
         annotate: match get("annotate") {
             Setting::Text(s) if s == "hot" => Some(Annotate::Excerpts(context)),
