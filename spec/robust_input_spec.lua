@@ -156,28 +156,63 @@ describe("bad input", function()
   end)
 
   describe("native module called directly", function()
+    -- native.start takes profile.sample's options (declared once, natively)
+    -- and, second, what the Lua layer adds (zones, ffnames, callSite, precise).
     local cases = {
-      { nil, "bad argument #1 'opts' (table expected, got nil)" },
-      { "x", "bad argument #1 'opts' (table expected, got string \"x\")" },
-      { { interval_us = 0 }, "option 'interval_us' must be a number of microseconds from 1 to 60000000 (got number 0)" },
-      { { interval_us = 1e12 }, "option 'interval_us'" },
-      { { interval_us = 0 / 0 }, "option 'interval_us'" },
-      { { interval_us = "1000" }, "(got string \"1000\")" },
-      { { depth = 0 }, "option 'depth' must be an integer from 1 to 10000 (got number 0)" },
-      { { depth = 2.5 }, "option 'depth'" },
-      { { depth = 2 ^ 63 }, "option 'depth'" },
-      { { filter = 5 }, "option 'filter' must be a zone path string (got number 5)" },
+      { { "x" }, "unknown option number 1" },
+      { "x", "bad argument #1 'opts' (table or nil expected, got string \"x\")" },
+      { { intervalMs = 0 }, "option 'intervalMs' must be a number of milliseconds from 0.1 to 60000 (got number 0)" },
+      { { intervalMs = 1e12 }, "option 'intervalMs'" },
+      { { intervalMs = 0 / 0 }, "option 'intervalMs'" },
+      { { intervalMs = "1000" }, "(got string \"1000\")" },
+      { { stackDepth = 0 }, "option 'stackDepth' must be an integer from 1 to 1000 (got number 0)" },
+      { { stackDepth = 2.5 }, "option 'stackDepth'" },
+      { { stackDepth = 2 ^ 63 }, "option 'stackDepth'" },
+      { { zone = 5 }, "option 'zone' must be a non-empty zone path string" },
       { { clock = "gpu" }, "option 'clock' must be \"cpu\" or \"wall\" (got string \"gpu\")" },
       { { clock = {} }, "option 'clock'" },
-      { { precise = "no" }, "option 'precise' must be a boolean" },
-      { { max_stacks = -1 }, "option 'max_stacks' must be an integer from 1 to 100000000" },
-      { { max_stacks = 2 ^ 62 }, "option 'max_stacks'" },
-      { { zones = "jit.zone" }, "option 'zones' must be a table" },
-      { { ffnames = 3 }, "option 'ffnames' must be a table" },
-      { { resolve_c = 1 }, "option 'resolve_c' must be a boolean" },
-      { { bogus = 1 }, "unknown option string \"bogus\" (known options: interval_us, depth," },
+      { { maxStacks = -1 }, "option 'maxStacks' must be an integer from 1 to 100000000" },
+      { { maxStacks = 2 ^ 62 }, "option 'maxStacks'" },
+      { { resolveC = 1 }, "option 'resolveC' must be a boolean" },
+      { { format = "png" }, "option 'format' must be \"auto\" or \"collapsed\" or \"svg\" or \"speedscope\"" },
+      { { bogus = 1 }, "unknown option 'bogus' (known options: " .. KNOWN .. ")" },
       { { [1] = 1 }, "unknown option number 1" },
     }
+    local env_cases = {
+      { { zones = "jit.zone" }, "bad argument #2 'env': field 'zones' must be a table" },
+      { { ffnames = 3 }, "bad argument #2 'env': field 'ffnames' must be a table" },
+      { { precise = "no" }, "bad argument #2 'env': field 'precise' must be a boolean" },
+      { { callSite = 1 }, "bad argument #2 'env': field 'callSite' must be a function" },
+      { { bogus = 1 }, "bad argument #2 'env': unknown field 'bogus'" },
+      { 7, "bad argument #2 'env' (table or nil expected, got number 7)" },
+    }
+    for i, case in ipairs(env_cases) do
+      it("start env case " .. i .. ": " .. case[2]:sub(1, 50), function()
+        local err = err_of(native.start, {}, case[1])
+        assert.matches("^" .. THIS .. "tecs%.profile%.native%.start: ", err)
+        assert.is_truthy(err:find(case[2], 1, true), err)
+        good_session_starts()
+      end)
+    end
+
+    it("start returns the settings it runs with, defaults filled in", function()
+      local h, settings = native.start({ zone = "a/b//", stackDepth = 8 })
+      h:stop()
+      assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "function",
+        maxStacks = 100000, resolveC = true, format = "auto" }, settings)
+      good_session_starts()
+    end)
+
+    it("call returns errors as plain messages", function()
+      local ok, err = native.call(native.raw.start, { bogus = 1 })
+      assert.is_false(ok)
+      assert.equal("unknown option 'bogus' (known options: " .. KNOWN .. ")", err)
+      ok, err = native.call(native.raw.parse_collapsed, "a x\n")
+      assert.is_false(ok)
+      assert.matches("^line 1: ", err)
+      assert.same({ true, 1 }, { native.call(function(x) return x end, 1) })
+    end)
+
     for i, case in ipairs(cases) do
       it("start case " .. i .. ": " .. case[2]:sub(1, 50), function()
         local err = err_of(native.start, case[1])
@@ -189,7 +224,7 @@ describe("bad input", function()
     end
 
     it("start ignores non-string builtin names instead of failing", function()
-      local h = native.start({ ffnames = { [0] = 5, [1] = "assert", x = {} } })
+      local h = native.start({}, { ffnames = { [0] = 5, [1] = "assert", x = {} } })
       h:stop()
       good_session_starts()
     end)
@@ -221,6 +256,37 @@ describe("bad input", function()
       h:stop() -- a second stop is harmless
       assert.is_false(h:running())
       good_session_starts()
+    end)
+  end)
+
+  describe("native failures under a public name", function()
+    local report = require("tecs.profile.report")
+    local TEXT = "a;b 3\n"
+    local cases = {
+      { report.report, { TEXT, { mode = "m500" } }, "profile.report: option 'minPercent' must be a percentage" },
+      { report.report, { TEXT, { by = "caller" } }, "profile.report: option 'by' must be \"function\" or" },
+      { report.report, { "a 1\nb x\n" }, "profile.report: bad argument #1 'source': not collapsed-stack text (line 2: " },
+      { report.hotAborts, { TEXT, { sites = { 5 } } }, "profile.hotAborts: bad argument #2 'trace': " },
+      { report.flamegraph, { TEXT, { frames = "stack" } }, "profile.flamegraph: option 'frames' must be \"line\" or \"function\"" },
+      { report.speedscope, { TEXT, { intervalMs = 0 } }, "profile.speedscope: option 'intervalMs' must be a positive number" },
+    }
+    for i, case in ipairs(cases) do
+      it("case " .. i .. ": " .. case[3]:sub(1, 50), function()
+        local err = err_of(case[1], unpack(case[2]))
+        assert.matches("^" .. THIS, err)
+        assert.is_truthy(err:find(case[3], 1, true), err)
+        assert.is_nil(err:find("runtime error", 1, true), err)
+        assert.is_nil(err:find("traceback", 1, true), err)
+      end)
+    end
+
+    it("the option names Lua lists are the native declarations", function()
+      local names = {}
+      for name in pairs(sample.option_names) do names[#names + 1] = name end
+      table.sort(names)
+      assert.same(native.options.sample.names, names)
+      assert.same({ "auto", "collapsed", "svg", "speedscope" }, native.formats)
+      assert.equal(16, native.options.sample.defaults.stackDepth)
     end)
   end)
 end)

@@ -31,7 +31,7 @@ fn contender(barrier: Arc<Barrier>, rounds: usize) -> (usize, u64) {
         let r: mlua::Result<mlua::Value> = lua
             .load(
                 r#"
-                local ok, h = pcall(native.start, { interval_us = 200 })
+                local ok, h = pcall(native.start, { intervalMs = 0.2 })
                 if not ok then
                   assert(tostring(h):find("a sampling session is already running in this process", 1, true), tostring(h))
                   return false

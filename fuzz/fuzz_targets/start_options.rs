@@ -8,7 +8,7 @@ use std::cell::RefCell;
 
 use libfuzzer_sys::fuzz_target;
 use mlua::{Lua, Value};
-use tecs_profile::lua_api::{check_start_options, START_OPTIONS};
+use tecs_profile::lua_api::{check_start_options, start_option_names};
 
 thread_local! {
     static LUA: RefCell<Lua> = RefCell::new(Lua::new());
@@ -38,7 +38,8 @@ fn value(lua: &Lua, kind: u8, payload: &[u8]) -> Value {
         }) as _),
         5 => Value::String(lua.create_string(payload).unwrap()),
         6 => {
-            let t = lua.create_table().unwrap();
+            let names = start_option_names();
+        let t = lua.create_table().unwrap();
             for (i, b) in payload.iter().take(4).enumerate() {
                 let _ = t.raw_set(i as i64 - 1, lua.create_string([*b]).unwrap());
             }
@@ -51,6 +52,7 @@ fn value(lua: &Lua, kind: u8, payload: &[u8]) -> Value {
 fuzz_target!(|data: &[u8]| {
     LUA.with(|lua| {
         let lua = lua.borrow();
+        let names = start_option_names();
         let t = lua.create_table().unwrap();
         // Records: [key selector][value kind][payload len][payload...]
         let mut rest = data;
@@ -61,8 +63,8 @@ fuzz_target!(|data: &[u8]| {
             rest = &rest[payload.len()..];
             let v = value(&lua, kind, payload);
             let idx = sel as usize;
-            if idx < START_OPTIONS.len() * 8 {
-                let _ = t.raw_set(START_OPTIONS[idx % START_OPTIONS.len()], v);
+            if idx < names.len() * 8 {
+                let _ = t.raw_set(names[idx % names.len()], v);
             } else if sel % 2 == 0 {
                 let _ = t.raw_set(lua.create_string(payload).unwrap(), v);
             } else {
@@ -71,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
         }
         if let Err(msg) = check_start_options(&t) {
             assert!(
-                msg.starts_with("option '") || msg.starts_with("unknown option "),
+                msg.starts_with("option '") || msg.starts_with("unknown option ") || msg.starts_with("bad argument"),
                 "unexpected message: {}",
                 msg
             );

@@ -1,30 +1,46 @@
 //! The Lua-facing native module `tecs.profile.native`.
 //!
-//! Options are validated by the Lua shim (which raises errors at the caller's
-//! level); this layer re-checks what it relies on and reports plain errors.
+//! One error convention for every native function and method: Rust code
+//! fails with `mlua::Error::RuntimeError` carrying a plain message (no
+//! function name), and failures reach Lua as values only through [`call`]
+//! (`native.call(f, ...)` returns `true, results...` or `false, message`).
+//! The Lua layer raises `error(name .. ": " .. message, 2)` under its public
+//! name; the module's own functions (`native.start`, ...) are wrapped the
+//! same way under their own names (see [`raising`]); the unwrapped ones are
+//! in `native.raw`. Nothing has a prefix to strip.
+//!
+//! Options are declared once, in `options` and [`report_options`], under
+//! their public names; `profile.sample` passes the user's table through.
+//! The session's lifecycle (owner flag, signal mask, tick handler, LuaJIT's
+//! profiler) is a set of guards in `lifecycle`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use mlua::{Lua, Table, UserData, UserDataMethods, Value};
+use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::profile::collapsed;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
-use crate::record::tick_source::{ClockKind, TickKind, TickSource};
-use crate::sys::{self, FunctionAnchor, ProfilerApi, SamplerBox, VmHandle, ZoneAnchor};
+use crate::record::tick_source::{TickKind, TickSource};
+use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
+mod lifecycle;
 mod options;
+pub mod report_options;
 pub mod views;
 
-pub use options::{check_start_options, START_OPTIONS};
-use options::{describe, read_options, StartOptions};
+use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
+pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, SAMPLE_OPTIONS};
+use options::{describe, StartOptions};
 
-/// One sampling session per process: LuaJIT keeps a single profiler state.
-static OWNER: AtomicBool = AtomicBool::new(false);
+/// The names of `profile.sample`'s options, sorted.
+pub fn start_option_names() -> Vec<&'static str> {
+    options::names(SAMPLE_OPTIONS)
+}
 
-pub const DEFAULT_MAX_STACKS: usize = 100_000;
+const NO_PROFILER_API: &str = "this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)";
 
 struct Timing {
     started: Instant,
@@ -69,16 +85,14 @@ fn cpu_now(_c: libc::clockid_t) -> Option<u64> {
 }
 
 pub struct NativeSession {
-    api: ProfilerApi,
     sampler: SamplerBox<Sampler>,
     ticks: TickSource,
     interval_ns: u64,
-    running: bool,
+    /// The guards of a running session; None once stopped.
+    run: Option<Running>,
     timing: Timing,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
-    /// Signals this session unblocked on the VM thread (blocked again at stop).
-    unblocked: Vec<i32>,
     /// Ticks the handler refused, read when the session stopped.
     refused_at_stop: u64,
     precision: Precision,
@@ -89,7 +103,6 @@ pub struct NativeSession {
     call_sites_checked: HashSet<Vec<u8>>,
     /// State letter and leaf frame -> the corrected leaf frame.
     call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
-    vm: VmHandle,
     start_warning: Option<String>,
 }
 
@@ -98,29 +111,6 @@ pub struct NativeSession {
 /// 250 ms worth).
 const STALL_TICKS: u64 = 100;
 const STALL_NS: u64 = 250_000_000;
-
-/// Result convention of the raw exported functions: `(true, value)` or
-/// `(false, message)`; a small Lua wrapper (see `exports`) raises the message
-/// at the caller's level, prefixed with the function's name.
-type Outcome = (bool, Value);
-
-fn failure(lua: &Lua, msg: impl AsRef<str>) -> mlua::Result<Outcome> {
-    Ok((false, Value::String(lua.create_string(msg.as_ref())?)))
-}
-
-fn start_export(lua: &Lua, opts: Value) -> mlua::Result<Outcome> {
-    let Value::Table(opts) = opts else {
-        return failure(lua, format!("bad argument #1 'opts' (table expected, got {})", describe(&opts)));
-    };
-    let o = match read_options(&opts) {
-        Ok(o) => o,
-        Err(e) => return failure(lua, e),
-    };
-    match start(lua, o) {
-        Ok(session) => Ok((true, Value::UserData(lua.create_userdata(session)?))),
-        Err(e) => failure(lua, error_text(&e)),
-    }
-}
 
 /// The message of an error without mlua's wrapping and traceback.
 fn error_text(e: &mlua::Error) -> String {
@@ -131,162 +121,68 @@ fn error_text(e: &mlua::Error) -> String {
     }
 }
 
-fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
-    let api = sys::profiler_api().ok_or_else(|| {
-        mlua::Error::runtime("this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)")
-    })?;
-    if OWNER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
-        return Err(mlua::Error::runtime(
-            "a sampling session is already running in this process (LuaJIT has one profiler per process; \
-             stop the other session, which may belong to another Lua state or thread, first)",
-        ));
-    }
-    #[cfg(target_os = "linux")]
-    let foreign = sys::posix::foreign_sampler_active();
-    #[cfg(not(target_os = "linux"))]
-    let foreign = false;
-    if foreign {
-        // A sampler of this VM (jit.p, jit.profile): stop it now, as LuaJIT's
-        // start would, but before SIGPROF's disposition is chosen below, so
-        // that LuaJIT saves "ignore" rather than "default" and a later stop by
-        // that sampler's owner cannot leave our timer's signals fatal.
-        let _ = sys::stop_profiler(&api, lua);
-        #[cfg(target_os = "linux")]
-        if sys::posix::foreign_sampler_active() {
-            OWNER.store(false, Ordering::Release);
-            return Err(mlua::Error::runtime(
-                "LuaJIT's profiler is in use by another Lua state or library (SIGPROF has a handler or \
-                 ITIMER_PROF is armed): stop jit.p/jit.profile there first",
-            ));
-        }
-    }
-    let result = start_owned(lua, api, o).map(|mut s| {
-        if foreign {
-            s.start_warning = Some(
-                "another sampler (jit.p or jit.profile) was running when this session started; \
-                 LuaJIT has one profiler per process and this session took it over"
-                    .into(),
-            );
-        }
-        s
-    });
-    if result.is_err() {
-        OWNER.store(false, Ordering::Release);
-    }
-    result
+fn runtime(msg: impl Into<String>) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
 }
 
-fn start_owned(lua: &Lua, api: ProfilerApi, o: StartOptions) -> mlua::Result<NativeSession> {
-    let zones = match &o.zones {
-        Some(t) => Some(ZoneAnchor::new(lua, t)?),
+/// `native.raw.start(opts, env)`: a session handle and the settings it runs
+/// with (every option of `profile.sample`, defaults filled in).
+fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSession, Table)> {
+    let o = options::read_options(&opts, &env).map_err(runtime)?;
+    let given = if let Value::Table(t) = &opts { Some(t) } else { None };
+    let settings = options::settings_table(lua, SAMPLE_OPTIONS, given)?;
+    Ok((start(lua, o)?, settings))
+}
+
+/// Starts a session. Every step that can fail comes before the session
+/// exists; the guards taken so far undo themselves on the way out.
+fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
+    let api = sys::profiler_api().ok_or_else(|| runtime(NO_PROFILER_API))?;
+    let owner = Ownership::claim().ok_or_else(|| runtime(lifecycle::ALREADY_RUNNING))?;
+    let foreign = lifecycle::take_over_foreign(&api, lua)?;
+    let vm = VmHandle::of(lua)?;
+    lifecycle::failpoint("anchors")?;
+    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
+    let zones = match &o.env.zones {
+        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
         None => None,
     };
-    let functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
     let sampler = SamplerBox::new(Sampler::new(zones, functions, o.filter, o.depth, o.max_stacks, o.precision));
-    let vm = VmHandle::of(lua)?;
-
     // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
-    let mut unblocked = Vec::new();
+    let mut signals = UnblockedSignals::default();
     #[cfg(target_os = "linux")]
-    if sys::posix::unblock_signal(libc::SIGPROF) {
-        unblocked.push(libc::SIGPROF);
-    }
-
+    signals.unblock(libc::SIGPROF);
     let ms = ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64;
     let mode = sys::cstring(&format!("{}i{}", o.precision.mode(), ms));
-    if let Err(e) = sampler.start(&api, lua, &mode) {
-        // Leave nothing half-started: signal mask and registry anchors back.
-        reblock(&unblocked);
-        sampler.with(|s| {
-            s.functions.release(lua);
-            if let Some(z) = s.zones_mut() {
-                z.release(lua);
-            }
-        });
+    if let Err(e) = lifecycle::failpoint("profiler").and_then(|_| sampler.start(&api, lua, &mode)) {
+        lifecycle::release_anchors(lua, &sampler);
         return Err(e);
     }
-    let ticks = if o.precise {
-        per_thread_ticks(&api, &sampler, vm, o.clock, o.interval_ns, &mut unblocked)
+    let profiler = ProfilerRun { api, vm };
+    let (ticks, armed) = if o.env.precise {
+        lifecycle::per_thread_ticks(&profiler, &sampler, o.clock, o.interval_ns, &mut signals)
     } else {
-        TickSource::luajit(None)
+        (TickSource::luajit(None), None)
     };
     Ok(NativeSession {
-        api,
         sampler,
         ticks,
         interval_ns: o.interval_ns,
-        running: true,
+        run: Some(Running { armed, profiler: Some(profiler), signals, owner }),
         timing: Timing::start(),
-        ffnames: o.ffnames,
+        ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
-        unblocked,
         refused_at_stop: 0,
         precision: o.precision,
-        call_site: o.call_site,
+        call_site: o.env.call_site,
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
-        vm,
-        start_warning: None,
+        start_warning: foreign.then(|| {
+            "another sampler (jit.p or jit.profile) was running when this session started; \
+             LuaJIT has one profiler per process and this session took it over"
+                .into()
+        }),
     })
-}
-
-/// Replaces LuaJIT's ITIMER_PROF with a per-thread tick source (see
-/// `timer`), or keeps LuaJIT's timer and says why.
-#[cfg(target_os = "linux")]
-fn per_thread_ticks(
-    api: &ProfilerApi,
-    sampler: &SamplerBox<Sampler>,
-    vm: VmHandle,
-    clock: ClockKind,
-    interval_ns: u64,
-    unblocked: &mut Vec<i32>,
-) -> TickSource {
-    use sys::posix;
-    let Some(sig) = posix::tick_signal() else {
-        return TickSource::luajit(Some("no free real-time signal for the tick source".into()));
-    };
-    let (cb, data) = sampler.callback_words();
-    let Some(profiler) = posix::find_luajit_profiler(api.start_addr(), vm.addr(), cb, data) else {
-        return TickSource::luajit(Some("LuaJIT's profiler state could not be located in this build".into()));
-    };
-    posix::arm_ticks(&profiler);
-    for s in [sig, libc::SIGTRAP] {
-        if posix::unblock_signal(s) {
-            unblocked.push(s);
-        }
-    }
-    match TickSource::start(clock, interval_ns, sig) {
-        Ok(t) => {
-            posix::disarm_itimer_prof();
-            t
-        }
-        Err(why) => {
-            posix::disarm_ticks();
-            TickSource::luajit(Some(why))
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn per_thread_ticks(
-    _api: &ProfilerApi,
-    _sampler: &SamplerBox<Sampler>,
-    _vm: VmHandle,
-    _clock: ClockKind,
-    _interval_ns: u64,
-    _unblocked: &mut Vec<i32>,
-) -> TickSource {
-    TickSource::luajit(None)
-}
-
-/// Blocks again the signals a session unblocked.
-fn reblock(signals: &[i32]) {
-    #[cfg(target_os = "linux")]
-    for &sig in signals {
-        sys::posix::block_signal(sig);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = signals;
 }
 
 /// Ticks refused by the handler since this session armed it.
@@ -300,40 +196,28 @@ fn refused_ticks(kind: TickKind) -> u64 {
 }
 
 impl NativeSession {
+    /// The one stop path (`stop`, and `Drop` without a `Lua`): stops the tick
+    /// source, reads its counters, then drops the session's guards; with a
+    /// `Lua`, also resolves call sites and releases the registry anchors.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
-        if !self.running {
-            return;
-        }
+        let Some(run) = self.run.take() else { return };
         self.ticks.stop();
         self.refused_at_stop = refused_ticks(self.ticks.kind());
-        #[cfg(target_os = "linux")]
-        if self.ticks.kind() != TickKind::LuaJit {
-            sys::posix::disarm_ticks();
-        }
-        match lua {
-            Some(lua) => {
-                let _ = self.sampler.stop(&self.api, lua);
-            }
-            None => self.vm.stop_profiler(&self.api),
-        }
-        reblock(&self.unblocked);
+        run.finish(lua, &self.sampler);
         if let Some(lua) = lua {
             self.resolve_call_sites(lua);
-            self.sampler.with(|s| {
-                s.functions.release(lua);
-                if let Some(z) = s.zones_mut() {
-                    z.release(lua);
-                }
-            });
+            lifecycle::release_anchors(lua, &self.sampler);
         }
         self.timing.finish();
-        self.running = false;
-        OWNER.store(false, Ordering::Release);
+    }
+
+    fn running(&self) -> bool {
+        self.run.is_some()
     }
 
     /// Why this session's data may be incomplete, if it can tell.
     fn warning(&self) -> Option<String> {
-        let stalled = if self.running { refused_ticks(self.ticks.kind()) } else { self.refused_at_stop };
+        let stalled = if self.running() { refused_ticks(self.ticks.kind()) } else { self.refused_at_stop };
         let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
         if stalled >= STALL_TICKS && stalled.saturating_mul(self.interval_ns) >= STALL_NS {
             parts.push(format!(
@@ -436,7 +320,7 @@ impl NativeSession {
         t.set("requestedRate", 1e9 / self.interval_ns as f64)?;
         let basis = if kind.is_wall() { wall } else { cpu.unwrap_or(wall) };
         t.set("rate", if basis > 0.0 { st.samples as f64 / basis } else { 0.0 })?;
-        t.set("running", self.running)?;
+        t.set("running", self.running())?;
         if let Some(w) = self.warning() {
             t.set("warning", w)?;
         }
@@ -472,7 +356,7 @@ impl UserData for NativeSession {
             this.stop_sampling(Some(lua));
             Ok(())
         });
-        methods.add_method("running", |_, this, ()| Ok(this.running));
+        methods.add_method("running", |_, this, ()| Ok(this.running()));
         methods.add_method_mut("collapsed", |lua, this, ()| {
             this.resolve_call_sites(lua);
             let text = this.collapsed_text();
@@ -501,53 +385,100 @@ fn signal_name(sig: i32) -> String {
 fn available(_: &Lua, (): ()) -> mlua::Result<(bool, Option<String>)> {
     Ok(match sys::profiler_api() {
         Some(_) => (true, None),
-        None => {
-            (false, Some("this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)".into()))
-        }
+        None => (false, Some(NO_PROFILER_API.into())),
     })
 }
 
-fn parse_collapsed(lua: &Lua, text: Value) -> mlua::Result<Outcome> {
+/// `native.raw.parse_collapsed(text)`: row and sample counts of collapsed text.
+fn parse_collapsed(lua: &Lua, text: Value) -> mlua::Result<Table> {
     let Value::String(text) = text else {
-        return failure(lua, format!("bad argument #1 'text' (string expected, got {})", describe(&text)));
+        return Err(runtime(format!("bad argument #1 'text' (string expected, got {})", describe(&text))));
     };
-    let text = text.to_string_lossy();
-    match collapsed::parse(&text) {
-        Ok(p) => {
-            let t = lua.create_table()?;
-            t.set("rows", p.rows.len())?;
-            t.set("samples", p.total())?;
-            Ok((true, Value::Table(t)))
-        }
-        Err(e) => failure(lua, e.to_string()),
-    }
+    let p = collapsed::parse(&text.to_string_lossy()).map_err(|e| runtime(e.to_string()))?;
+    let t = lua.create_table()?;
+    t.set("rows", p.rows.len())?;
+    t.set("samples", p.total())?;
+    Ok(t)
 }
 
-/// Wraps a raw function returning an [`Outcome`] so that failures are raised
-/// as plain string errors at the caller's level, prefixed with `name`.
-fn raising(lua: &Lua, name: &str, raw: mlua::Function) -> mlua::Result<mlua::Function> {
+/// `native.raw.check_options(function, opts)`: checks the options table of
+/// a public function (`"sample"`, `"report"`, `"hotAborts"`, `"flamegraph"`,
+/// `"speedscope"`) against its declaration.
+fn check_options(_: &Lua, (function, opts): (String, Value)) -> mlua::Result<()> {
+    let decls = report_options::declared(&function)
+        .ok_or_else(|| runtime(format!("bad argument #1 'function' (no options declared for {:?})", function)))?;
+    options::check_table(decls, &opts).map_err(runtime)
+}
+
+/// `native.call(f, ...)`: `true, results...` when `f(...)` succeeds, else
+/// `false` and the plain message of its error (the boundary's one error
+/// convention: see the module documentation).
+pub fn call(lua: &Lua, (f, args): (mlua::Function, MultiValue)) -> mlua::Result<MultiValue> {
+    let mut out = match f.call::<MultiValue>(args) {
+        Ok(results) => results,
+        Err(e) => {
+            let mut out = MultiValue::new();
+            out.push_back(Value::String(lua.create_string(error_text(&e))?));
+            out.push_front(Value::Boolean(false));
+            return Ok(out);
+        }
+    };
+    out.push_front(Value::Boolean(true));
+    Ok(out)
+}
+
+/// Wraps a raw function so that its failures are raised as plain string
+/// errors at the caller's level, prefixed with `name`.
+fn raising(lua: &Lua, call: &mlua::Function, name: &str, raw: &mlua::Function) -> mlua::Result<mlua::Function> {
     lua.load(
-        "local raw, name = ...\n\
+        "local call, raw, name = ...\n\
+         local function pack(...) return { n = select('#', ...), ... } end\n\
          return function(...)\n\
-           local ok, r = raw(...)\n\
-           if not ok then error(name .. ': ' .. r, 2) end\n\
-           return r\n\
+           local r = pack(call(raw, ...))\n\
+           if not r[1] then error(name .. ': ' .. r[2], 2) end\n\
+           return unpack(r, 2, r.n)\n\
          end",
     )
     .set_name("=tecs.profile.native")
-    .call((raw, name))
+    .call((call.clone(), raw.clone(), name))
+}
+
+/// `native.options`: for each public function, its option names (sorted)
+/// and their defaults (`{ names = {...}, defaults = {...} }`).
+fn option_tables(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for function in report_options::FUNCTIONS {
+        let decls = report_options::declared(function).unwrap_or(&[]);
+        let entry = lua.create_table()?;
+        entry.set("names", lua.create_sequence_from(options::names(decls))?)?;
+        entry.set("defaults", options::settings_table(lua, decls, None)?)?;
+        t.set(function, entry)?;
+    }
+    Ok(t)
 }
 
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    t.set("start", raising(lua, "tecs.profile.native.start", lua.create_function(start_export)?)?)?;
+    let call = lua.create_function(call)?;
+    let raw = lua.create_table()?;
+    raw.set("start", lua.create_function(start_raw)?)?;
+    raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
+    raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
+    raw.set("check_options", lua.create_function(check_options)?)?;
+    for name in ["start", "parse_collapsed", "parse_profile", "check_options"] {
+        let f: mlua::Function = raw.get(name)?;
+        t.set(name, raising(lua, &call, &format!("tecs.profile.native.{}", name), &f)?)?;
+    }
+    t.set("raw", raw)?;
+    t.set("call", call)?;
     t.set("available", lua.create_function(available)?)?;
-    t.set(
-        "parse_collapsed",
-        raising(lua, "tecs.profile.native.parse_collapsed", lua.create_function(parse_collapsed)?)?,
-    )?;
+    t.set("options", option_tables(lua)?)?;
+    t.set("formats", lua.create_sequence_from(FORMATS.iter().copied())?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
-    t.set("parse_profile", lua.create_function(crate::lua_api::views::parse_profile)?)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)
 }
+
+#[cfg(test)]
+#[path = "lifecycle_tests.rs"]
+pub(crate) mod lifecycle_tests;

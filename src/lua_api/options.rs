@@ -1,43 +1,98 @@
-//! The options of `start`, read from a Lua table with raw reads only (no
-//! metamethod runs). Every error names the option and what was expected.
+//! Every option of the Lua API, declared once: its public name, what it
+//! accepts and its default. `profile.sample` passes the user's table through
+//! to `start`, which checks it here; `tecs.profile.report` checks its tables
+//! with [`check_table`] against the declarations of `report_options`. Reads
+//! are raw (no metamethod runs), and every error names the option and what
+//! was expected, the way the README documents them.
 
-use mlua::{Table, Value};
+use mlua::{Lua, Table, Value};
 
-use super::DEFAULT_MAX_STACKS;
 use crate::record::sampler::Precision;
 use crate::record::tick_source::ClockKind;
 
-/// Options as the shim passes them (already validated there).
-pub(super) struct StartOptions {
-    pub(super) interval_ns: u64,
-    pub(super) depth: i32,
-    pub(super) filter: Option<Vec<u8>>,
-    pub(super) clock: ClockKind,
-    pub(super) precise: bool,
-    pub(super) max_stacks: usize,
-    pub(super) zones: Option<Table>,
-    pub(super) ffnames: Vec<Option<String>>,
-    pub(super) resolve_c: bool,
-    pub(super) precision: Precision,
-    pub(super) call_site: Option<mlua::Function>,
+/// Unique stacks a session keeps by default (`maxStacks`).
+pub const DEFAULT_MAX_STACKS: usize = 100_000;
+
+/// The file formats `stop` and `write` write (the `format` option).
+pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope"];
+
+/// What an option accepts.
+#[derive(Clone, Copy, Debug)]
+pub enum Check {
+    /// A number within `[lo, hi]` (not NaN).
+    Number {
+        lo: f64,
+        hi: f64,
+        expected: &'static str,
+    },
+    /// An integer within `[lo, hi]`.
+    Integer {
+        lo: f64,
+        hi: f64,
+        expected: &'static str,
+    },
+    /// An integer within `[lo, hi]` other than 0.
+    NonZeroInteger {
+        lo: f64,
+        hi: f64,
+        expected: &'static str,
+    },
+    Boolean,
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+    /// Any string.
+    Text(&'static str),
+    /// A zone path: a string that is not empty once trailing slashes go.
+    ZonePath(&'static str),
 }
 
-/// Option names `start` accepts.
-pub const START_OPTIONS: [&str; 11] = [
-    "interval_us",
-    "depth",
-    "filter",
-    "clock",
-    "precise",
-    "max_stacks",
-    "zones",
-    "ffnames",
-    "resolve_c",
-    "precision",
-    "call_site",
+/// An option's value when the caller gives none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DefaultValue {
+    None,
+    Number(f64),
+    Boolean(bool),
+    Text(&'static str),
+}
+
+/// One option: public name, accepted values, default.
+#[derive(Clone, Copy, Debug)]
+pub struct Declared {
+    pub name: &'static str,
+    pub check: Check,
+    pub default: DefaultValue,
+}
+
+const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
+    Declared { name, check, default }
+}
+
+/// The options of `profile.sample` (README, `profile.sample`).
+pub const SAMPLE_OPTIONS: &[Declared] = &[
+    opt(
+        "intervalMs",
+        Check::Number { lo: 0.1, hi: 60_000.0, expected: "a number of milliseconds from 0.1 to 60000" },
+        DefaultValue::Number(1.0),
+    ),
+    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), DefaultValue::None),
+    opt(
+        "stackDepth",
+        Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
+        DefaultValue::Number(16.0),
+    ),
+    opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
+    opt("precision", Check::OneOf(&["function", "line"]), DefaultValue::Text("function")),
+    opt(
+        "maxStacks",
+        Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
+        DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
+    ),
+    opt("resolveC", Check::Boolean, DefaultValue::Boolean(true)),
+    opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto")),
 ];
 
-fn type_name(v: &Value) -> &'static str {
+/// Lua's type name of a value.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Nil => "nil",
         Value::Boolean(_) => "boolean",
@@ -51,140 +106,302 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-pub(super) fn describe(v: &Value) -> String {
+/// A number as Lua's `tostring` writes it (`%.14g`).
+fn number_text(n: f64) -> String {
+    if n.is_nan() {
+        return "nan".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        return format!("{}", n as i64);
+    }
+    if n.abs() >= 1e15 || n.abs() < 1e-4 {
+        let s = format!("{:e}", n);
+        return match s.split_once('e') {
+            Some((m, e)) if !e.starts_with('-') => format!("{}e+{:0>2}", m, e),
+            Some((m, e)) => format!("{}e-{:0>2}", m, &e[1..]),
+            None => s,
+        };
+    }
+    format!("{}", n)
+}
+
+/// A value as the error messages show it: `number 5`, `string "x"`, `table`.
+pub fn describe(v: &Value) -> String {
     match v {
         Value::Integer(i) => format!("number {}", i),
-        Value::Number(n) => format!("number {}", n),
+        Value::Number(n) => format!("number {}", number_text(*n)),
         Value::String(s) => {
             let t = s.to_string_lossy();
-            let t: String = if t.chars().count() > 40 { t.chars().take(37).chain("...".chars()).collect() } else { t };
+            let t: String = if t.len() > 40 { t.chars().take(37).chain("...".chars()).collect() } else { t };
             format!("string {:?}", t)
         }
         other => type_name(other).to_string(),
     }
 }
 
-fn bad_option(key: &str, expected: &str, got: &Value) -> String {
-    format!("option '{}' must be {} (got {})", key, expected, describe(got))
-}
-
-fn opt_number(opts: &Table, key: &str, expected: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>, String> {
-    let v: Value = opts.raw_get(key).map_err(|e| e.to_string())?;
-    let n = match v {
-        Value::Nil => return Ok(None),
-        Value::Integer(i) => i as f64,
-        Value::Number(n) => n,
-        ref other => return Err(bad_option(key, expected, other)),
-    };
-    if n.is_finite() && ok(n) {
-        Ok(Some(n))
-    } else {
-        Err(bad_option(key, expected, &v))
+fn as_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        _ => None,
     }
 }
 
-fn opt_integer(opts: &Table, key: &str, lo: i64, hi: i64) -> Result<Option<i64>, String> {
-    let expected = format!("an integer from {} to {}", lo, hi);
-    let n = opt_number(opts, key, &expected, |n| n.fract() == 0.0 && n >= lo as f64 && n <= hi as f64)?;
-    Ok(n.map(|n| n as i64))
+/// Trailing slashes removed from a zone path.
+pub fn trim_zone(path: &str) -> &str {
+    path.trim_end_matches('/')
 }
 
-fn opt_bool(opts: &Table, key: &str) -> Result<Option<bool>, String> {
-    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
-        Value::Nil => Ok(None),
-        Value::Boolean(b) => Ok(Some(b)),
-        other => Err(bad_option(key, "a boolean", &other)),
-    }
-}
-
-fn opt_string(opts: &Table, key: &str, expected: &str) -> Result<Option<mlua::LuaString>, String> {
-    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
-        Value::Nil => Ok(None),
-        Value::String(s) => Ok(Some(s)),
-        other => Err(bad_option(key, expected, &other)),
-    }
-}
-
-fn opt_table(opts: &Table, key: &str, expected: &str) -> Result<Option<Table>, String> {
-    match opts.raw_get::<Value>(key).map_err(|e| e.to_string())? {
-        Value::Nil => Ok(None),
-        Value::Table(t) => Ok(Some(t)),
-        other => Err(bad_option(key, expected, &other)),
-    }
-}
-
-/// Reads and checks the options table of `start`. Every error names the
-/// option and what was expected. Only raw reads: no metamethod runs.
-pub(super) fn read_options(opts: &Table) -> Result<StartOptions, String> {
-    for pair in opts.pairs::<Value, Value>() {
-        let (k, _) = pair.map_err(|e| e.to_string())?;
-        let known = match &k {
-            Value::String(s) => START_OPTIONS.iter().any(|o| s.as_bytes().as_ref() == o.as_bytes()),
-            _ => false,
-        };
-        if !known {
-            return Err(format!("unknown option {} (known options: {})", describe(&k), START_OPTIONS.join(", ")));
+impl Check {
+    /// What the option expects, as the error message says it.
+    pub fn expected(&self) -> String {
+        match self {
+            Check::Number { expected, .. }
+            | Check::Integer { expected, .. }
+            | Check::NonZeroInteger { expected, .. }
+            | Check::Text(expected)
+            | Check::ZonePath(expected) => expected.to_string(),
+            Check::Boolean => "a boolean".into(),
+            Check::OneOf(names) => names.iter().map(|n| format!("\"{}\"", n)).collect::<Vec<_>>().join(" or "),
         }
     }
-    let interval_us = opt_number(opts, "interval_us", "a number of microseconds from 1 to 60000000", |n| {
-        (1.0..=60_000_000.0).contains(&n)
-    })?
-    .unwrap_or(1000.0);
-    let depth = opt_integer(opts, "depth", 1, 10_000)?.unwrap_or(16);
-    let filter = opt_string(opts, "filter", "a zone path string")?.map(|s| s.as_bytes().to_vec());
-    let clock = match opt_string(opts, "clock", "\"cpu\" or \"wall\"")? {
-        None => ClockKind::Cpu,
-        Some(s) => ClockKind::parse(&s.to_string_lossy())
-            .ok_or_else(|| bad_option("clock", "\"cpu\" or \"wall\"", &Value::String(s.clone())))?,
+
+    /// Whether `v` (never nil) is acceptable.
+    pub fn accepts(&self, v: &Value) -> bool {
+        let in_range = |lo: f64, hi: f64| as_number(v).is_some_and(|n| n >= lo && n <= hi);
+        let integer = || as_number(v).is_some_and(|n| n.is_finite() && n.fract() == 0.0);
+        match self {
+            Check::Number { lo, hi, .. } => in_range(*lo, *hi),
+            Check::Integer { lo, hi, .. } => integer() && in_range(*lo, *hi),
+            Check::NonZeroInteger { lo, hi, .. } => {
+                integer() && in_range(*lo, *hi) && as_number(v).is_some_and(|n| n != 0.0)
+            }
+            Check::Boolean => matches!(v, Value::Boolean(_)),
+            Check::OneOf(names) => match v {
+                Value::String(s) => names.iter().any(|n| s.as_bytes().as_ref() == n.as_bytes()),
+                _ => false,
+            },
+            Check::Text(_) => matches!(v, Value::String(_)),
+            Check::ZonePath(_) => match v {
+                Value::String(s) => !trim_zone(&s.to_string_lossy()).is_empty(),
+                _ => false,
+            },
+        }
+    }
+}
+
+/// The declared names, sorted.
+pub fn names(decls: &[Declared]) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = decls.iter().map(|d| d.name).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Checks an options table (or nil) against `decls`: an unknown name or an
+/// unacceptable value is an error naming it and what was expected.
+pub fn check_table(decls: &[Declared], opts: &Value) -> Result<(), String> {
+    let opts = match opts {
+        Value::Nil => return Ok(()),
+        Value::Table(t) => t,
+        other => return Err(format!("bad argument #1 'opts' (table or nil expected, got {})", describe(other))),
     };
-    let precise = opt_bool(opts, "precise")?.unwrap_or(true);
-    let max_stacks = opt_integer(opts, "max_stacks", 1, 100_000_000)?.unwrap_or(DEFAULT_MAX_STACKS as i64);
-    let zones = opt_table(opts, "zones", "a table (the jit.zone stack)")?;
-    let mut ffnames = Vec::new();
-    if let Some(t) = opt_table(opts, "ffnames", "a table of builtin names indexed by number")? {
-        for pair in t.pairs::<Value, Value>() {
-            let (k, v) = pair.map_err(|e| e.to_string())?;
-            let (Value::Integer(k), Value::String(v)) = (&k, &v) else {
-                // jit.vmdef.ffnames is a plain array of strings; anything else is skipped.
-                continue;
+    for pair in opts.pairs::<Value, Value>() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let decl = match &k {
+            Value::String(s) => decls.iter().find(|d| s.as_bytes().as_ref() == d.name.as_bytes()),
+            _ => None,
+        };
+        let Some(decl) = decl else {
+            let shown = match &k {
+                Value::String(s) => format!("'{}'", s.to_string_lossy()),
+                other => describe(other),
             };
-            if (0..100_000).contains(k) {
-                let k = *k as usize;
-                if ffnames.len() <= k {
-                    ffnames.resize(k + 1, None);
-                }
-                ffnames[k] = Some(v.to_string_lossy());
+            return Err(format!("unknown option {} (known options: {})", shown, names(decls).join(", ")));
+        };
+        if !decl.check.accepts(&v) {
+            return Err(format!("option '{}' must be {} (got {})", decl.name, decl.check.expected(), describe(&v)));
+        }
+    }
+    Ok(())
+}
+
+/// The value of a checked option, or its default.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Setting {
+    Absent,
+    Number(f64),
+    Boolean(bool),
+    Text(String),
+}
+
+impl Setting {
+    pub fn number(&self) -> Option<f64> {
+        if let Setting::Number(n) = self {
+            Some(*n)
+        } else {
+            None
+        }
+    }
+    pub fn boolean(&self) -> Option<bool> {
+        if let Setting::Boolean(b) = self {
+            Some(*b)
+        } else {
+            None
+        }
+    }
+    pub fn text(&self) -> Option<&str> {
+        if let Setting::Text(s) = self {
+            Some(s)
+        } else {
+            None
+        }
+    }
+}
+
+/// The setting of `name` in a table that passed [`check_table`].
+pub fn setting(decls: &[Declared], opts: Option<&Table>, name: &str) -> Setting {
+    let v = opts.and_then(|t| t.raw_get::<Value>(name).ok()).unwrap_or(Value::Nil);
+    match v {
+        Value::Integer(i) => Setting::Number(i as f64),
+        Value::Number(n) => Setting::Number(n),
+        Value::Boolean(b) => Setting::Boolean(b),
+        Value::String(s) => Setting::Text(s.to_string_lossy()),
+        _ => match decls.iter().find(|d| d.name == name).map(|d| d.default) {
+            Some(DefaultValue::Number(n)) => Setting::Number(n),
+            Some(DefaultValue::Boolean(b)) => Setting::Boolean(b),
+            Some(DefaultValue::Text(s)) => Setting::Text(s.into()),
+            Some(DefaultValue::None) | None => Setting::Absent,
+        },
+    }
+}
+
+/// A Lua table of every declared option's setting (defaults filled in).
+pub fn settings_table(lua: &Lua, decls: &[Declared], opts: Option<&Table>) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for d in decls {
+        match setting(decls, opts, d.name) {
+            Setting::Absent => {}
+            Setting::Number(n) => t.set(d.name, n)?,
+            Setting::Boolean(b) => t.set(d.name, b)?,
+            Setting::Text(s) => {
+                let s = if matches!(d.check, Check::ZonePath(_)) { trim_zone(&s).to_string() } else { s };
+                t.set(d.name, s)?
             }
         }
     }
-    let resolve_c = opt_bool(opts, "resolve_c")?.unwrap_or(true);
-    let precision = match opt_string(opts, "precision", "\"function\" or \"line\"")? {
-        None => Precision::Function,
-        Some(s) => Precision::parse(&s.to_string_lossy())
-            .ok_or_else(|| bad_option("precision", "\"function\" or \"line\"", &Value::String(s.clone())))?,
+    Ok(t)
+}
+
+/// `start`'s options, converted.
+pub(super) struct StartOptions {
+    pub(super) interval_ns: u64,
+    pub(super) depth: i32,
+    pub(super) filter: Option<Vec<u8>>,
+    pub(super) clock: ClockKind,
+    pub(super) max_stacks: usize,
+    pub(super) resolve_c: bool,
+    pub(super) precision: Precision,
+    pub(super) env: StartEnv,
+}
+
+/// What the Lua layer supplies besides the user's options (`start`'s
+/// second argument): the `jit.zone` stack, builtin names, the call-site
+/// resolver, and `precise = false` to keep LuaJIT's own timer.
+#[derive(Default)]
+pub(super) struct StartEnv {
+    pub(super) zones: Option<Table>,
+    pub(super) ffnames: Vec<Option<String>>,
+    pub(super) call_site: Option<mlua::Function>,
+    pub(super) precise: bool,
+}
+
+const ENV_FIELDS: [&str; 4] = ["zones", "ffnames", "callSite", "precise"];
+
+fn bad_env(key: &str, expected: &str, got: &Value) -> String {
+    format!("bad argument #2 'env': field '{}' must be {} (got {})", key, expected, describe(got))
+}
+
+fn read_env(env: &Value) -> Result<StartEnv, String> {
+    let mut out = StartEnv { precise: true, ..StartEnv::default() };
+    let env = match env {
+        Value::Nil => return Ok(out),
+        Value::Table(t) => t,
+        other => return Err(format!("bad argument #2 'env' (table or nil expected, got {})", describe(other))),
     };
-    let call_site = match opts.raw_get::<Value>("call_site").map_err(|e| e.to_string())? {
-        Value::Nil => None,
-        Value::Function(f) => Some(f),
-        other => return Err(bad_option("call_site", "a function", &other)),
-    };
+    for pair in env.pairs::<Value, Value>() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let key = match &k {
+            Value::String(s) => s.to_string_lossy(),
+            other => return Err(format!("bad argument #2 'env': unknown field {}", describe(other))),
+        };
+        match (key.as_str(), v) {
+            ("zones", Value::Table(t)) => out.zones = Some(t),
+            ("ffnames", Value::Table(t)) => out.ffnames = read_ffnames(&t)?,
+            ("callSite", Value::Function(f)) => out.call_site = Some(f),
+            ("precise", Value::Boolean(b)) => out.precise = b,
+            ("zones", v) => return Err(bad_env("zones", "a table (the jit.zone stack)", &v)),
+            ("ffnames", v) => return Err(bad_env("ffnames", "a table of builtin names indexed by number", &v)),
+            ("callSite", v) => return Err(bad_env("callSite", "a function", &v)),
+            ("precise", v) => return Err(bad_env("precise", "a boolean", &v)),
+            (other, _) => {
+                return Err(format!(
+                    "bad argument #2 'env': unknown field '{}' (known fields: {})",
+                    other,
+                    ENV_FIELDS.join(", ")
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `jit.vmdef.ffnames` (a plain array of strings); anything else is skipped.
+fn read_ffnames(t: &Table) -> Result<Vec<Option<String>>, String> {
+    let mut ffnames = Vec::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let (Value::Integer(k), Value::String(v)) = (&k, &v) else { continue };
+        if (0..100_000).contains(k) {
+            let k = *k as usize;
+            if ffnames.len() <= k {
+                ffnames.resize(k + 1, None);
+            }
+            ffnames[k] = Some(v.to_string_lossy());
+        }
+    }
+    Ok(ffnames)
+}
+
+/// Reads and checks `start(opts, env)`.
+pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, String> {
+    check_table(SAMPLE_OPTIONS, opts)?;
+    let env = read_env(env)?;
+    let t = if let Value::Table(t) = opts { Some(t) } else { None };
+    // Checked above, so every setting is given or declared: the fallbacks
+    // below never apply.
+    let get = |name| setting(SAMPLE_OPTIONS, t, name);
+    let number = |name| get(name).number().unwrap_or_default();
     Ok(StartOptions {
-        interval_ns: (interval_us * 1000.0).round() as u64,
-        depth: depth as i32,
-        filter,
-        clock,
-        precise,
-        max_stacks: max_stacks as usize,
-        zones,
-        ffnames,
-        resolve_c,
-        precision,
-        call_site,
+        interval_ns: (number("intervalMs") * 1e6).round() as u64,
+        depth: number("stackDepth") as i32,
+        filter: get("zone").text().map(|z| trim_zone(z).as_bytes().to_vec()),
+        clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),
+        max_stacks: number("maxStacks") as usize,
+        resolve_c: get("resolveC").boolean().unwrap_or_default(),
+        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
+        env,
     })
 }
 
 /// Checks an options table the way `start` does, without starting anything
 /// (for tests and the option fuzzer).
 pub fn check_start_options(opts: &Table) -> Result<(), String> {
-    read_options(opts).map(|_| ())
+    read_options(&Value::Table(opts.clone()), &Value::Nil).map(|_| ())
 }
+
+#[cfg(test)]
+#[path = "options_tests.rs"]
+mod tests;

@@ -10,7 +10,7 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use crate::profile::collapsed;
 use crate::profile::frames::{FuncRange, FunctionMap};
 use crate::profile::Profile;
-use crate::views::{self, AbortSite, Annotate, Group, Metric, ReportOptions};
+use crate::views::{self, AbortSite, ReportOptions};
 
 pub struct ProfileData(pub Profile);
 
@@ -39,43 +39,9 @@ fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
     Ok(m)
 }
 
-fn group(t: &Table, key: &str) -> mlua::Result<Option<Group>> {
-    match t.get::<Option<String>>(key)? {
-        None => Ok(None),
-        Some(s) => Group::parse(&s).map(Some).ok_or_else(|| err(format!("{} must name a grouping, got {:?}", key, s))),
-    }
-}
-
+/// Options declared and read in `report_options`.
 fn read_report_options(t: Option<Table>) -> mlua::Result<ReportOptions> {
-    let mut o = ReportOptions::default();
-    let Some(t) = t else { return Ok(o) };
-    if let Some(g) = group(&t, "by")? {
-        o.by = g;
-    }
-    o.then = group(&t, "then")?;
-    if let Some(s) = t.get::<Option<String>>("sort")? {
-        o.sort = match s.as_str() {
-            "self" => Metric::SelfTime,
-            "total" => Metric::Total,
-            _ => return Err(err("sort must be \"self\" or \"total\"")),
-        };
-    }
-    if let Some(m) = t.get::<Option<f64>>("minPercent")? {
-        o.min_percent = m;
-    }
-    if let Some(d) = t.get::<Option<i32>>("depth")? {
-        o.depth = d;
-    }
-    o.raw = t.get::<Option<bool>>("raw")?.unwrap_or(false);
-    o.limit = t.get::<Option<usize>>("limit")?;
-    let context = t.get::<Option<usize>>("context")?.unwrap_or(3);
-    o.annotate = match t.get::<Option<String>>("annotate")?.as_deref() {
-        None => None,
-        Some("hot") => Some(Annotate::Excerpts(context)),
-        Some("full") => Some(Annotate::Full),
-        Some(other) => return Err(err(format!("annotate must be \"hot\" or \"full\", got {:?}", other))),
-    };
-    Ok(o)
+    super::report_options::read(t)
 }
 
 fn read_sites(t: Table) -> mlua::Result<Vec<AbortSite>> {

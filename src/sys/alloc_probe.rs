@@ -55,6 +55,7 @@ impl Drop for InSample {
 
 #[test]
 fn a_stack_seen_before_is_counted_without_allocating() {
+    let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
     let lua = mlua::Lua::new();
     let native = crate::lua_api::exports(&lua).expect("exports");
     lua.globals().set("native", native).unwrap();
@@ -66,7 +67,7 @@ fn a_stack_seen_before_is_counted_without_allocating() {
     let setup = r#"
         local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
         function burn(sec) local t0 = os.clock() while os.clock() - t0 < sec do busy(5000) end end
-        h = native.start({ interval_us = 200 })
+        h = native.start({ intervalMs = 0.2 })
         burn(0.4)
         return h:stats().samples
     "#;

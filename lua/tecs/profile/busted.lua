@@ -27,16 +27,17 @@ for _, a in ipairs(type(arg) == "table" and arg or {}) do
 end
 if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
 
-local function number_setting(name, default)
+-- Unset options keep profile.sample's defaults.
+local function number_setting(name)
   local v = settings[name]
-  if v == nil then return default end
+  if v == nil or v == "" then return nil end
   local n = tonumber(v)
   if not n then
     error(string.format("tecs.profile.busted: %s must be a number (got %s)", name, check.describe(v)), 0)
   end
   return n
 end
-local sample_opts = { intervalMs = number_setting("intervalMs", 1), stackDepth = number_setting("stackDepth", 32) }
+local sample_opts = { intervalMs = number_setting("intervalMs"), stackDepth = number_setting("stackDepth") }
 
 local busted = require("busted")
 local zone = profile.zone()

@@ -52,40 +52,10 @@ function check.options(fname, opts, spec, level)
   return opts
 end
 
---- Validator: a number within [lo, hi].
-function check.number(lo, hi, what)
-  return function(v)
-    if type(v) ~= "number" or v ~= v or v < lo or v > hi then return false, what end
-    return true
-  end
-end
-
---- Validator: an integer within [lo, hi].
-function check.integer(lo, hi, what)
-  return function(v)
-    if type(v) ~= "number" or v ~= math.floor(v) or v < lo or v > hi then return false, what end
-    return true
-  end
-end
-
 --- Validator: a boolean.
 function check.boolean(v)
   if type(v) ~= "boolean" then return false, "a boolean" end
   return true
-end
-
---- Validator: one of the given strings.
-function check.oneof(...)
-  local allowed = { ... }
-  local set = {}
-  for _, a in ipairs(allowed) do set[a] = true end
-  local quoted = {}
-  for i, a in ipairs(allowed) do quoted[i] = '"' .. a .. '"' end
-  local what = table.concat(quoted, " or ")
-  return function(v)
-    if type(v) ~= "string" or not set[v] then return false, what end
-    return true
-  end
 end
 
 --- Check that `self` is an object of class `mt`, so that `obj.method()`

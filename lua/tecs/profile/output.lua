@@ -3,9 +3,27 @@
 -- SVG, `.speedscope.json` is speedscope, anything else collapsed text.
 -- @module tecs.profile.output
 
+local native_ok, native = pcall(require, "tecs.profile.native")
+
 local M = {}
 
-M.formats = { "auto", "collapsed", "svg", "speedscope" }
+--- The format names, as the native module declares them.
+M.formats = native_ok and native.formats or {}
+
+--- Whether `v` names a format.
+function M.is_format(v)
+  for _, f in ipairs(M.formats) do
+    if v == f then return true end
+  end
+  return false
+end
+
+--- The format names for a message: `"auto" or "collapsed" or ...`.
+function M.format_list()
+  local quoted = {}
+  for i, f in ipairs(M.formats) do quoted[i] = '"' .. f .. '"' end
+  return table.concat(quoted, " or ")
+end
 
 --- The format for `filename` given an explicit choice (nil or "auto": by extension).
 function M.format_for(filename, explicit)
@@ -23,13 +41,13 @@ function M.render(prof, format, meta)
   if format == "collapsed" then return prof:collapsed() end
   local ok, out
   if format == "svg" then
-    ok, out = pcall(prof.flamegraph, prof, { title = meta.title or "tecs-profile" })
+    ok, out = native.call(prof.flamegraph, prof, { title = meta.title or "tecs-profile" })
   elseif format == "speedscope" then
-    ok, out = pcall(prof.speedscope, prof, { name = meta.title or "tecs-profile", intervalMs = meta.intervalMs })
+    ok, out = native.call(prof.speedscope, prof, { name = meta.title or "tecs-profile", intervalMs = meta.intervalMs })
   else
     return nil, "unknown format " .. tostring(format)
   end
-  if not ok then return nil, (tostring(out):gsub("^runtime error: ", "")) end
+  if not ok then return nil, out end
   return out
 end
 

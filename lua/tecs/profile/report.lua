@@ -18,35 +18,23 @@ local native_ok, native = pcall(require, "tecs.profile.native")
 
 local M = {}
 
-local groups = { "function", "line", "module", "zone", "zonecomponent", "vmstate" }
-local then_groups = { "function", "line", "module", "zone", "zonecomponent", "vmstate", "caller", "callee" }
+-- Option names, accepted values and defaults are declared in the native
+-- module (`native.options`); `checked` raises its messages under the public
+-- function's name.
+M.option_names = {}
+if native_ok then
+  for _, name in ipairs(native.options.report.names) do M.option_names[name] = true end
+end
 
-local report_spec = {
-  by = check.oneof(unpack(groups)),
-  ["then"] = check.oneof(unpack(then_groups)),
-  sort = check.oneof("self", "total"),
-  minPercent = check.number(0, 100, "a percentage from 0 to 100"),
-  depth = function(v)
-    if type(v) ~= "number" or v ~= math.floor(v) or v == 0 or v < -100 or v > 100 then
-      return false, "a non-zero integer from -100 to 100"
-    end
-    return true
-  end,
-  raw = check.boolean,
-  limit = check.integer(1, 1e9, "a positive integer"),
-  annotate = check.oneof("hot", "full"),
-  context = check.integer(0, 1000, "an integer from 0 to 1000"),
-  zone = function(v)
-    if type(v) ~= "string" or v:gsub("/+$", "") == "" then return false, "a non-empty zone path string" end
-    return true
-  end,
-  functions = check.boolean,
-  mode = function(v)
-    if type(v) ~= "string" then return false, "a -jp style mode string such as \"vf\" or \"3si\"" end
-    return true
-  end,
-}
-M.option_names = report_spec
+local function checked(fname, kind, opts, level)
+  level = level + 1
+  if not native_ok then
+    check.fail(level, "%s: cannot load the native module tecs.profile.native: %s", fname, tostring(native))
+  end
+  local ok, err = native.call(native.raw.check_options, kind, opts)
+  if not ok then check.fail(level, "%s: %s", fname, err) end
+  return opts or {}
+end
 
 local jp_group = { f = "function", F = "function", l = "line", v = "vmstate", z = "zonecomponent" }
 
@@ -126,10 +114,9 @@ function M.load(fname, source, level)
       check.fail(level, "%s: bad argument #1 'source': cannot read file '%s'", fname, source)
     end
   end
-  local ok, prof = pcall(native.parse_profile, text)
+  local ok, prof = native.call(native.raw.parse_profile, text)
   if not ok then
-    check.fail(level, "%s: bad argument #1 'source': not collapsed-stack text (%s)", fname,
-      tostring(prof):gsub("^runtime error: ", ""))
+    check.fail(level, "%s: bad argument #1 'source': not collapsed-stack text (%s)", fname, prof)
   end
   return prof, nil
 end
@@ -141,7 +128,7 @@ end
 
 local function prepare(fname, source, opts, level)
   level = level + 1
-  opts = check.options(fname, opts, report_spec, level)
+  opts = checked(fname, "report", opts, level)
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   if o.mode then
@@ -170,7 +157,9 @@ end
 -- @treturn string
 function M.report(source, opts)
   local prof, o = prepare("profile.report", source, opts, 2)
-  return prof:report(o, functions_for(prof, o))
+  local ok, text = native.call(prof.report, prof, o, functions_for(prof, o))
+  if not ok then check.fail(2, "profile.report: %s", text) end
+  return text
 end
 
 --- Rank trace-abort sites by the sampled time at their locations.
@@ -182,22 +171,16 @@ end
 -- @treturn table ranked `{site, lineSelf, lineTotal, functionSelf, functionTotal}`
 --   where `site` indexes `trace.sites`
 function M.hotAborts(source, trace, opts)
-  opts = check.options("profile.hotAborts", opts, { raw = check.boolean, functions = check.boolean }, 2)
+  opts = checked("profile.hotAborts", "hotAborts", opts, 2)
   if type(trace) ~= "table" or type(trace.sites) ~= "table" then
     check.fail(2, "profile.hotAborts: bad argument #2 'trace' (TraceReport with a 'sites' list expected, got %s)",
       check.describe(trace))
   end
   local prof = M.load("profile.hotAborts", source, 2)
-  return prof:hotAborts(trace.sites, opts, functions_for(prof, opts))
+  local ok, text, ranked = native.call(prof.hotAborts, prof, trace.sites, opts, functions_for(prof, opts))
+  if not ok then check.fail(2, "profile.hotAborts: bad argument #2 'trace': %s", text) end
+  return text, ranked
 end
-
-local flame_spec = {
-  title = function(v) return type(v) == "string", "a string" end,
-  countName = function(v) return type(v) == "string", "a string" end,
-  inverted = check.boolean,
-  zone = report_spec.zone,
-  frames = check.oneof("line", "function"),
-}
 
 -- Applies the `zone` and `frames` options shared by the picture formats.
 local function shape(prof, opts)
@@ -212,10 +195,10 @@ end
 --   grouped into their functions)
 -- @treturn string SVG document
 function M.flamegraph(source, opts)
-  opts = check.options("profile.flamegraph", opts, flame_spec, 2)
+  opts = checked("profile.flamegraph", "flamegraph", opts, 2)
   local prof = shape(M.load("profile.flamegraph", source, 2), opts)
-  local ok, svg = pcall(prof.flamegraph, prof, opts)
-  if not ok then check.fail(2, "profile.flamegraph: %s", tostring(svg):gsub("^runtime error: ", "")) end
+  local ok, svg = native.call(prof.flamegraph, prof, opts)
+  if not ok then check.fail(2, "profile.flamegraph: %s", svg) end
   return svg
 end
 
@@ -223,16 +206,11 @@ end
 -- @tparam[opt] table opts `name`, `intervalMs` (weights in ms), `zone`, `frames`
 -- @treturn string JSON
 function M.speedscope(source, opts)
-  opts = check.options("profile.speedscope", opts, {
-    name = flame_spec.title,
-    intervalMs = check.number(0.001, 1e6, "a positive number of milliseconds"),
-    zone = report_spec.zone,
-    frames = flame_spec.frames,
-  }, 2)
+  opts = checked("profile.speedscope", "speedscope", opts, 2)
   local prof, interval = M.load("profile.speedscope", source, 2)
   prof = shape(prof, opts)
-  local ok, json = pcall(prof.speedscope, prof, { name = opts.name, intervalMs = opts.intervalMs or interval })
-  if not ok then check.fail(2, "profile.speedscope: %s", tostring(json):gsub("^runtime error: ", "")) end
+  local ok, json = native.call(prof.speedscope, prof, { name = opts.name, intervalMs = opts.intervalMs or interval })
+  if not ok then check.fail(2, "profile.speedscope: %s", json) end
   return json
 end
 

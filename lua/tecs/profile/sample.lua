@@ -22,22 +22,12 @@ M.SampleSession = SampleSession
 
 local active -- the running session of this Lua state, if any
 
-local option_spec = {
-  intervalMs = check.number(0.1, 60000, "a number of milliseconds from 0.1 to 60000"),
-  zone = function(v)
-    if type(v) ~= "string" or v:gsub("/+$", "") == "" then
-      return false, "a non-empty zone path string such as \"update/physics\""
-    end
-    return true
-  end,
-  stackDepth = check.integer(1, 1000, "an integer from 1 to 1000"),
-  clock = check.oneof("cpu", "wall"),
-  precision = check.oneof("function", "line"),
-  maxStacks = check.integer(1, 100000000, "an integer from 1 to 100000000"),
-  resolveC = check.boolean,
-  format = check.oneof("auto", "collapsed", "svg", "speedscope"),
-}
-M.option_names = option_spec
+-- The options are declared (names, bounds, defaults) in the native module;
+-- this layer passes the user's table through.
+M.option_names = {}
+if native_ok then
+  for _, name in ipairs(native.options.sample.names) do M.option_names[name] = true end
+end
 
 --- Start a sampling session.
 -- Errors if a sample session is already active (in this Lua state, or in
@@ -54,7 +44,6 @@ M.option_names = option_spec
 --   or "collapsed", "svg", "speedscope")
 -- @treturn SampleSession
 function M.start(opts)
-  opts = check.options("profile.sample", opts, option_spec, 2)
   if not native_ok then
     error("profile.sample: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
   end
@@ -62,39 +51,28 @@ function M.start(opts)
   if not available then
     error("profile.sample: " .. why, 2)
   end
+  local ok, err = native.call(native.raw.check_options, "sample", opts)
+  if not ok then error("profile.sample: " .. err, 2) end
   if active then
     error("profile.sample: a sample session is already active; stop it before starting another", 2)
   end
-  local zone_filter = opts.zone and opts.zone:gsub("/+$", "") or nil
-  local zones = jitinfo.zone()
-  local ok, handle = pcall(native.start, {
-    interval_us = (opts.intervalMs or 1) * 1000,
-    depth = opts.stackDepth or 16,
-    filter = zone_filter,
-    clock = opts.clock or "cpu",
-    max_stacks = opts.maxStacks,
-    zones = zones,
+  local handle, settings
+  ok, handle, settings = native.call(native.raw.start, opts, {
+    zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
-    resolve_c = opts.resolveC,
-    precision = opts.precision or "function",
-    call_site = callsite.resolver(),
+    callSite = callsite.resolver(),
   })
-  if not ok then
-    -- Native errors may carry mlua's prefix and a traceback of this shim.
-    local msg = tostring(handle):gsub("^runtime error: ", ""):gsub("\n*stack traceback:.*$", "")
-    msg = msg:gsub("^tecs%.profile%.native%.start: ", "")
-    error("profile.sample: " .. msg, 2)
-  end
+  if not ok then error("profile.sample: " .. handle, 2) end
   local session = setmetatable({
     _native = handle,
     _stopped = false,
     _text = nil,
-    intervalMs = opts.intervalMs or 1,
-    zone = zone_filter,
-    stackDepth = opts.stackDepth or 16,
-    clock = opts.clock or "cpu",
-    precision = opts.precision or "function",
-    format = opts.format or "auto",
+    intervalMs = settings.intervalMs,
+    zone = settings.zone,
+    stackDepth = settings.stackDepth,
+    clock = settings.clock,
+    precision = settings.precision,
+    format = settings.format,
   }, SampleSession)
   active = session
   return session
@@ -191,11 +169,9 @@ function SampleSession:write(filename, format)
     check.fail(2, "SampleSession:write: bad argument #1 'filename' (non-empty string expected, got %s)",
       check.describe(filename))
   end
-  if format ~= nil then
-    local ok, expected = check.oneof(unpack(output.formats))(format)
-    if not ok then
-      check.fail(2, "SampleSession:write: bad argument #2 'format' (%s expected, got %s)", expected, check.describe(format))
-    end
+  if format ~= nil and not output.is_format(format) then
+    check.fail(2, "SampleSession:write: bad argument #2 'format' (%s expected, got %s)", output.format_list(),
+      check.describe(format))
   end
   local text = self:collapsed()
   local ok, err = self:_write_file(filename, format)

@@ -1,0 +1,217 @@
+//! What a running session holds, each part as a guard that undoes itself
+//! when dropped: the process's owner flag, the signals unblocked on the VM
+//! thread, the armed tick handler and LuaJIT's running profiler. A start
+//! that fails halfway drops the guards it took so far; a session stops by
+//! dropping its [`Running`] once (see `NativeSession::stop_sampling`). The
+//! clean-up is written here, once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mlua::Lua;
+
+use crate::record::sampler::Sampler;
+use crate::record::tick_source::{ClockKind, TickSource};
+use crate::sys::{self, ProfilerApi, SamplerBox, VmHandle};
+
+/// One sampling session per process: LuaJIT keeps a single profiler state.
+static OWNER: AtomicBool = AtomicBool::new(false);
+
+pub(super) const ALREADY_RUNNING: &str = "a sampling session is already running in this process (LuaJIT has one \
+     profiler per process; stop the other session, which may belong to another Lua state or thread, first)";
+
+/// The process's owner flag, held from a successful [`Ownership::claim`]
+/// until dropped.
+pub(super) struct Ownership(());
+
+impl Ownership {
+    /// Takes the flag, or None when another session holds it.
+    pub(super) fn claim() -> Option<Ownership> {
+        OWNER.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| Ownership(()))
+    }
+
+    /// Whether some session of this process holds the flag.
+    #[cfg(test)]
+    pub(super) fn held() -> bool {
+        OWNER.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Ownership {
+    fn drop(&mut self) {
+        OWNER.store(false, Ordering::Release);
+    }
+}
+
+/// Signals a session unblocked on the VM thread; blocked again when dropped.
+#[derive(Default)]
+pub(super) struct UnblockedSignals(Vec<i32>);
+
+impl UnblockedSignals {
+    /// Unblocks `sig`, remembering it if it was blocked.
+    pub(super) fn unblock(&mut self, sig: i32) {
+        #[cfg(target_os = "linux")]
+        if sys::posix::unblock_signal(sig) {
+            self.0.push(sig);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = sig;
+    }
+}
+
+impl Drop for UnblockedSignals {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        for &sig in &self.0 {
+            sys::posix::block_signal(sig);
+        }
+    }
+}
+
+/// The per-thread tick handler, armed for LuaJIT's profiler state;
+/// disarmed when dropped.
+pub(super) struct ArmedTicks(());
+
+impl Drop for ArmedTicks {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        sys::posix::disarm_ticks();
+    }
+}
+
+/// LuaJIT's profiler, started for this VM; stopped when dropped (through
+/// the VM handle: a session dropped by the GC or `lua_close` has no `Lua`).
+pub(super) struct ProfilerRun {
+    pub(super) api: ProfilerApi,
+    pub(super) vm: VmHandle,
+}
+
+impl Drop for ProfilerRun {
+    fn drop(&mut self) {
+        self.vm.stop_profiler(&self.api);
+    }
+}
+
+/// Everything a running session holds. Fields drop in declaration order,
+/// which is the order the clean-up must run in: the tick handler, then
+/// LuaJIT's profiler, then the signal mask, then the owner flag.
+pub(super) struct Running {
+    pub(super) armed: Option<ArmedTicks>,
+    pub(super) profiler: Option<ProfilerRun>,
+    /// Held for its `Drop`.
+    #[allow(dead_code)]
+    pub(super) signals: UnblockedSignals,
+    /// Held for its `Drop`.
+    #[allow(dead_code)]
+    pub(super) owner: Ownership,
+}
+
+impl Running {
+    /// Ends the session. With `lua`, LuaJIT's profiler is stopped through the
+    /// state and the callback box deactivated; the guards do the rest.
+    pub(super) fn finish(mut self, lua: Option<&Lua>, sampler: &SamplerBox<Sampler>) {
+        drop(self.armed.take());
+        if let Some(lua) = lua {
+            if let Some(p) = self.profiler.take() {
+                let _ = sampler.stop(&p.api, lua);
+                // Stopped through the state: nothing left for its Drop.
+                std::mem::forget(p);
+            }
+        }
+    }
+}
+
+/// Releases the registry anchors of a sampler (zones, functions).
+pub(super) fn release_anchors(lua: &Lua, sampler: &SamplerBox<Sampler>) {
+    sampler.with(|s| {
+        s.functions.release(lua);
+        if let Some(z) = s.zones_mut() {
+            z.release(lua);
+        }
+    });
+}
+
+/// A sampler of this VM (jit.p, jit.profile) running when a session starts
+/// is stopped first, as LuaJIT's start would, but before SIGPROF's
+/// disposition is chosen, so that LuaJIT saves "ignore" rather than
+/// "default" and a later stop by that sampler's owner cannot leave our
+/// timer's signals fatal. Returns whether there was one; an error when it
+/// runs in another state.
+pub(super) fn take_over_foreign(api: &ProfilerApi, lua: &Lua) -> mlua::Result<bool> {
+    #[cfg(target_os = "linux")]
+    if sys::posix::foreign_sampler_active() {
+        let _ = sys::stop_profiler(api, lua);
+        if sys::posix::foreign_sampler_active() {
+            return Err(mlua::Error::runtime(
+                "LuaJIT's profiler is in use by another Lua state or library (SIGPROF has a handler or \
+                 ITIMER_PROF is armed): stop jit.p/jit.profile there first",
+            ));
+        }
+        return Ok(true);
+    }
+    let _ = (api, lua);
+    Ok(false)
+}
+
+/// Replaces LuaJIT's ITIMER_PROF with a per-thread tick source, or keeps
+/// LuaJIT's timer and says why (see `record::tick_source`).
+#[cfg(target_os = "linux")]
+pub(super) fn per_thread_ticks(
+    run: &ProfilerRun,
+    sampler: &SamplerBox<Sampler>,
+    clock: ClockKind,
+    interval_ns: u64,
+    signals: &mut UnblockedSignals,
+) -> (TickSource, Option<ArmedTicks>) {
+    use sys::posix;
+    let Some(sig) = posix::tick_signal() else {
+        return (TickSource::luajit(Some("no free real-time signal for the tick source".into())), None);
+    };
+    let (cb, data) = sampler.callback_words();
+    let Some(profiler) = posix::find_luajit_profiler(run.api.start_addr(), run.vm.addr(), cb, data) else {
+        let why = "LuaJIT's profiler state could not be located in this build";
+        return (TickSource::luajit(Some(why.into())), None);
+    };
+    posix::arm_ticks(&profiler);
+    let armed = ArmedTicks(());
+    for s in [sig, libc::SIGTRAP] {
+        signals.unblock(s);
+    }
+    match TickSource::start(clock, interval_ns, sig) {
+        Ok(t) => {
+            posix::disarm_itimer_prof();
+            (t, Some(armed))
+        }
+        Err(why) => (TickSource::luajit(Some(why)), None),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn per_thread_ticks(
+    _run: &ProfilerRun,
+    _sampler: &SamplerBox<Sampler>,
+    _clock: ClockKind,
+    _interval_ns: u64,
+    _signals: &mut UnblockedSignals,
+) -> (TickSource, Option<ArmedTicks>) {
+    (TickSource::luajit(None), None)
+}
+
+#[cfg(test)]
+thread_local! {
+    static FAIL_AT: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Fails a start at the named step when a test asked for it (tests only).
+pub(super) fn failpoint(_step: &'static str) -> mlua::Result<()> {
+    #[cfg(test)]
+    if FAIL_AT.with(|f| f.get()) == Some(_step) {
+        return Err(mlua::Error::runtime(format!("test failure at {}", _step)));
+    }
+    Ok(())
+}
+
+/// Makes the next starts on this thread fail at `step` (None: not at all).
+#[cfg(test)]
+pub(super) fn fail_at(step: Option<&'static str>) {
+    FAIL_AT.with(|f| f.set(step));
+}

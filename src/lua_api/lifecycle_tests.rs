@@ -1,0 +1,135 @@
+//! The session lifecycle: a start failing halfway leaves nothing behind,
+//! stop twice, drop without stop, and the one error convention.
+
+use std::sync::{Mutex, MutexGuard};
+
+use mlua::Lua;
+
+use super::lifecycle::{self, Ownership};
+use super::*;
+
+/// Sessions are process-wide: the tests that start one take turns.
+pub(crate) fn one_session_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn state() -> Lua {
+    let lua = Lua::new();
+    let native = exports(&lua).expect("exports");
+    lua.globals().set("native", native).unwrap();
+    lua
+}
+
+#[test]
+fn ownership_is_released_by_its_guard() {
+    let _turn = one_session_at_a_time();
+    let first = Ownership::claim().expect("free at first");
+    assert!(Ownership::held());
+    assert!(Ownership::claim().is_none(), "one owner per process");
+    drop(first);
+    assert!(!Ownership::held());
+    drop(Ownership::claim().expect("free again"));
+}
+
+#[test]
+fn a_start_failing_halfway_leaves_no_owner_and_a_good_start_follows() {
+    let _turn = one_session_at_a_time();
+    let lua = state();
+    for step in ["anchors", "profiler"] {
+        lifecycle::fail_at(Some(step));
+        let err = lua.load("return native.start({})").exec().unwrap_err().to_string();
+        lifecycle::fail_at(None);
+        assert!(err.contains(&format!("tecs.profile.native.start: test failure at {}", step)), "{}", err);
+        assert!(!Ownership::held(), "owner left set after a failure at {}", step);
+    }
+    lua.load("local h = native.start({}); assert(h:running()); h:stop(); assert(not h:running())").exec().unwrap();
+    assert!(!Ownership::held());
+}
+
+#[test]
+fn stop_twice_is_one_stop() {
+    let _turn = one_session_at_a_time();
+    let lua = state();
+    lua.load(
+        r#"
+        local h = native.start({ intervalMs = 0.5 })
+        local t0 = os.clock() while os.clock() - t0 < 0.05 do end
+        h:stop()
+        local first = h:stats()
+        h:stop()
+        local second = h:stats()
+        assert(not first.running and not second.running)
+        assert(first.samples == second.samples and first.durationSec == second.durationSec)
+        "#,
+    )
+    .exec()
+    .unwrap();
+    assert!(!Ownership::held());
+}
+
+#[test]
+fn a_session_dropped_without_stop_releases_everything() {
+    let _turn = one_session_at_a_time();
+    {
+        let lua = state();
+        lua.load("h = native.start({})").exec().unwrap();
+        assert!(Ownership::held());
+        lua.load("h = nil; collectgarbage(); collectgarbage()").exec().unwrap();
+        assert!(!Ownership::held(), "the GC's drop released the owner flag");
+        lua.load("h = native.start({ clock = 'wall' })").exec().unwrap();
+    }
+    // lua_close dropped the second one.
+    assert!(!Ownership::held());
+    let lua = state();
+    lua.load("native.start({}):stop()").exec().unwrap();
+}
+
+#[test]
+fn an_options_error_takes_nothing() {
+    let _turn = one_session_at_a_time();
+    let lua = state();
+    let err = lua.load("native.start({ stackDepth = 0 })").exec().unwrap_err().to_string();
+    assert!(
+        err.contains("tecs.profile.native.start: option 'stackDepth' must be an integer from 1 to 1000"),
+        "{}",
+        err
+    );
+    assert!(!Ownership::held());
+}
+
+#[test]
+fn errors_cross_as_plain_messages() {
+    let lua = state();
+    let (ok, msg): (bool, String) =
+        lua.load("return native.call(native.raw.check_options, 'report', { sort = 'size' })").eval().unwrap();
+    assert!(!ok);
+    assert_eq!(msg, "option 'sort' must be \"self\" or \"total\" (got string \"size\")");
+    let (ok, msg): (bool, String) = lua.load("return native.call(native.raw.parse_profile, 'x y\\n')").eval().unwrap();
+    assert!(!ok);
+    assert!(msg.starts_with("line 1: "), "{}", msg);
+    assert!(!msg.contains("runtime error"), "{}", msg);
+    // The wrapped functions raise at the caller's line, under their name.
+    let err: String = lua
+        .load("local ok, e = pcall(function() native.parse_collapsed(5) end); return e")
+        .set_name("=caller")
+        .eval()
+        .unwrap();
+    assert_eq!(
+        err,
+        "caller:1: tecs.profile.native.parse_collapsed: bad argument #1 'text' (string expected, got number 5)"
+    );
+    let (a, b, c): (bool, i64, i64) = lua.load("return native.call(function() return 1, 2 end)").eval().unwrap();
+    assert!(a && b == 1 && c == 2);
+}
+
+#[test]
+fn option_names_and_formats_come_from_the_declarations() {
+    let lua = state();
+    let names: Vec<String> = lua.load("return native.options.sample.names").eval().unwrap();
+    assert_eq!(names, start_option_names());
+    let depth: i64 = lua.load("return native.options.sample.defaults.stackDepth").eval().unwrap();
+    assert_eq!(depth, 16);
+    let formats: Vec<String> = lua.load("return native.formats").eval().unwrap();
+    assert_eq!(formats, FORMATS);
+}
