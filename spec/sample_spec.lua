@@ -50,6 +50,34 @@ describe("profile.sample", function()
     end)
   end
 
+  it("gives the whole process's CPU time beside the profiled thread's", function()
+    -- Eight threads of libc's strlen over 64 MiB each: CPU time of the
+    -- process that the profiled thread (waiting in pthread_join) never sees.
+    local ffi = require("ffi")
+    ffi.cdef [[
+      typedef unsigned long tecs_spec_pthread_t;
+      int pthread_create(tecs_spec_pthread_t *, const void *, void *(*)(void *), void *);
+      int pthread_join(tecs_spec_pthread_t, void **);
+    ]]
+    pcall(ffi.cdef, "size_t strlen(const char *);")
+    local n = 64 * 1024 * 1024
+    local buf = ffi.new("char[?]", n + 1)
+    ffi.fill(buf, n, 65)
+    local s = profile.sample()
+    local start = ffi.cast("void *(*)(void *)", ffi.C.strlen)
+    for _ = 1, 8 do
+      local t, ret = ffi.new("tecs_spec_pthread_t[1]"), ffi.new("void *[1]")
+      assert.equal(0, ffi.C.pthread_create(t, nil, start, buf))
+      assert.equal(0, ffi.C.pthread_join(t[0], ret))
+      assert.equal(n, tonumber(ffi.cast("uintptr_t", ret[0])))
+    end
+    s:stop()
+    local st = s:stats()
+    assert.is_number(st.processCpuSec)
+    assert.is_true(st.processCpuSec - st.cpuSec > 0.005,
+      string.format("process %.4f s, thread %.4f s", st.processCpuSec, st.cpuSec))
+  end)
+
   it("reaches the requested rate at intervalMs = 1", function()
     local s = profile.sample({ intervalMs = 1 })
     cpu.burn(1.0, function() busy(10000) end)
