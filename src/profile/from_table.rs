@@ -6,12 +6,37 @@
 //! table. Keys are walked in the order they were first seen, and
 //! consecutive keys usually share their outer frames, so the ids of frames
 //! equal to the previous key's, byte for byte, are reused without a lookup.
+//!
+//! What remains is one name-table lookup per other frame, and with many
+//! distinct frames the table is larger than the cache: each lookup would
+//! wait for memory in turn. So keys are taken in batches: the frames of a
+//! batch are split and hashed first, their index slots are read in a
+//! tight loop (the loads overlap), and only then are they looked up.
 
 use std::collections::HashMap;
 
 use super::{sanitize, FrameNamer, Names, Profile, OVERFLOW_FRAME};
 use crate::record::sampler::FRAME_SEP;
 use crate::record::stack_table::{Key, StackTable};
+
+/// Keys per batch (see the loop in [`Profile::from_table`]).
+const BATCH: usize = 128;
+
+/// A frame of a key that the previous key does not share: its raw bytes,
+/// and its name and the name's hash when the raw bytes are the name.
+struct Fresh<'t> {
+    raw: &'t [u8],
+    name: Option<(&'t str, u64)>,
+}
+
+/// A key of the batch: how many frames it shares with the previous key,
+/// and its other frames in the batch's list.
+struct Pending<'t> {
+    key: &'t [u8],
+    counts: [u32; 5],
+    reuse: usize,
+    fresh: std::ops::Range<usize>,
+}
 
 /// A raw frame or zone name that is already its final name, as a `str`.
 fn final_name(raw: &[u8]) -> Option<&str> {
@@ -62,57 +87,87 @@ impl Profile {
         let mut prev_start = 0usize;
         let mut ends: Vec<usize> = Vec::new();
 
-        for (key, entry) in table.iter() {
-            let path = Key::path(key);
-            let zone = match zone_ids.get(path) {
-                Some(&z) => z,
-                None => {
-                    zone_parts.clear();
-                    if !path.is_empty() {
-                        for part in path.split(|&b| b == b'/') {
-                            let id = match final_name(part) {
-                                Some(name) => p.names.intern(name).0,
-                                None => p.names.intern(&sanitize(part)).0,
-                            };
-                            zone_parts.push(id);
-                        }
+        let mut fresh: Vec<Fresh> = Vec::with_capacity(BATCH * 4);
+        let mut pending: Vec<Pending> = Vec::with_capacity(BATCH);
+        let mut sink = 0u32;
+        for batch in (0..table.len()).step_by(BATCH) {
+            // First pass over the batch: split the stacks, find the frames
+            // not shared with the previous stack and hash their names; then
+            // read the first index slot of each (independent loads).
+            fresh.clear();
+            pending.clear();
+            for i in batch..table.len().min(batch + BATCH) {
+                let (key, entry) = table.get(i);
+                let stack = Key::stack(key);
+                let first = fresh.len();
+                ends.clear();
+                let mut reuse = 0;
+                if !stack.is_empty() {
+                    // Frames wholly inside the prefix shared with the previous
+                    // stack, and ending where a frame ends in this one too.
+                    let shared = common_prefix(stack, prev_stack);
+                    reuse = prev_ends
+                        .iter()
+                        .take_while(|&&e| e <= shared && (e == stack.len() || stack[e] == FRAME_SEP))
+                        .count();
+                    ends.extend_from_slice(&prev_ends[..reuse]);
+                    let mut at = if reuse == 0 { 0 } else { prev_ends[reuse - 1] + 1 };
+                    while at <= stack.len() {
+                        let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |i| at + i);
+                        let raw = &stack[at..end];
+                        let name = final_name(raw).map(|name| (name, p.names.hash(name)));
+                        fresh.push(Fresh { raw, name });
+                        ends.push(end);
+                        at = end + 1;
                     }
-                    let known = p.zone_paths.len();
-                    let z = p.zone_path_id(&zone_parts);
-                    may_merge |= (z as usize) < known;
-                    zone_ids.insert(path, z);
-                    z
                 }
-            };
-
-            let stack = Key::stack(key);
-            let start = p.frames.len();
-            ends.clear();
-            if !stack.is_empty() {
-                // Frames wholly inside the prefix shared with the previous
-                // stack, and ending where a frame ends in this one too.
-                let shared = common_prefix(stack, prev_stack);
-                let reuse = prev_ends
-                    .iter()
-                    .take_while(|&&e| e <= shared && (e == stack.len() || stack[e] == FRAME_SEP))
-                    .count();
-                p.frames.extend_from_within(prev_start..prev_start + reuse);
-                ends.extend_from_slice(&prev_ends[..reuse]);
-                let mut at = if reuse == 0 { 0 } else { prev_ends[reuse - 1] + 1 };
-                while at <= stack.len() {
-                    let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |i| at + i);
-                    let raw = &stack[at..end];
-                    let id = if let Some(name) = final_name(raw) {
-                        let id = p.names.intern(name).0;
+                pending.push(Pending { key, counts: entry.counts, reuse, fresh: first..fresh.len() });
+                prev_stack = stack;
+                std::mem::swap(&mut prev_ends, &mut ends);
+            }
+            // A loop of nothing but these loads, so that many are in flight.
+            for f in &fresh {
+                if let Some((_, hash)) = f.name {
+                    sink ^= p.names.touch(hash);
+                }
+            }
+            // Second pass: the rows.
+            for row in &pending {
+                let path = Key::path(row.key);
+                let zone = match zone_ids.get(path) {
+                    Some(&z) => z,
+                    None => {
+                        zone_parts.clear();
+                        if !path.is_empty() {
+                            for part in path.split(|&b| b == b'/') {
+                                let id = match final_name(part) {
+                                    Some(name) => p.names.intern(name).0,
+                                    None => p.names.intern(&sanitize(part)).0,
+                                };
+                                zone_parts.push(id);
+                            }
+                        }
+                        let known = p.zone_paths.len();
+                        let z = p.zone_path_id(&zone_parts);
+                        may_merge |= (z as usize) < known;
+                        zone_ids.insert(path, z);
+                        z
+                    }
+                };
+                let start = p.frames.len();
+                p.frames.extend_from_within(prev_start..prev_start + row.reuse);
+                for f in &fresh[row.fresh.clone()] {
+                    let id = if let Some((name, hash)) = f.name {
+                        let id = p.names.intern_hashed(name, hash).0;
                         may_merge |= is_named.get(id as usize).copied().unwrap_or(false);
                         id
                     } else {
-                        match named.get(raw) {
+                        match named.get(f.raw) {
                             Some(&id) => id,
                             None => {
-                                let (id, existed) = p.names.intern(&namer.name(raw));
+                                let (id, existed) = p.names.intern(&namer.name(f.raw));
                                 may_merge |= existed;
-                                named.insert(raw, id);
+                                named.insert(f.raw, id);
                                 if is_named.len() <= id as usize {
                                     is_named.resize(id as usize + 1, false);
                                 }
@@ -122,15 +177,12 @@ impl Profile {
                         }
                     };
                     p.frames.push(id);
-                    ends.push(end);
-                    at = end + 1;
                 }
+                p.push_row_from(zone, start, row.counts.map(u64::from));
+                prev_start = start;
             }
-            p.push_row_from(zone, start, entry.counts.map(u64::from));
-            prev_stack = stack;
-            prev_start = start;
-            std::mem::swap(&mut prev_ends, &mut ends);
         }
+        std::hint::black_box(sink);
         if may_merge {
             p.merge_equal_rows();
         }

@@ -2,17 +2,18 @@
 //! once, numbered by a `u32` id. Rows refer to names by id, so equal frames
 //! compare and hash as integers and each name's bytes exist once.
 
-use hashbrown::HashTable;
-
 #[derive(Clone)]
 pub struct Names {
     /// Every name back to back.
     text: String,
     /// Where name `id` lies in `text`.
     spans: Vec<(usize, usize)>,
-    /// Hash of name `id`, kept so the index grows without rehashing text.
-    hashes: Vec<u64>,
-    index: HashTable<u32>,
+    /// Open addressing with linear probing, at most half full: each slot is
+    /// (high half of the name's hash, id + 1), 0 marking a free slot. A
+    /// slot holds both, so a lookup of a new name (the common case while a
+    /// profile is built) costs one cache line, not a control byte and a
+    /// separate entry.
+    index: Vec<(u32, u32)>,
     hasher: ahash::RandomState,
 }
 
@@ -34,8 +35,7 @@ impl Names {
         Names {
             text: String::with_capacity(bytes),
             spans: Vec::with_capacity(names),
-            hashes: Vec::with_capacity(names),
-            index: HashTable::with_capacity(names),
+            index: vec![(0, 0); (names * 2).max(16).next_power_of_two()],
             // Fixed seeds: the same input always gives the same ids.
             hasher: ahash::RandomState::with_seeds(0x6e61, 0x6d65, 0x7374, 0x6162),
         }
@@ -63,37 +63,78 @@ impl Names {
         &self.text.as_bytes()[start..end]
     }
 
+    /// The hash [`Names::intern_hashed`] takes.
+    #[inline]
+    pub fn hash(&self, name: &str) -> u64 {
+        self.hasher.hash_one(name.as_bytes())
+    }
+
+    /// Reads the first slot a name of hash `hash` would be looked up in, and
+    /// returns what it holds. Called ahead of [`Names::intern_hashed`] for a
+    /// batch of names, so that the cache misses of their lookups overlap
+    /// instead of coming one after another.
+    #[inline]
+    pub fn touch(&self, hash: u64) -> u32 {
+        self.index[hash as usize & (self.index.len() - 1)].1
+    }
+
+    /// The slot holding `name`, or the free slot where it would go.
+    #[inline]
+    fn slot(&self, name: &str, hash: u64) -> (usize, u32) {
+        let tag = (hash >> 32) as u32;
+        let mask = self.index.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (t, id1) = self.index[i];
+            if id1 == 0 || (t == tag && self.bytes(id1 - 1) == name.as_bytes()) {
+                return (i, tag);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// The id of `name`, if the table holds it.
     pub fn find(&self, name: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one(name.as_bytes());
-        let (text, spans) = (&self.text, &self.spans);
-        self.index.find(hash, |&i| span_text(text, spans, i) == name).copied()
+        let (i, _) = self.slot(name, self.hash(name));
+        self.index[i].1.checked_sub(1)
     }
 
     /// The id of `name`, added when new. The second value says whether the
     /// name was already there.
     #[inline]
     pub fn intern(&mut self, name: &str) -> (u32, bool) {
-        let hash = self.hasher.hash_one(name.as_bytes());
-        let (text, spans) = (&self.text, &self.spans);
-        if let Some(&i) = self.index.find(hash, |&i| span_text(text, spans, i) == name) {
-            return (i, true);
+        self.intern_hashed(name, self.hash(name))
+    }
+
+    /// [`Names::intern`] with `hash` = [`Names::hash`] of `name`.
+    #[inline]
+    pub fn intern_hashed(&mut self, name: &str, hash: u64) -> (u32, bool) {
+        let (i, tag) = self.slot(name, hash);
+        if let Some(id) = self.index[i].1.checked_sub(1) {
+            return (id, true);
         }
         let id = self.spans.len() as u32;
         let start = self.text.len();
         self.text.push_str(name);
         self.spans.push((start, self.text.len()));
-        self.hashes.push(hash);
-        let hashes = &self.hashes;
-        self.index.insert_unique(hash, id, |&i| hashes[i as usize]);
+        self.index[i] = (tag, id + 1);
+        if self.spans.len() * 2 > self.index.len() {
+            self.grow();
+        }
         (id, false)
     }
-}
 
-#[inline]
-fn span_text<'a>(text: &'a str, spans: &[(usize, usize)], id: u32) -> &'a str {
-    let (start, end) = spans[id as usize];
-    &text[start..end]
+    /// Doubles the index (hashing every name again: sizes given to
+    /// [`Names::with_capacity`] make this rare).
+    fn grow(&mut self) {
+        let size = self.index.len() * 2;
+        self.index = vec![(0, 0); size];
+        for id in 0..self.spans.len() as u32 {
+            let name = self.get(id);
+            let (i, tag) = self.slot(name, self.hash(name));
+            self.index[i] = (tag, id + 1);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -164,3 +164,27 @@ fn matches_with_long_paths_and_long_shared_prefixes() {
     assert!(expected.lines().count() > 500);
     assert_eq!(direct(&t, &ffnames), expected);
 }
+
+#[test]
+fn frames_shared_with_the_previous_key_only_in_part_are_not_reused() {
+    let ffnames = vec![None, Some("string.format".to_string())];
+    let mut t = StackTable::new(1000);
+    let stacks: [&[&[u8]]; 8] = [
+        &[b"a.lua:1", b"b.lua:2"],
+        &[b"a.lua:10", b"b.lua:2"],
+        &[b"a.lua:10"],
+        &[b"a.lua:10", b"b.lua:2", b"c.lua:3"],
+        &[b"a.lua:10", b"b.lua:2", b"[builtin#1]"],
+        &[b"a.lua:10", b"b.lua:2", b"string.format"],
+        &[],
+        &[b"a.lua:10", b"b.lua:2;x"],
+    ];
+    // Enough keys for several batches, each stack in every zone.
+    for round in 0..100u32 {
+        for (i, s) in stacks.iter().enumerate() {
+            let zone = format!("z{}", round);
+            t.add(&key(zone.as_bytes(), s), i % 5, 1 + round % 3);
+        }
+    }
+    assert_eq!(direct(&t, &ffnames), reference(&t, &ffnames));
+}
