@@ -26,8 +26,23 @@ pub fn write(profile: &Profile) -> String {
             s
         })
         .collect();
-    let mut stored: Vec<u32> = (0..profile.rows.len() as u32).collect();
-    stored.sort_unstable_by_key(|&i| profile.rows[i as usize].start);
+    // The rows in storage order, with what the passes below need of each
+    // (read from the rows once, in text order, not once per pass at random).
+    let mut stored: Vec<Stored> = profile
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Stored {
+            start: r.start,
+            len: r.len,
+            row: i as u32,
+            zone: r.zone,
+            state: r.dominant_state(),
+            total: r.total(),
+            place: (0, 0),
+        })
+        .collect();
+    stored.sort_unstable_by_key(|s| s.start);
 
     // Bytes of the first k frames of the previous stack, separators included.
     let mut prev: &[u32] = &[];
@@ -47,21 +62,27 @@ pub fn write(profile: &Profile) -> String {
     };
 
     let mut lens = vec![0usize; profile.rows.len()];
-    for &i in &stored {
-        let row = &profile.rows[i as usize];
-        let stack = profile.stack(row);
+    for row in &stored {
+        let stack = row.stack(profile);
         extend_ends(stack, prev, &prev_ends, &mut ends);
         let frames = ends.last().copied().unwrap_or("<root>".len());
-        lens[i as usize] = zone_prefixes[row.zone as usize].len() + frames + "_[X] ".len() + digits(row.total()) + 1;
+        lens[row.row as usize] =
+            zone_prefixes[row.zone as usize].len() + frames + "_[X] ".len() + digits(row.total) + 1;
         prev = stack;
         std::mem::swap(&mut prev_ends, &mut ends);
     }
+    // Each line's place in the text: offsets in text order, handed back to
+    // the rows in storage order.
     let mut offsets = Vec::with_capacity(lens.len());
     let mut size = 0usize;
     for &n in &lens {
         offsets.push(size);
         size += n;
     }
+    for row in stored.iter_mut() {
+        row.place = (offsets[row.row as usize], lens[row.row as usize]);
+    }
+    drop((lens, offsets));
 
     let mut out = vec![0u8; size];
     crate::sys::advise_huge_pages(&mut out);
@@ -70,10 +91,9 @@ pub fn write(profile: &Profile) -> String {
     prev_ends.clear();
     // Where the previous line's frames start in `out`.
     let mut prev_frames_at = 0usize;
-    for &i in &stored {
-        let row = &profile.rows[i as usize];
-        let stack = profile.stack(row);
-        let start = offsets[i as usize];
+    for row in &stored {
+        let stack = row.stack(profile);
+        let (start, line_len) = row.place;
         let zone = zone_prefixes[row.zone as usize].as_bytes();
         out[start..start + zone.len()].copy_from_slice(zone);
         let frames_at = start + zone.len();
@@ -97,10 +117,10 @@ pub fn write(profile: &Profile) -> String {
             out[at..at + 6].copy_from_slice(b"<root>");
             at += 6;
         }
-        let count = format_u64(row.total(), &mut number).as_bytes();
-        let tail = &mut out[at..start + lens[i as usize]];
+        let count = format_u64(row.total, &mut number).as_bytes();
+        let tail = &mut out[at..start + line_len];
         tail[..2].copy_from_slice(b"_[");
-        tail[2] = row.dominant_state();
+        tail[2] = row.state;
         tail[3..5].copy_from_slice(b"] ");
         tail[5..5 + count.len()].copy_from_slice(count);
         tail[5 + count.len()] = b'\n';
@@ -111,6 +131,24 @@ pub fn write(profile: &Profile) -> String {
     }
     // Every name is valid UTF-8, and so is the text made of them.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A row as [`write`] reads it, in storage order.
+struct Stored {
+    start: usize,
+    len: u32,
+    row: u32,
+    zone: u32,
+    state: u8,
+    total: u64,
+    /// Where its line goes in the text, and its length.
+    place: (usize, usize),
+}
+
+impl Stored {
+    fn stack<'p>(&self, profile: &'p Profile) -> &'p [u32] {
+        &profile.frames[self.start..self.start + self.len as usize]
+    }
 }
 
 fn digits(mut n: u64) -> usize {
