@@ -13,7 +13,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use tecs_profile::output::collapsed_table;
 use tecs_profile::profile::collapsed;
 use tecs_profile::profile::{FrameNamer, Profile};
 use tecs_profile::record::sampler::FRAME_SEP;
@@ -111,13 +110,11 @@ fn main() {
             fill(&mut table, n, dir);
             assert_eq!(table.len(), n, "generated keys must be unique");
             let table_bytes = table.memory_bytes();
-            let ways: [(&str, &Render); 2] = [
-                ("stop(): collapsed_table::write", &|namer| collapsed_table::write(&table, namer)),
-                ("Profile rows + collapsed::write", &|namer| collapsed::write(&Profile::from_table(&table, namer))),
-            ];
+            let ways: [(&str, &Render); 1] = [("stop(): Profile::from_table + collapsed::write", &|namer| {
+                collapsed::write(&Profile::from_table(&table, namer))
+            })];
             let mut reference: Option<String> = None;
-            let only_new = std::env::var("STOP_BENCH_ONLY_NEW").is_ok();
-            for (label, way) in ways.into_iter().take(if only_new { 1 } else { 2 }) {
+            for (label, way) in ways {
                 let (mut ms, mut cpu_ms, mut peaks, mut text_len) = (vec![], vec![], vec![], 0usize);
                 for _ in 0..reps {
                     let base = LIVE.load(Ordering::Relaxed);
@@ -133,7 +130,7 @@ fn main() {
                     assert_eq!(text.lines().count(), n);
                     match &reference {
                         None => reference = Some(text),
-                        Some(r) => assert!(*r == text, "both ways must give the same text"),
+                        Some(r) => assert!(*r == text, "every run must give the same text"),
                     }
                 }
                 let per = |x: f64| x / n as f64;

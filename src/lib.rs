@@ -12,10 +12,11 @@
 //! * [`record`]: what runs while a session records: which tick source a
 //!   session runs on (`tick_source`), the per-sample callback (`sampler`,
 //!   the hot path) and the stack table it counts into (`stack_table`).
-//! * [`profile`]: the finished profile, its frames (`frames`: kinds and
-//!   function identity) and its collapsed-text reader (`collapsed`).
-//! * [`output`]: the file formats written from a profile: collapsed text
-//!   straight from the stack table (`collapsed_table`), and the SVG
+//! * [`profile`]: the finished profile (a name table and rows of name ids,
+//!   built from the stack table or read from text), its frames (`frames`:
+//!   kinds and function identity) and collapsed text (`collapsed`: the
+//!   writer `stop()` uses and the reader).
+//! * [`output`]: the other file formats written from a profile: the SVG
 //!   flamegraph and speedscope JSON (cargo features).
 //! * [`views`]: the text views (top, tree, annotate, hot aborts).
 //! * [`lua_api`]: the mlua bindings: the functions and session object Lua

@@ -292,11 +292,8 @@ impl NativeSession {
         })
     }
 
-    /// The collapsed text, written straight from the stack table (same
-    /// bytes as `collapsed::write(&self.profile())`, less time and memory).
     fn collapsed_text(&self) -> String {
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
-        self.with_table(|t| crate::output::collapsed_table::write(t, &mut namer))
+        collapsed::write(&self.profile())
     }
 
     fn profile(&self) -> Profile {

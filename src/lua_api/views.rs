@@ -66,12 +66,16 @@ impl UserData for ProfileData {
         methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
         // Source files named by Lua frames, for building the function map.
         methods.add_method("files", |lua, this, ()| {
-            let mut files: Vec<&str> = this
-                .0
-                .rows
-                .iter()
-                .flat_map(|r| r.stack.iter())
-                .filter_map(|f| crate::profile::frames::file_of(f))
+            let p = &this.0;
+            let mut used = vec![false; p.names.len()];
+            for row in &p.rows {
+                for &f in p.stack(row) {
+                    used[f as usize] = true;
+                }
+            }
+            let mut files: Vec<&str> = (0..p.names.len() as u32)
+                .filter(|&id| used[id as usize])
+                .filter_map(|id| crate::profile::frames::file_of(p.name(id)))
                 .collect();
             files.sort_unstable();
             files.dedup();

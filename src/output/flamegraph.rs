@@ -13,7 +13,7 @@ use inferno::flamegraph::color::{BasicPalette, Color, PaletteMap};
 use inferno::flamegraph::{self as fg, Palette};
 
 use crate::profile::collapsed;
-use crate::profile::{Profile, Row};
+use crate::profile::Profile;
 use crate::record::stack_table::state_index;
 
 pub const ZONE_COLOR: Color = Color { r: 0x6c, g: 0xcf, b: 0xd6 };
@@ -57,19 +57,17 @@ fn inferno_input(profile: &Profile) -> String {
     if profile.rows.iter().try_fold(0u64, |a, r| a.checked_add(r.total())).is_some() {
         return collapsed::write(profile);
     }
+    let mut clipped = profile.clone();
     let mut room = u64::MAX;
-    let rows = profile
-        .rows
-        .iter()
-        .filter_map(|r| {
-            let n = r.total().min(room);
-            room -= n;
-            let mut counts = [0; 5];
-            counts[state_index(r.dominant_state())] = n;
-            (n > 0).then(|| Row { zones: r.zones.clone(), stack: r.stack.clone(), counts })
-        })
-        .collect();
-    collapsed::write(&Profile { rows })
+    for row in clipped.rows.iter_mut() {
+        let n = row.total().min(room);
+        room -= n;
+        let state = row.dominant_state();
+        row.counts = [0; 5];
+        row.counts[state_index(state)] = n;
+    }
+    clipped.rows.retain(|r| r.total() > 0);
+    collapsed::write(&clipped)
 }
 
 /// Renders `profile` as an SVG document.
@@ -77,23 +75,22 @@ pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> 
     let text = inferno_input(profile);
     let mut palette = PaletteMap::default();
     let mut zones: BTreeSet<&str> = BTreeSet::new();
-    for row in &profile.rows {
-        for z in &row.zones {
-            zones.insert(z);
-        }
+    for z in 0..profile.zone_path_count() as u32 {
+        zones.extend(profile.zone_path(z).iter().map(|&id| profile.name(id)));
     }
     for z in &zones {
         palette.insert(*z, ZONE_COLOR);
     }
-    for line in text.lines() {
-        // The leaf frame, marker included, is what inferno looks up.
-        let frames = line.rsplit_once(' ').map(|(f, _)| f).unwrap_or(line);
-        let leaf = frames.rsplit(';').next().unwrap_or(frames);
-        if let Some(state) = leaf.strip_suffix(']').and_then(|s| s.as_bytes().last().copied()) {
-            if leaf.len() >= 4 && leaf.as_bytes()[leaf.len() - 4] == b'_' {
-                palette.insert(leaf, state_color(state));
-            }
-        }
+    // The leaf frame, VM-state marker included, is what inferno looks up.
+    let mut leaf = String::new();
+    for row in &profile.rows {
+        let state = row.dominant_state();
+        leaf.clear();
+        leaf.push_str(profile.stack(row).last().map_or("<root>", |&id| profile.name(id)));
+        leaf.push_str("_[");
+        leaf.push(state as char);
+        leaf.push(']');
+        palette.insert(&leaf, state_color(state));
     }
     let mut o = fg::Options::default();
     o.colors = Palette::Basic(BasicPalette::Hot);

@@ -37,7 +37,7 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
     let scale = opts.interval_ms.unwrap_or(1.0);
     let mut samples: Vec<Vec<usize>> = Vec::with_capacity(profile.rows.len());
     let mut weights: Vec<f64> = Vec::with_capacity(profile.rows.len());
-    for row in &profile.rows {
+    for row in profile.named_rows() {
         let n = row.total();
         if n == 0 {
             continue;
@@ -48,7 +48,7 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
         }
         let last = row.stack.len();
         for (i, f) in row.stack.iter().enumerate() {
-            let name = if i + 1 == last { format!("{}_[{}]", f, row.dominant_state() as char) } else { f.clone() };
+            let name = if i + 1 == last { format!("{}_[{}]", f, row.dominant_state() as char) } else { f.to_string() };
             stack.push(intern(
                 name,
                 frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first))),

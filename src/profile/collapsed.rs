@@ -2,44 +2,176 @@
 //! root first, one space, an integer count. The leaf frame carries `_[X]`,
 //! the dominant VM state. Also the strict reader used by reports.
 
-use crate::profile::{Profile, Row};
+use crate::profile::Profile;
 use crate::record::stack_table::VM_STATES;
 
 /// Renders a profile as collapsed text (rows in the profile's order).
+///
+/// The rows' stacks and the names they use lie in memory in the order the
+/// rows were made, which after sorting is not the order of the text. So
+/// each line's place in the text is worked out first, and then the lines
+/// are written in the order their stacks are stored: frames and names are
+/// read front to back, and each line is stored to its place. Stacks stored
+/// next to each other usually start with the same frames; those are
+/// measured and copied as one piece from the line written before.
 pub fn write(profile: &Profile) -> String {
-    let mut out = String::with_capacity(profile.rows.len() * 96);
-    for row in &profile.rows {
-        write_row(row, &mut out);
-    }
-    out
-}
+    let names = &profile.names;
+    let zone_prefixes: Vec<String> = (0..profile.zone_path_count() as u32)
+        .map(|z| {
+            let mut s = String::new();
+            for &id in profile.zone_path(z) {
+                s.push_str(profile.name(id));
+                s.push(';');
+            }
+            s
+        })
+        .collect();
+    // The rows in storage order, with what the passes below need of each
+    // (read from the rows once, in text order, not once per pass at random).
+    let mut stored: Vec<Stored> = profile
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Stored {
+            start: r.start,
+            len: r.len,
+            row: i as u32,
+            zone: r.zone,
+            state: r.dominant_state(),
+            total: r.total(),
+            place: (0, 0),
+        })
+        .collect();
+    stored.sort_unstable_by_key(|s| s.start);
 
-fn write_row(row: &Row, out: &mut String) {
-    let mut first = true;
-    for z in &row.zones {
-        if !first {
-            out.push(';');
+    // Bytes of the first k frames of the previous stack, separators included.
+    let mut prev: &[u32] = &[];
+    let mut prev_ends: Vec<usize> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let extend_ends = |stack: &'_ [u32], prev: &[u32], prev_ends: &[usize], ends: &mut Vec<usize>| -> usize {
+        let shared = stack.iter().zip(prev).take_while(|(a, b)| a == b).count();
+        ends.clear();
+        ends.extend_from_slice(&prev_ends[..shared]);
+        let mut end = ends.last().map_or(0, |e| e + 1);
+        for &f in &stack[shared..] {
+            end += names.bytes(f).len();
+            ends.push(end);
+            end += 1;
         }
-        out.push_str(z);
-        first = false;
+        shared
+    };
+
+    let mut lens = vec![0usize; profile.rows.len()];
+    for row in &stored {
+        let stack = row.stack(profile);
+        extend_ends(stack, prev, &prev_ends, &mut ends);
+        let frames = ends.last().copied().unwrap_or("<root>".len());
+        lens[row.row as usize] =
+            zone_prefixes[row.zone as usize].len() + frames + "_[X] ".len() + digits(row.total) + 1;
+        prev = stack;
+        std::mem::swap(&mut prev_ends, &mut ends);
     }
-    if !first {
-        out.push(';');
+    // Each line's place in the text: offsets in text order, handed back to
+    // the rows in storage order.
+    let mut offsets = Vec::with_capacity(lens.len());
+    let mut size = 0usize;
+    for &n in &lens {
+        offsets.push(size);
+        size += n;
     }
-    if row.stack.is_empty() {
-        out.push_str("<root>");
-    } else {
-        out.push_str(&row.stack.join(";"));
+    for row in stored.iter_mut() {
+        row.place = (offsets[row.row as usize], lens[row.row as usize]);
     }
-    out.push_str("_[");
-    out.push(row.dominant_state() as char);
-    out.push_str("] ");
-    out.push_str(itoa_u64(row.total()).as_str());
-    out.push('\n');
+    drop((lens, offsets));
+
+    let mut out = vec![0u8; size];
+    crate::sys::advise_huge_pages(&mut out);
+    let mut number = [0u8; 20];
+    prev = &[];
+    prev_ends.clear();
+    // Where the previous line's frames start in `out`.
+    let mut prev_frames_at = 0usize;
+    for row in &stored {
+        let stack = row.stack(profile);
+        let (start, line_len) = row.place;
+        let zone = zone_prefixes[row.zone as usize].as_bytes();
+        out[start..start + zone.len()].copy_from_slice(zone);
+        let frames_at = start + zone.len();
+        let mut at = frames_at;
+        let shared = extend_ends(stack, prev, &prev_ends, &mut ends);
+        if shared > 0 {
+            let n = ends[shared - 1];
+            out.copy_within(prev_frames_at..prev_frames_at + n, at);
+            at += n;
+        }
+        for (k, &f) in stack.iter().enumerate().skip(shared) {
+            if k > 0 {
+                out[at] = b';';
+                at += 1;
+            }
+            let name = names.bytes(f);
+            out[at..at + name.len()].copy_from_slice(name);
+            at += name.len();
+        }
+        if stack.is_empty() {
+            out[at..at + 6].copy_from_slice(b"<root>");
+            at += 6;
+        }
+        let count = format_u64(row.total, &mut number).as_bytes();
+        let tail = &mut out[at..start + line_len];
+        tail[..2].copy_from_slice(b"_[");
+        tail[2] = row.state;
+        tail[3..5].copy_from_slice(b"] ");
+        tail[5..5 + count.len()].copy_from_slice(count);
+        tail[5 + count.len()] = b'\n';
+        debug_assert_eq!(tail.len(), 6 + count.len());
+        prev = stack;
+        prev_frames_at = frames_at;
+        std::mem::swap(&mut prev_ends, &mut ends);
+    }
+    // Every name is valid UTF-8, and so is the text made of them.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn itoa_u64(n: u64) -> String {
-    n.to_string()
+/// A row as [`write`] reads it, in storage order.
+struct Stored {
+    start: usize,
+    len: u32,
+    row: u32,
+    zone: u32,
+    state: u8,
+    total: u64,
+    /// Where its line goes in the text, and its length.
+    place: (usize, usize),
+}
+
+impl Stored {
+    fn stack<'p>(&self, profile: &'p Profile) -> &'p [u32] {
+        &profile.frames[self.start..self.start + self.len as usize]
+    }
+}
+
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// `n` in decimal, written into `buf`.
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).expect("ASCII digits")
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -115,7 +247,8 @@ const BASE_BUILTINS: [&str; 30] = [
 /// skipped; anything else is an error naming the line. A trailing `_[X]` on
 /// the leaf frame is read as the VM state (state `N` when absent).
 pub fn parse(text: &str) -> Result<Profile, ParseError> {
-    let mut rows = Vec::new();
+    let mut profile = Profile::default();
+    let (mut zones, mut stack) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         let line = line.trim_end_matches('\r');
@@ -133,7 +266,7 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
         if frames.is_empty() {
             return Err(ParseError { line: lineno, message: "empty stack".into() });
         }
-        let mut parts: Vec<String> = frames.split(';').map(str::to_string).collect();
+        let mut parts: Vec<&str> = frames.split(';').collect();
         let mut state = b'N';
         if let Some(leaf) = parts.last_mut() {
             let b = leaf.as_bytes();
@@ -141,42 +274,43 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
                 let s = b[b.len() - 2];
                 if VM_STATES.contains(&s) {
                     state = s;
-                    leaf.truncate(leaf.len() - 4);
+                    *leaf = &leaf[..leaf.len() - 4];
                 }
             }
         }
         let nz = parts.iter().take_while(|f| !looks_like_code(f)).count();
         let nz = if nz == parts.len() { 0 } else { nz };
-        let stack = parts.split_off(nz);
-        let stack = if stack.len() == 1 && stack[0] == "<root>" { Vec::new() } else { stack };
+        zones.clear();
+        zones.extend(parts[..nz].iter().map(|z| profile.names.intern(z).0));
+        let zone = profile.zone_path_id(&zones);
+        stack.clear();
+        if !(parts.len() == nz + 1 && parts[nz] == "<root>") {
+            stack.extend(parts[nz..].iter().map(|f| profile.names.intern(f).0));
+        }
         let mut counts = [0u64; 5];
         counts[crate::record::stack_table::state_index(state)] = count;
-        rows.push(Row { zones: parts, stack, counts });
+        profile.push_row(zone, &stack, counts);
     }
-    Ok(Profile { rows })
+    Ok(profile)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn row(z: &[&str], s: &[&str], counts: [u64; 5]) -> Row {
-        Row {
-            zones: z.iter().map(|x| x.to_string()).collect(),
-            stack: s.iter().map(|x| x.to_string()).collect(),
-            counts,
-        }
+    fn named(p: &Profile, i: usize) -> crate::profile::NamedRow<'_> {
+        p.named_rows().nth(i).unwrap()
     }
 
     #[test]
     fn writes_zones_frames_and_marker() {
-        let p = Profile {
-            rows: vec![
-                row(&["update", "ai"], &["main.lua:10", "ai.lua:3"], [5, 2, 0, 0, 0]),
-                row(&[], &[], [0, 0, 1, 0, 0]),
-                row(&["z"], &[], [0, 0, 0, 1, 0]),
-            ],
-        };
+        let mut p = Profile::default();
+        let ids: Vec<u32> =
+            ["update", "ai", "main.lua:10", "ai.lua:3", "z"].iter().map(|s| p.names.intern(s).0).collect();
+        let (update_ai, none, z) = (p.zone_path_id(&ids[..2]), p.zone_path_id(&[]), p.zone_path_id(&ids[4..]));
+        p.push_row(update_ai, &ids[2..4], [5, 2, 0, 0, 0]);
+        p.push_row(none, &[], [0, 0, 1, 0, 0]);
+        p.push_row(z, &[], [0, 0, 0, 1, 0]);
         assert_eq!(write(&p), "update;ai;main.lua:10;ai.lua:3_[N] 7\n<root>_[C] 1\nz;<root>_[G] 1\n");
     }
 
@@ -184,21 +318,27 @@ mod tests {
     fn round_trips_through_the_reader() {
         let text = "update;ai;main.lua:10;ai.lua:3_[N] 7\nmain.lua:1;string.format_[I] 2\n<root>_[C] 1\n";
         let p = parse(text).unwrap();
-        assert_eq!(p.rows[0].zones, vec!["update", "ai"]);
-        assert_eq!(p.rows[0].stack, vec!["main.lua:10", "ai.lua:3"]);
-        assert_eq!(p.rows[1].zones, Vec::<String>::new());
+        assert_eq!(named(&p, 0).zones, vec!["update", "ai"]);
+        assert_eq!(named(&p, 0).stack, vec!["main.lua:10", "ai.lua:3"]);
+        assert_eq!(named(&p, 1).zones, Vec::<&str>::new());
         assert_eq!(p.rows[1].counts, [0, 2, 0, 0, 0]);
-        assert_eq!(p.rows[2].stack, Vec::<String>::new());
+        assert_eq!(named(&p, 2).stack, Vec::<&str>::new());
         assert_eq!(write(&p), text);
+    }
+
+    #[test]
+    fn counts_as_large_as_a_u64_holds_are_written_whole() {
+        let text = "a.lua:1_[J] 18446744073709551615\nb.lua:1_[N] 0\n";
+        assert_eq!(write(&parse(text).unwrap()), text);
     }
 
     #[test]
     fn a_cut_stack_starting_with_a_builtin_has_no_zone() {
         let p = parse("pcall;a.lua:3_[N] 4\nrender;hud;xpcall;a.lua:3_[I] 2\ngfx.sprite;a.lua:1_[N] 1\n").unwrap();
-        assert!(p.rows[0].zones.is_empty());
-        assert_eq!(p.rows[0].stack, vec!["pcall", "a.lua:3"]);
-        assert_eq!(p.rows[1].zones, vec!["render", "hud"]);
-        assert_eq!(p.rows[2].zones, vec!["gfx.sprite"]);
+        assert!(named(&p, 0).zones.is_empty());
+        assert_eq!(named(&p, 0).stack, vec!["pcall", "a.lua:3"]);
+        assert_eq!(named(&p, 1).zones, vec!["render", "hud"]);
+        assert_eq!(named(&p, 2).zones, vec!["gfx.sprite"]);
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! A finished profile: rows of (zone path, stack, counts per VM state), with
-//! frames already named and sanitised. Every output format and view is built
-//! from this one structure.
+//! frames already named and sanitised and every distinct name stored once
+//! ([`Names`]). Every output format and view is built from this one
+//! structure, and `stop()` writes its text from it.
 
 pub mod collapsed;
 pub mod frames;
+mod from_table;
+pub mod names;
+mod sort;
 
 use std::collections::HashMap;
 
-use crate::record::sampler::FRAME_SEP;
-use crate::record::stack_table::{Key, StackTable, VM_STATES};
+use hashbrown::HashTable;
+
+pub use names::Names;
+
+use crate::record::stack_table::VM_STATES;
 
 /// Frame name given to samples that arrived once the stack table was full.
 pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
@@ -27,12 +34,26 @@ pub fn add_counts(acc: &mut [u64; 5], counts: [u64; 5]) {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The VM state seen most often; ties go to the earlier of N I C G J.
+pub fn dominant_state(counts: &[u64; 5]) -> u8 {
+    let mut best = 0;
+    for i in 1..5 {
+        if counts[i] > counts[best] {
+            best = i;
+        }
+    }
+    VM_STATES[best]
+}
+
+/// One (zone path, stack) of a profile. The frames live in the profile
+/// ([`Profile::stack`]), as name ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
-    /// Zone path components, root first.
-    pub zones: Vec<String>,
-    /// Stack frames, caller first.
-    pub stack: Vec<String>,
+    /// Zone path id ([`Profile::zones`]).
+    pub zone: u32,
+    /// Where the stack lies in the profile's frame list.
+    start: usize,
+    len: u32,
     /// Samples per VM state, in [`VM_STATES`] order.
     pub counts: [u64; 5],
 }
@@ -45,21 +66,43 @@ impl Row {
 
     /// The VM state seen most often; ties go to the earlier of N I C G J.
     pub fn dominant_state(&self) -> u8 {
-        let mut best = 0;
-        for i in 1..5 {
-            if self.counts[i] > self.counts[best] {
-                best = i;
-            }
-        }
-        VM_STATES[best]
+        dominant_state(&self.counts)
     }
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct Profile {
-    pub rows: Vec<Row>,
+/// A row with its names looked up, for the views.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedRow<'a> {
+    /// Zone path components, root first.
+    pub zones: Vec<&'a str>,
+    /// Stack frames, caller first.
+    pub stack: Vec<&'a str>,
+    pub counts: [u64; 5],
 }
 
+impl NamedRow<'_> {
+    pub fn total(&self) -> u64 {
+        sum_counts(self.counts)
+    }
+
+    pub fn dominant_state(&self) -> u8 {
+        dominant_state(&self.counts)
+    }
+}
+
+/// A finished profile: a name table, zone paths and stacks as lists of name
+/// ids, and rows of (zone path, stack, counts).
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// Every frame and zone name.
+    pub names: Names,
+    /// Zone path `id`: its components, root first.
+    zone_paths: Vec<Box<[u32]>>,
+    zone_index: HashMap<Box<[u32]>, u32, ahash::RandomState>,
+    /// Every row's stack, back to back.
+    frames: Vec<u32>,
+    pub rows: Vec<Row>,
+}
 /// Names `[builtin#N]` and `@0x...` frames.
 pub struct FrameNamer<'a> {
     ffnames: &'a [Option<String>],
@@ -113,38 +156,70 @@ pub fn sanitize(raw: &[u8]) -> String {
 }
 
 impl Profile {
-    /// Builds the profile from a sampler's table. Keys that name to the same
-    /// frames are merged before the dominant VM state is chosen.
-    pub fn from_table(table: &StackTable, namer: &mut FrameNamer) -> Profile {
-        let mut merged: HashMap<(Vec<String>, Vec<String>), [u64; 5]> = HashMap::with_capacity(table.len());
-        for (key, entry) in table.iter() {
-            let path = Key::path(key);
-            let zones: Vec<String> =
-                if path.is_empty() { Vec::new() } else { path.split(|&b| b == b'/').map(sanitize).collect() };
-            let raw_stack = Key::stack(key);
-            let stack: Vec<String> = if raw_stack.is_empty() {
-                Vec::new()
-            } else {
-                raw_stack.split(|&b| b == FRAME_SEP).map(|f| namer.name(f)).collect()
-            };
-            let slot = merged.entry((zones, stack)).or_insert([0; 5]);
-            add_counts(slot, entry.counts.map(u64::from));
-        }
-        let mut rows: Vec<Row> =
-            merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
-        if table.overflow_total() > 0 {
-            rows.push(Row { zones: Vec::new(), stack: vec![OVERFLOW_FRAME.to_string()], counts: table.overflow });
-        }
-        let mut p = Profile { rows };
-        p.sort();
-        p
+    /// An empty profile with room for `rows` rows of `frames` frames in all.
+    pub fn with_capacity(rows: usize, frames: usize, names: Names) -> Profile {
+        Profile { names, rows: Vec::with_capacity(rows), frames: Vec::with_capacity(frames), ..Default::default() }
     }
 
-    /// Count descending, then zone path, then stack.
-    pub fn sort(&mut self) {
-        self.rows.sort_by(|a, b| {
-            b.total().cmp(&a.total()).then_with(|| a.zones.cmp(&b.zones)).then_with(|| a.stack.cmp(&b.stack))
-        });
+    /// The id of a zone path (a list of name ids), added when new.
+    pub fn zone_path_id(&mut self, zones: &[u32]) -> u32 {
+        if let Some(&id) = self.zone_index.get(zones) {
+            return id;
+        }
+        let id = self.zone_paths.len() as u32;
+        self.zone_paths.push(zones.into());
+        self.zone_index.insert(zones.into(), id);
+        id
+    }
+
+    /// Appends a row (not merged with an equal one; see [`Profile::merge_equal_rows`]).
+    pub fn push_row(&mut self, zone: u32, stack: &[u32], counts: [u64; 5]) {
+        let start = self.frames.len();
+        self.frames.extend_from_slice(stack);
+        self.rows.push(Row { zone, start, len: stack.len() as u32, counts });
+    }
+
+    /// Appends a row whose stack is already at the end of the frame list,
+    /// from `start` on.
+    fn push_row_from(&mut self, zone: u32, start: usize, counts: [u64; 5]) {
+        let len = (self.frames.len() - start) as u32;
+        self.rows.push(Row { zone, start, len, counts });
+    }
+
+    /// The frames of `row`, caller first, as name ids.
+    #[inline]
+    pub fn stack(&self, row: &Row) -> &[u32] {
+        &self.frames[row.start..row.start + row.len as usize]
+    }
+
+    /// The zone path of `row`, root first, as name ids.
+    #[inline]
+    pub fn zones(&self, row: &Row) -> &[u32] {
+        &self.zone_paths[row.zone as usize]
+    }
+
+    /// Zone path `id`, root first, as name ids.
+    pub fn zone_path(&self, id: u32) -> &[u32] {
+        &self.zone_paths[id as usize]
+    }
+
+    /// Number of distinct zone paths.
+    pub fn zone_path_count(&self) -> usize {
+        self.zone_paths.len()
+    }
+
+    #[inline]
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id)
+    }
+
+    /// The rows with their names looked up, in order.
+    pub fn named_rows(&self) -> impl Iterator<Item = NamedRow<'_>> + '_ {
+        self.rows.iter().map(move |r| NamedRow {
+            zones: self.zones(r).iter().map(|&z| self.name(z)).collect(),
+            stack: self.stack(r).iter().map(|&f| self.name(f)).collect(),
+            counts: r.counts,
+        })
     }
 
     /// Samples of the profile (saturating, see [`sum_counts`]).
@@ -152,37 +227,78 @@ impl Profile {
         sum_counts(self.rows.iter().map(Row::total))
     }
 
+    /// Merges rows with the same zone path and stack (the first keeps its
+    /// place), adding their counts.
+    pub fn merge_equal_rows(&mut self) {
+        let hasher = ahash::RandomState::with_seeds(0x6d72, 0x6765, 0x726f, 0x7773);
+        let mut index: HashTable<usize> = HashTable::with_capacity(self.rows.len());
+        let mut kept: Vec<Row> = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let stack = self.stack(row);
+            let hash = hasher.hash_one((row.zone, stack));
+            let found = index.find(hash, |&k| kept[k].zone == row.zone && self.stack(&kept[k]) == stack).copied();
+            match found {
+                Some(k) => add_counts(&mut kept[k].counts, row.counts),
+                None => {
+                    index.insert_unique(hash, kept.len(), |&k| hasher.hash_one((kept[k].zone, self.stack(&kept[k]))));
+                    kept.push(*row);
+                }
+            }
+        }
+        self.rows = kept;
+    }
+
     /// The same samples with every frame renamed by `rename`; rows that end
     /// up equal are merged, and consecutive equal frames (lines of one
     /// function) become one.
     pub fn map_frames(&self, mut rename: impl FnMut(&str) -> String) -> Profile {
-        let mut merged: HashMap<(Vec<String>, Vec<String>), [u64; 5]> = HashMap::with_capacity(self.rows.len());
+        let mut out = Profile::with_capacity(self.rows.len(), self.frames.len(), Names::default());
+        let mut renamed: Vec<Option<u32>> = vec![None; self.names.len()];
+        let mut copied: Vec<Option<u32>> = vec![None; self.names.len()];
+        let mut zone_ids: Vec<Option<u32>> = vec![None; self.zone_paths.len()];
+        let mut zones = Vec::new();
         for row in &self.rows {
-            let mut stack: Vec<String> = Vec::with_capacity(row.stack.len());
-            for f in &row.stack {
-                let name = rename(f);
-                if stack.last() != Some(&name) {
-                    stack.push(name);
+            let zone = match zone_ids[row.zone as usize] {
+                Some(z) => z,
+                None => {
+                    zones.clear();
+                    for &z in self.zones(row) {
+                        let id = *copied[z as usize].get_or_insert_with(|| out.names.intern(self.name(z)).0);
+                        zones.push(id);
+                    }
+                    let z = out.zone_path_id(&zones);
+                    zone_ids[row.zone as usize] = Some(z);
+                    z
+                }
+            };
+            let start = out.frames.len();
+            for &f in self.stack(row) {
+                let id = *renamed[f as usize].get_or_insert_with(|| out.names.intern(&rename(self.name(f))).0);
+                if out.frames.len() == start || out.frames.last() != Some(&id) {
+                    out.frames.push(id);
                 }
             }
-            let slot = merged.entry((row.zones.clone(), stack)).or_insert([0; 5]);
-            add_counts(slot, row.counts);
+            out.push_row_from(zone, start, row.counts);
         }
-        let rows = merged.into_iter().map(|((zones, stack), counts)| Row { zones, stack, counts }).collect();
-        let mut p = Profile { rows };
-        p.sort();
-        p
+        out.merge_equal_rows();
+        out.sort();
+        out
     }
 
     /// Keeps the rows whose zone path is `prefix` or lies below it.
     pub fn filter_zone(&mut self, prefix: &[String]) {
-        self.rows.retain(|r| r.zones.len() >= prefix.len() && r.zones[..prefix.len()] == *prefix);
+        let keep: Vec<bool> = self
+            .zone_paths
+            .iter()
+            .map(|path| path.len() >= prefix.len() && path.iter().zip(prefix).all(|(&z, p)| self.names.get(z) == p))
+            .collect();
+        self.rows.retain(|r| keep[r.zone as usize]);
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::collapsed;
 
     #[test]
     fn sanitize_replaces_separators_and_bad_utf8() {
@@ -204,16 +320,25 @@ mod tests {
 
     #[test]
     fn map_frames_merges_rows_and_repeated_frames() {
-        let p = Profile {
-            rows: vec![
-                Row { zones: vec![], stack: vec!["a:1".into(), "a:2".into(), "b:7".into()], counts: [3, 0, 0, 0, 0] },
-                Row { zones: vec![], stack: vec!["a:1".into(), "b:8".into()], counts: [0, 2, 0, 0, 0] },
-            ],
-        };
+        let p = collapsed::parse("a:1;a:2;b:7_[N] 3\na:1;b:8_[I] 2\n").unwrap();
         let m = p.map_frames(|f| f.split(':').next().unwrap().to_string());
         assert_eq!(m.rows.len(), 1);
-        assert_eq!(m.rows[0].stack, vec!["a", "b"]);
+        assert_eq!(m.named_rows().next().unwrap().stack, vec!["a", "b"]);
         assert_eq!(m.rows[0].counts, [3, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn sort_orders_by_count_then_zone_path_then_stack_text() {
+        let text =
+            "z;b.lua:1_[N] 1\nb.lua:1;a.lua:2_[N] 1\nb.lua:1_[N] 1\na.lua:10_[N] 1\na.lua:9_[N] 2\nz;y;a.lua:1_[N] 1\n";
+        let mut p = collapsed::parse(text).unwrap();
+        p.sort();
+        assert_eq!(
+            collapsed::write(&p),
+            "a.lua:9_[N] 2\na.lua:10_[N] 1\nb.lua:1_[N] 1\nb.lua:1;a.lua:2_[N] 1\nz;b.lua:1_[N] 1\nz;y;a.lua:1_[N] 1\n"
+        );
+        p.filter_zone(&["z".to_string()]);
+        assert_eq!(collapsed::write(&p), "z;b.lua:1_[N] 1\nz;y;a.lua:1_[N] 1\n");
     }
 
     #[test]
@@ -225,14 +350,17 @@ mod tests {
         let m = p.map_frames(|_| "same.lua:1".to_string());
         assert_eq!(m.rows.len(), 1);
         assert_eq!(m.rows[0].counts, [u64::MAX, 0, 0, 0, 0]);
+        let mut p = p;
+        p.merge_equal_rows();
         assert_eq!(sum_counts([u64::MAX, 1, 2]), u64::MAX);
     }
 
     #[test]
     fn dominant_state_ties_prefer_earlier() {
-        let r = Row { zones: vec![], stack: vec![], counts: [1, 3, 3, 0, 0] };
-        assert_eq!(r.dominant_state(), b'I');
-        let r = Row { zones: vec![], stack: vec![], counts: [0, 0, 0, 0, 0] };
-        assert_eq!(r.dominant_state(), b'N');
+        assert_eq!(dominant_state(&[1, 3, 3, 0, 0]), b'I');
+        assert_eq!(dominant_state(&[0, 0, 0, 0, 0]), b'N');
     }
 }
+
+#[cfg(test)]
+mod tests_from_table;

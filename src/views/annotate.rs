@@ -18,7 +18,7 @@ pub fn annotate(
 ) -> String {
     let total = profile.total();
     let mut files: HashMap<&str, LineCounts> = HashMap::new();
-    for row in &profile.rows {
+    for row in profile.named_rows() {
         let n = row.total();
         let mut seen: Vec<&str> = Vec::new();
         for (i, f) in row.stack.iter().enumerate().rev() {
@@ -28,7 +28,7 @@ pub fn annotate(
             if is_leaf {
                 c.0 = c.0.saturating_add(n);
             }
-            if !seen.contains(&f.as_str()) {
+            if !seen.contains(f) {
                 c.1 = c.1.saturating_add(n);
                 seen.push(f);
             }

@@ -53,7 +53,7 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
     let k = Keyer::new(funcs);
     let mut seen_lines: Vec<&str> = Vec::new();
     let mut seen_funcs: Vec<&str> = Vec::new();
-    for row in &profile.rows {
+    for row in profile.named_rows() {
         let n = row.total();
         if n == 0 || row.stack.is_empty() {
             continue;
@@ -61,11 +61,11 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
         seen_lines.clear();
         seen_funcs.clear();
         let leaf = row.stack.len() - 1;
-        for (j, frame) in row.stack.iter().enumerate().rev() {
+        for (j, &frame) in row.stack.iter().enumerate().rev() {
             let func = k.function_of(frame);
-            if !seen_lines.contains(&frame.as_str()) {
+            if !seen_lines.contains(&frame) {
                 seen_lines.push(frame);
-                for &i in by_line.get(frame.as_str()).into_iter().flatten() {
+                for &i in by_line.get(frame).into_iter().flatten() {
                     let h = &mut out[i];
                     h.line_total = h.line_total.saturating_add(n);
                     if j == leaf {

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::profile::frames::{self, FunctionMap};
-use crate::profile::{sum_counts, Profile, Row};
+use crate::profile::{sum_counts, NamedRow, Profile};
 use crate::record::stack_table::VM_STATES;
 
 mod annotate;
@@ -195,15 +195,15 @@ impl<'a> Keyer<'a> {
     }
 
     /// Key of the frame at `i` for a frame group, with `depth` frames.
-    fn frame_key_at(&self, g: Group, row: &'a Row, i: usize, depth: i32) -> String {
+    fn frame_key_at(&self, g: Group, row: &NamedRow<'a>, i: usize, depth: i32) -> String {
         let n = depth.unsigned_abs().max(1) as usize;
         if n == 1 {
-            return self.frame_key(g, &row.stack[i]).to_string();
+            return self.frame_key(g, row.stack[i]).to_string();
         }
         let lo = (i + 1).saturating_sub(n);
         let mut keys: Vec<&str> = Vec::with_capacity(n);
         for j in (lo..=i).rev() {
-            let k = self.frame_key(g, &row.stack[j]);
+            let k = self.frame_key(g, row.stack[j]);
             // Consecutive frames of one function are one level of the key.
             if keys.last() != Some(&k) || g == Group::Line {
                 keys.push(k);
@@ -226,7 +226,7 @@ struct Occurrence {
     is_self: bool,
 }
 
-fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32) -> Vec<Occurrence> {
+fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &NamedRow<'a>, state: u8, depth: i32) -> Vec<Occurrence> {
     let mut out: Vec<Occurrence> = Vec::new();
     match g {
         Group::Function | Group::Line | Group::Module | Group::Caller | Group::Callee => {
@@ -238,7 +238,7 @@ fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32)
             out.push(Occurrence { key: k.frame_key_at(g, row, leaf, depth), frame: Some(leaf), is_self: true });
             if depth.unsigned_abs() <= 1 {
                 for i in (0..leaf).rev() {
-                    let key = k.frame_key(g, &row.stack[i]);
+                    let key = k.frame_key(g, row.stack[i]);
                     if !out.iter().any(|o| o.key == key) {
                         out.push(Occurrence { key: key.to_string(), frame: Some(i), is_self: false });
                     }
@@ -258,7 +258,7 @@ fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32)
             }
             for (i, z) in row.zones.iter().enumerate().rev() {
                 if !out.iter().any(|o| o.key == *z) {
-                    out.push(Occurrence { key: z.clone(), frame: None, is_self: i + 1 == row.zones.len() });
+                    out.push(Occurrence { key: z.to_string(), frame: None, is_self: i + 1 == row.zones.len() });
                 }
             }
         }
@@ -270,21 +270,28 @@ fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, depth: i32)
 }
 
 /// Second-level keys for one first-level occurrence.
-fn second_keys<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, occ: &Occurrence, sort: Metric) -> Vec<String> {
+fn second_keys<'a>(
+    k: &Keyer<'a>,
+    g: Group,
+    row: &NamedRow<'a>,
+    state: u8,
+    occ: &Occurrence,
+    sort: Metric,
+) -> Vec<String> {
     match g {
         Group::Caller => {
             let i = occ.frame.unwrap_or(row.stack.len().saturating_sub(1));
             if i == 0 || row.stack.is_empty() {
                 vec!["(root)".into()]
             } else {
-                vec![k.frame_key(Group::Function, &row.stack[i - 1]).to_string()]
+                vec![k.frame_key(Group::Function, row.stack[i - 1]).to_string()]
             }
         }
         Group::Callee => match occ.frame {
             Some(i) if i + 1 < row.stack.len() => {
                 // The next frame of another function: consecutive frames of
                 // the same function (recursion aside) are one call level.
-                let me = k.frame_key(Group::Function, &row.stack[i]);
+                let me = k.frame_key(Group::Function, row.stack[i]);
                 let next = row.stack[i + 1..].iter().map(|f| k.frame_key(Group::Function, f)).find(|f| *f != me);
                 vec![next.unwrap_or("(self)").to_string()]
             }
@@ -295,9 +302,9 @@ fn second_keys<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, occ: &Occur
                 return vec![NO_STACK.into()];
             }
             match occ.frame {
-                Some(i) => vec![k.frame_key(g, &row.stack[i]).to_string()],
+                Some(i) => vec![k.frame_key(g, row.stack[i]).to_string()],
                 None => {
-                    let leaf = k.frame_key(g, &row.stack[row.stack.len() - 1]).to_string();
+                    let leaf = k.frame_key(g, row.stack[row.stack.len() - 1]).to_string();
                     if sort == Metric::SelfTime {
                         vec![leaf]
                     } else {
@@ -314,7 +321,7 @@ fn second_keys<'a>(k: &Keyer<'a>, g: Group, row: &'a Row, state: u8, occ: &Occur
             }
         }
         Group::Zone => vec![if row.zones.is_empty() { NO_ZONE.into() } else { row.zones.join("/") }],
-        Group::ZoneComponent => vec![row.zones.last().cloned().unwrap_or_else(|| NO_ZONE.into())],
+        Group::ZoneComponent => vec![row.zones.last().map(|z| z.to_string()).unwrap_or_else(|| NO_ZONE.into())],
         Group::VmState => vec![vm_state_name(state).into()],
     }
 }
@@ -324,7 +331,8 @@ pub fn aggregate(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -
     let k = Keyer::new(funcs);
     let mut t = Table::default();
     let split_states = opts.by == Group::VmState || opts.then == Some(Group::VmState);
-    for row in &profile.rows {
+    for row in profile.named_rows() {
+        let row = &row;
         let parts: Vec<(u8, u64)> = if split_states {
             VM_STATES.iter().zip(row.counts.iter()).filter(|(_, &c)| c > 0).map(|(&s, &c)| (s, c)).collect()
         } else {

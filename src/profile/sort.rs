@@ -1,0 +1,157 @@
+//! The order of a profile's rows: count descending, then zone path, then
+//! stack, where names compare as text and lists of names element by
+//! element (what comparing `Vec<String>`s gives).
+//!
+//! Comparing two stacks means finding the first frame where their ids
+//! differ and comparing those two names, which are anywhere in memory. So
+//! each row carries a sort key that settles most comparisons without
+//! touching its stack: the frames every stack starts with are skipped, and
+//! the key holds 16 bytes of the name at the first frame where stacks can
+//! differ, from the first byte where those names can differ.
+
+use std::cmp::Ordering;
+
+use super::Profile;
+
+#[derive(Clone, Copy)]
+struct SortKey {
+    total: u64,
+    /// 16 bytes of the name at frame `shared`, from byte `lcp`, zero padded.
+    chunk: u128,
+    zone_rank: u32,
+    row: u32,
+    /// 0: the stack has no frame `shared`; else 1 + how many bytes the name
+    /// has from `lcp`, capped at 17 (meaning "more than the chunk holds").
+    rem: u8,
+}
+
+/// 16 bytes of `name` from `at` (zero padded), and [`SortKey::rem`].
+fn chunk_key(name: &[u8], at: usize) -> (u128, u8) {
+    let tail = &name[at.min(name.len())..];
+    let mut buf = [0u8; 16];
+    let n = tail.len().min(16);
+    buf[..n].copy_from_slice(&tail[..n]);
+    (u128::from_be_bytes(buf), 1 + tail.len().min(17) as u8)
+}
+
+fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Profile {
+    /// Sorts the rows: count descending, then zone path, then stack. Rows
+    /// equal in all three keep their order.
+    pub fn sort(&mut self) {
+        let mut zone_order: Vec<u32> = (0..self.zone_paths.len() as u32).collect();
+        zone_order.sort_by(|&a, &b| self.cmp_names(&self.zone_paths[a as usize], &self.zone_paths[b as usize]));
+        let mut zone_rank = vec![0u32; zone_order.len()];
+        for (r, &z) in zone_order.iter().enumerate() {
+            zone_rank[z as usize] = r as u32;
+        }
+
+        // Frames every stack starts with, and bytes every name at the next
+        // frame starts with.
+        let mut stacks = self.rows.iter().map(|r| self.stack(r));
+        let first = stacks.next().unwrap_or(&[]);
+        let shared = stacks.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s)));
+        let mut names_at = self.rows.iter().filter_map(|r| self.stack(r).get(shared).map(|&id| self.name(id)));
+        let first = names_at.next().unwrap_or("").as_bytes();
+        let lcp = names_at.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s.as_bytes())));
+
+        let mut keys: Vec<SortKey> = self
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (chunk, rem) = match self.stack(r).get(shared) {
+                    Some(&id) => chunk_key(self.name(id).as_bytes(), lcp),
+                    None => (0, 0),
+                };
+                SortKey { total: r.total(), chunk, zone_rank: zone_rank[r.zone as usize], row: i as u32, rem }
+            })
+            .collect();
+        keys.sort_unstable_by(|a, b| {
+            b.total
+                .cmp(&a.total)
+                .then(a.zone_rank.cmp(&b.zone_rank))
+                .then(a.rem.min(1).cmp(&b.rem.min(1)))
+                .then(a.chunk.cmp(&b.chunk))
+                .then(a.rem.cmp(&b.rem))
+                .then_with(|| {
+                    // Equal keys: the names at `shared` are equal unless
+                    // they go on past the chunk; compare from there on.
+                    let sa = self.stack(&self.rows[a.row as usize]);
+                    let sb = self.stack(&self.rows[b.row as usize]);
+                    let from = shared.min(sa.len());
+                    self.cmp_names(&sa[from..], &sb[from.min(sb.len())..])
+                })
+                .then(a.row.cmp(&b.row))
+        });
+        self.rows = keys.iter().map(|k| self.rows[k.row as usize]).collect();
+    }
+
+    /// Compares two lists of name ids as lists of names.
+    fn cmp_names(&self, a: &[u32], b: &[u32]) -> Ordering {
+        for (&x, &y) in a.iter().zip(b) {
+            if x != y {
+                // Ids are equal exactly when names are.
+                return self.name(x).cmp(self.name(y));
+            }
+        }
+        a.len().cmp(&b.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::collapsed;
+
+    fn sorted(text: &str) -> String {
+        let mut p = collapsed::parse(text).unwrap();
+        p.sort();
+        collapsed::write(&p)
+    }
+
+    #[test]
+    fn orders_names_as_text_and_stacks_as_lists() {
+        // Long shared prefixes, names that are prefixes of others, a name
+        // with a NUL and one with bytes past the 16 the key holds.
+        let mut lines = vec![
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:1234567890123_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:1234567890124_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:123456789012_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:12;x.lua:2_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:12;x.lua:1_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:12_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:1\0_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:1_[N] 1",
+            "m.lua:1_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/b/file.lua:1_[N] 1",
+            "z;m.lua:1;/very/long/shared/path/to/a/file.lua:1_[N] 1",
+            "m.lua:1;/very/long/shared/path/to/a/file.lua:1_[I] 2",
+        ];
+        let text: String = lines.iter().map(|l| format!("{}\n", l)).collect();
+        let got = sorted(&text);
+        // The reference order: counts descending, then lists of strings.
+        lines.sort_by(|a, b| {
+            let parse = |l: &str| -> (u64, Vec<String>, Vec<String>) {
+                let (frames, n) = l.rsplit_once(' ').unwrap();
+                let frames = &frames[..frames.len() - "_[N]".len()];
+                let parts: Vec<String> = frames.split(';').map(str::to_string).collect();
+                let nz = usize::from(parts[0] == "z");
+                (n.parse().unwrap(), parts[..nz].to_vec(), parts[nz..].to_vec())
+            };
+            let (pa, pb) = (parse(a), parse(b));
+            pb.0.cmp(&pa.0).then_with(|| (pa.1, pa.2).cmp(&(pb.1, pb.2)))
+        });
+        let want: String = lines.iter().map(|l| format!("{}\n", l)).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn empty_and_single_row_profiles() {
+        assert_eq!(sorted(""), "");
+        assert_eq!(sorted("<root>_[C] 3\n"), "<root>_[C] 3\n");
+        assert_eq!(sorted("a.lua:1_[N] 1\n<root>_[C] 1\n"), "<root>_[C] 1\na.lua:1_[N] 1\n");
+    }
+}
