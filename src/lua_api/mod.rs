@@ -113,6 +113,10 @@ pub struct NativeSession {
     timing: Timing,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
+    /// C function addresses -> Lua paths (`nameCFunctions`).
+    c_paths: HashMap<usize, String>,
+    /// The profile of the stopped session, built once for every output.
+    finished: Option<Profile>,
     /// Ticks the handler refused, read when the session stopped.
     refused_at_stop: u64,
     precision: Precision,
@@ -192,6 +196,8 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         timing: Timing::start(),
         ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
+        c_paths: HashMap::new(),
+        finished: None,
         refused_at_stop: 0,
         precision: o.precision,
         call_site: o.env.call_site,
@@ -276,6 +282,7 @@ impl NativeSession {
                     let mut fixed = leaf[..=colon].to_vec();
                     fixed.extend_from_slice(fixed_line.to_string().as_bytes());
                     self.call_site_lines.insert(site, fixed);
+                    self.finished = None;
                 }
             }
         }
@@ -292,13 +299,44 @@ impl NativeSession {
         })
     }
 
-    fn collapsed_text(&self) -> String {
+    fn collapsed_text(&mut self) -> String {
         collapsed::write(&self.profile())
     }
 
-    fn profile(&self) -> Profile {
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c);
-        self.with_table(|t| Profile::from_table(t, &mut namer))
+    /// The profile of the samples so far. Once the session has stopped it
+    /// is built once and kept: a command that writes several outputs and
+    /// reports reads the same profile.
+    fn profile(&mut self) -> Profile {
+        if let Some(p) = &self.finished {
+            return p.clone();
+        }
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let p = self.with_table(|t| Profile::from_table(t, &mut namer));
+        if !self.running() {
+            self.finished = Some(p.clone());
+        }
+        p
+    }
+
+    /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,
+    /// first path of a function wins. Names change, so a kept profile is
+    /// built again.
+    fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
+        let mut added = false;
+        for entry in list.sequence_values::<Table>() {
+            let entry = entry?;
+            let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
+            if let Some(addr) = sys::c_function_address(lua, &f)? {
+                if let std::collections::hash_map::Entry::Vacant(v) = self.c_paths.entry(addr) {
+                    v.insert(path);
+                    added = true;
+                }
+            }
+        }
+        if added {
+            self.finished = None;
+        }
+        Ok(())
     }
 
     fn stats_table(&self, lua: &Lua) -> mlua::Result<Table> {
@@ -383,6 +421,7 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
+        methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
             Ok(crate::lua_api::views::ProfileData(this.profile()))

@@ -109,6 +109,9 @@ impl UserData for ProfileData {
         });
         methods.add_method("flamegraph", |lua, this, opts: Option<Table>| flamegraph(lua, &this.0, opts));
         methods.add_method("speedscope", |lua, this, opts: Option<Table>| speedscope(lua, &this.0, opts));
+        methods.add_method("pprof", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
+            pprof(lua, &this.0, opts, funcs)
+        });
         // Frames renamed to the functions they belong to (see `frames`).
         methods.add_method("byFunction", |_, this, funcs: Option<Table>| {
             let m = read_funcmap(funcs)?;
@@ -159,6 +162,35 @@ fn speedscope(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value
 #[cfg(not(feature = "speedscope"))]
 fn speedscope(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
     Err(err("speedscope output is not available: tecs.profile.native was built without the `speedscope` feature"))
+}
+
+/// `{ intervalMs, clock, startSec, durationSec }`, all optional; `funcs` is
+/// the function map, whose labels name Lua functions.
+fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, funcs: Option<Table>) -> mlua::Result<Value> {
+    use crate::output::pprof::{render, PprofMeta, StackCounts};
+    let mut meta = PprofMeta { clock: "cpu".into(), ..Default::default() };
+    if let Some(t) = opts {
+        if let Some(ms) = t.get::<Option<f64>>("intervalMs")? {
+            meta.interval_ns = (ms.max(0.0) * 1e6).round() as u64;
+        }
+        if let Some(c) = t.get::<Option<String>>("clock")? {
+            meta.clock = c;
+        }
+        if let Some(s) = t.get::<Option<f64>>("startSec")? {
+            meta.time_nanos = (s.max(0.0) * 1e9) as i64;
+        }
+        if let Some(s) = t.get::<Option<f64>>("durationSec")? {
+            meta.duration_nanos = (s.max(0.0) * 1e9) as i64;
+        }
+    }
+    let m = read_funcmap(funcs)?;
+    let stacks: Vec<StackCounts> =
+        p.named_rows().map(|r| StackCounts { zones: r.zones, stack: r.stack, counts: r.counts }).collect();
+    let name_of = |frame: &str| {
+        let f = m.function_of(frame);
+        (f != frame).then(|| f.to_string())
+    };
+    Ok(Value::String(lua.create_string(render(&stacks, &meta, &name_of))?))
 }
 
 /// `native.parse_profile(text)`: a ProfileData from collapsed text.

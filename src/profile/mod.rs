@@ -108,11 +108,20 @@ pub struct FrameNamer<'a> {
     ffnames: &'a [Option<String>],
     c_cache: HashMap<usize, String>,
     resolve_c: bool,
+    /// C functions of loaded modules by address, named by their Lua path
+    /// (`love.graphics.present`); tried before the dynamic symbol.
+    c_paths: Option<&'a HashMap<usize, String>>,
 }
 
 impl<'a> FrameNamer<'a> {
     pub fn new(ffnames: &'a [Option<String>], resolve_c: bool) -> Self {
-        FrameNamer { ffnames, c_cache: HashMap::new(), resolve_c }
+        FrameNamer { ffnames, c_cache: HashMap::new(), resolve_c, c_paths: None }
+    }
+
+    /// Names C functions found at these addresses by their Lua paths.
+    pub fn with_c_paths(mut self, c_paths: &'a HashMap<usize, String>) -> Self {
+        self.c_paths = Some(c_paths);
+        self
     }
 
     pub fn name(&mut self, raw: &[u8]) -> String {
@@ -129,8 +138,11 @@ impl<'a> FrameNamer<'a> {
             if let Some(addr) =
                 std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok())
             {
-                let resolve_c = self.resolve_c;
+                let (resolve_c, c_paths) = (self.resolve_c, self.c_paths);
                 let name = self.c_cache.entry(addr).or_insert_with(|| {
+                    if let Some(path) = c_paths.and_then(|m| m.get(&addr)) {
+                        return sanitize(path.as_bytes());
+                    }
                     let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
                     match sym {
                         Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
