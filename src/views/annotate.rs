@@ -44,6 +44,9 @@ pub fn annotate(
         out.push_str("[no samples]\n");
         return out;
     }
+    if !opts.raw {
+        let _ = writeln!(out, "# {}", error_note(total));
+    }
     let shown = |c: (u64, u64)| pct(c.0, total) >= opts.min_percent || pct(c.1, total) >= opts.min_percent;
     let mut order: Vec<(&str, u64, u64)> = files
         .iter()
@@ -53,7 +56,7 @@ pub fn annotate(
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     for (file, self_sum, _) in order {
         let lines = &files[file];
-        let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_value(self_sum, total, opts.raw));
+        let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_share(self_sum, total, opts.raw));
         let text = match read(file) {
             Ok(t) => t,
             Err(e) => {
@@ -88,8 +91,8 @@ pub fn annotate(
                     let _ = writeln!(
                         out,
                         "{:>7} {:>7} | {:>5} | {}",
-                        fmt_value(c.0, total, opts.raw),
-                        fmt_value(c.1, total, opts.raw),
+                        fmt_share(c.0, total, opts.raw),
+                        fmt_share(c.1, total, opts.raw),
                         n,
                         code
                     );

@@ -107,6 +107,9 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
         total,
         sites.len()
     );
+    if !raw && total > 0 {
+        let _ = writeln!(out, "# {}", error_note(total));
+    }
     let _ = writeln!(
         out,
         "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  location: reason [zone]",
@@ -118,10 +121,10 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
         let _ = writeln!(
             out,
             "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}: {}{}",
-            fmt_value(h.func_self, total, raw),
-            fmt_value(h.func_total, total, raw),
-            fmt_value(h.line_self, total, raw),
-            fmt_value(h.line_total, total, raw),
+            fmt_share(h.func_self, total, raw),
+            fmt_share(h.func_total, total, raw),
+            fmt_share(h.line_self, total, raw),
+            fmt_share(h.line_total, total, raw),
             s.count,
             s.severity,
             s.location,

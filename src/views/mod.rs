@@ -373,11 +373,56 @@ fn pct(v: u64, of: u64) -> f64 {
     }
 }
 
-fn fmt_value(v: u64, of: u64, raw: bool) -> String {
+/// z for a two-sided 95% interval.
+const Z95: f64 = 1.959964;
+
+/// Below this many samples a view says that its ranking is not reliable:
+/// the 95% interval of a share near one half is then wider than ±10 points.
+pub const FEW_SAMPLES: u64 = 100;
+
+/// Half-width, in percentage points, of the 95% Wilson score interval of the
+/// share `v / of`: the sampling error of a share. Unlike the normal
+/// approximation it does not vanish at 0% and 100% of a small profile.
+pub fn share_error(v: u64, of: u64) -> f64 {
+    if of == 0 {
+        return 0.0;
+    }
+    let n = of as f64;
+    let p = (v.min(of) as f64) / n;
+    let z2 = Z95 * Z95;
+    100.0 * Z95 / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt()
+}
+
+/// The largest sampling error of any share of a profile of `of` samples.
+pub fn worst_share_error(of: u64) -> f64 {
+    share_error(of / 2, of)
+}
+
+/// What a view's header says about its sampling error: `shares ±X points at
+/// most (95%)`, and that the profile is too small to rank when it is.
+pub fn error_note(samples: u64) -> String {
+    let worst = worst_share_error(samples);
+    if samples < FEW_SAMPLES {
+        format!("only {} samples: too few to rank reliably (shares are ±{:.1} points or less, 95%)", samples, worst)
+    } else {
+        format!("shares ±{:.1} points at most (95%)", worst)
+    }
+}
+
+/// A share without its error, for tables whose header gives the bound.
+fn fmt_share(v: u64, of: u64, raw: bool) -> String {
     if raw {
         format!("{}", v)
     } else {
         format!("{:.1}%", pct(v, of))
+    }
+}
+
+fn fmt_value(v: u64, of: u64, raw: bool) -> String {
+    if raw {
+        format!("{}", v)
+    } else {
+        format!("{:.1}% ±{:.1}", pct(v, of), share_error(v, of))
     }
 }
 
@@ -401,7 +446,11 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
         out.push_str("[no samples]\n");
         return out;
     }
-    let _ = writeln!(out, "{:>8} {:>8}  {}", "self", "total", opts.by.title());
+    if !opts.raw {
+        let _ = writeln!(out, "# {}; ± is each share's", error_note(t.samples));
+    }
+    let width = if opts.raw { 8 } else { 12 };
+    let _ = writeln!(out, "{:>w$} {:>w$}  {}", "self", "total", opts.by.title(), w = width);
     let arrow = match opts.then {
         Some(Group::Caller) => "<-",
         Some(Group::Callee) => "->",
@@ -417,10 +466,11 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
         }
         let _ = writeln!(
             out,
-            "{:>8} {:>8}  {}",
+            "{:>w$} {:>w$}  {}",
             fmt_value(e.self_samples, t.samples, opts.raw),
             fmt_value(e.total_samples, t.samples, opts.raw),
-            key
+            key,
+            w = width
         );
         if opts.then.is_some() {
             let parent = sum_counts(e.children.values().copied());
@@ -430,7 +480,7 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
                 if pct(c, parent) < opts.min_percent {
                     break;
                 }
-                let _ = writeln!(out, "{:>17}  {} {}", fmt_value(c, parent, opts.raw), arrow, k2);
+                let _ = writeln!(out, "{:>w$}  {} {}", fmt_value(c, parent, opts.raw), arrow, k2, w = 2 * width + 1);
             }
         }
     }

@@ -201,3 +201,15 @@ fn count_sums_saturate() {
     let text = render_hot_aborts(&p, &m, &sites, true);
     assert!(text.starts_with(&format!("# {MAX} samples")), "{}", text);
 }
+
+#[test]
+fn share_error_is_the_wilson_half_width() {
+    // Worked by hand: p = 0.61, n = 1000 gives about ±3.0 points; a share of
+    // 100% of 12 samples is still ±12.1 points, not ±0.
+    assert!((share_error(610, 1000) - 3.02).abs() < 0.01, "{}", share_error(610, 1000));
+    assert!((share_error(12, 12) - 12.13).abs() < 0.01, "{}", share_error(12, 12));
+    assert!((worst_share_error(1000) - 3.09).abs() < 0.01);
+    assert!(share_error(0, 0) == 0.0);
+    assert!(error_note(12).starts_with("only 12 samples: too few to rank"));
+    assert!(error_note(1000).starts_with("shares ±3.1 points at most"));
+}
