@@ -32,7 +32,7 @@ pub mod report_options;
 pub mod views;
 
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
-pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, SAMPLE_OPTIONS};
+pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS};
 use options::{describe, StartOptions};
 
 /// The names of `profile.sample`'s options, sorted.
@@ -533,6 +533,11 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("available", lua.create_function(available)?)?;
     t.set("options", option_tables(lua)?)?;
     t.set("formats", lua.create_sequence_from(FORMATS.iter().copied())?)?;
+    let extensions = lua.create_table()?;
+    for (i, (ending, format)) in FORMAT_EXTENSIONS.iter().enumerate() {
+        extensions.raw_set(i + 1, lua.create_sequence_from([*ending, *format])?)?;
+    }
+    t.set("formatExtensions", extensions)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)

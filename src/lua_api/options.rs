@@ -14,7 +14,12 @@ use crate::record::tick_source::ClockKind;
 pub const DEFAULT_MAX_STACKS: usize = 100_000;
 
 /// The file formats `stop` and `write` write (the `format` option).
-pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope"];
+pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope", "pprof"];
+
+/// File-name endings that choose a format under "auto" (anything else is
+/// collapsed text).
+pub const FORMAT_EXTENSIONS: &[(&str, &str)] =
+    &[(".svg", "svg"), (".speedscope.json", "speedscope"), (".pb.gz", "pprof")];
 
 /// What an option accepts.
 #[derive(Clone, Copy, Debug)]

@@ -1,6 +1,7 @@
---- Output formats for files: collapsed text, SVG flamegraph, speedscope JSON.
--- The format is the one asked for, or else follows the file name: `.svg` is
--- SVG, `.speedscope.json` is speedscope, anything else collapsed text.
+--- Output formats for files: collapsed text, SVG flamegraph, speedscope JSON,
+-- gzipped pprof. The format is the one asked for, or else follows the file
+-- name (`.svg`, `.speedscope.json`, `.pb.gz`; anything else is collapsed
+-- text). Names and endings are declared by the native module.
 -- @module tecs.profile.output
 
 local native_ok, native = pcall(require, "tecs.profile.native")
@@ -25,12 +26,17 @@ function M.format_list()
   return table.concat(quoted, " or ")
 end
 
+--- File-name endings and the format each chooses, as the native module
+-- declares them: `{ {".svg", "svg"}, ... }`.
+M.extensions = native_ok and native.formatExtensions or {}
+
 --- The format for `filename` given an explicit choice (nil or "auto": by extension).
 function M.format_for(filename, explicit)
   if explicit and explicit ~= "auto" then return explicit end
   local lower = filename:lower()
-  if lower:sub(-4) == ".svg" then return "svg" end
-  if lower:sub(-16) == ".speedscope.json" then return "speedscope" end
+  for _, e in ipairs(M.extensions) do
+    if lower:sub(-#e[1]) == e[1] then return e[2] end
+  end
   return "collapsed"
 end
 
@@ -44,6 +50,9 @@ function M.render(prof, format, meta)
     ok, out = native.call(prof.flamegraph, prof, { title = meta.title or "tecs-profile" })
   elseif format == "speedscope" then
     ok, out = native.call(prof.speedscope, prof, { name = meta.title or "tecs-profile", intervalMs = meta.intervalMs })
+  elseif format == "pprof" then
+    ok, out = native.call(prof.pprof, prof, { intervalMs = meta.intervalMs, clock = meta.clock,
+      startSec = meta.startSec, durationSec = meta.durationSec }, meta.funcs)
   else
     return nil, "unknown format " .. tostring(format)
   end
