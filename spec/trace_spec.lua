@@ -1,6 +1,6 @@
 local profile = require("tecs.profile")
 local trace = require("tecs.profile.trace")
-local traceerr = require("tecs.profile.traceerr")
+local traceerr = require("tecs.profile.trace.reasons")
 local csv4180 = require("spec.support.csv4180")
 local jv = require("spec.support.jv")
 local vmdef = require("jit.vmdef")
@@ -13,7 +13,7 @@ local RECERR = "error thrown or hook called during recording"
 -- jit.zone) off package.path. Set from the command line rather than through
 -- LUA_PATH, so that it also works for a launcher that puts jit/ on the path
 -- itself (scripts/luajit2.sh) or a binary with the directory compiled in.
-local HIDE_JIT_DIR = [[-e "package.path = 'lua/?.lua;lua/?/init.lua'"]]
+local HIDE_JIT_DIR = [[-e "package.path = 'lua/?.lua'"]]
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
@@ -648,7 +648,7 @@ describe("profile.trace", function()
       -- The hiding works on this VM: jit.vmdef and jit.zone cannot be
       -- loaded, while the package can.
       local probe = io.popen(LUAJIT .. " " .. HIDE_JIT_DIR .. [[ -e "print(pcall(require, 'jit.vmdef'),]] ..
-        [[ pcall(require, 'jit.zone'), pcall(require, 'tecs.profile.traceerr'))"]])
+        [[ pcall(require, 'jit.zone'), pcall(require, 'tecs.profile.trace.reasons'))"]])
       local out = probe:read("*a")
       probe:close()
       assert.matches("^false\tfalse\ttrue\t", out)
