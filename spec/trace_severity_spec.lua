@@ -12,8 +12,9 @@ describe("profile.trace", function()
 
   describe("severities", function()
     it("NYI bytecode is a warn named by opcode", function()
-      local sites = sites_of((run_fixture("nyi")))
-      assert.equal(1, #sites)
+      local records, _, _, csv = run_fixture("nyi")
+      local sites = sites_of(records)
+      assert.equal(1, #sites, csv)
       assert.is_true(sites[1].count >= 2)
       assert.same({ severity = "warn", count = sites[1].count, reason = "NYI: bytecode FNEW",
                     location = "spec/fixtures/trace_nyi.lua:4", zone = "" }, sites[1])

@@ -15,6 +15,7 @@ M.UsageError = {}
 function M.usage_error(fmt, ...)
   error(setmetatable({ msg = string.format(fmt, ...) }, M.UsageError), 0)
 end
+
 local usage_error = M.usage_error
 
 local function view_options(opts)
@@ -45,7 +46,6 @@ end
 local function clean(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
 end
-
 
 --- `report FILE`: a text view of a collapsed-stack file, or with
 -- `--aborts CSV` its hot aborts.
