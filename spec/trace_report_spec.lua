@@ -45,10 +45,13 @@ describe("profile.trace", function()
       -- report it takes on "stop" or "abort" comes when the tracker has seen
       -- that trace start but not end: the situation of a report taken while
       -- the code taking it is being recorded.
+      -- Two reports of each kind: OpenResty's luajit2 hangs in about one
+      -- run in fifty when a report is taken on every event (Lua code run
+      -- that often inside its trace events; not seen with two).
       local s
       local taken, uneven = { stop = 0, abort = 0 }, {}
       local function mine(what)
-        if s and (what == "stop" or what == "abort") then
+        if s and (what == "stop" or what == "abort") and taken[what] < 2 then
           local r = s:report()
           taken[what] = taken[what] + 1
           if r.tracesStarted ~= r.tracesCompleted + r.tracesAborted then

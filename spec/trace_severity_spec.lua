@@ -14,10 +14,19 @@ describe("profile.trace", function()
     it("NYI bytecode is a warn named by opcode", function()
       local records, _, _, csv = run_fixture("nyi")
       local sites = sites_of(records)
-      assert.equal(1, #sites, csv)
-      assert.is_true(sites[1].count >= 2)
-      assert.same({ severity = "warn", count = sites[1].count, reason = "NYI: bytecode FNEW",
-                    location = "spec/fixtures/trace_nyi.lua:4", zone = "" }, sites[1])
+      local fnew = find_site(sites, function(s) return s.reason == "NYI: bytecode FNEW" end)
+      assert.is_table(fnew, csv)
+      assert.is_true(fnew.count >= 2, csv)
+      assert.same({ severity = "warn", count = fnew.count, reason = "NYI: bytecode FNEW",
+                    location = "spec/fixtures/trace_nyi.lua:4", zone = "" }, fnew)
+      -- Usually the only site. About one run in hundreds (not reproduced in
+      -- isolation; LuaJIT's hot counters are slots shared by bytecode
+      -- address, which varies between runs) the report has a second one:
+      -- further sites are allowed, in the fixture and not blacklisted.
+      for _, s in ipairs(sites) do
+        assert.is_truthy(s.location:find("^spec/fixtures/trace_nyi%.lua:%d+$"), csv)
+        assert.not_equal("blacklist", s.severity, csv)
+      end
     end)
 
     it("C functions and FastFunc variants the JIT cannot compile are warn", function()
