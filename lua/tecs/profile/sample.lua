@@ -15,35 +15,20 @@ local native_ok, native = pcall(require, "tecs.profile.native")
 
 local M = {}
 
-local active -- the running session of this Lua state, if any
-
 --- The session object returned by `profile.sample`: `stop`, `pause`,
--- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`.
+-- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`
+-- (the hooks they call are below `M.active`).
 -- @type SampleSession
-local SampleSession = session_base.class({
+local lifecycle = {
   name = "SampleSession",
   result = "collapsed",
   stopped_hint = "its text is still available from :collapsed()",
   kept_hint = ":collapsed() returns the text, :write(path) retries",
-  -- Data lost to another sampler taking LuaJIT's profiler over is reported
-  -- once, at stop; stats().warning keeps the text.
-  finish = function(self)
-    self._native:stop()
-    local warning = self._native:stats().warning
-    if warning then
-      self.warning = warning
-      io.stderr:write("tecs.profile: warning: ", warning, "\n")
-    end
-    if active == self then active = nil end
-    return self._native:collapsed()
-  end,
-  snapshot = function(self) return self._native:collapsed() end,
-  save = function(self, filename) return self:_write_file(filename, nil) end,
-  set_paused = function(self, paused)
-    if paused then self._native:pause() else self._native:resume() end
-  end,
-})
+}
+local SampleSession = session_base.class(lifecycle)
 M.SampleSession = SampleSession
+
+local active -- the running session of this Lua state, if any
 
 local option_spec = {
   intervalMs = check.number(0.1, 60000, "a number of milliseconds from 0.1 to 60000"),
@@ -108,15 +93,17 @@ function M.start(opts)
     msg = msg:gsub("^tecs%.profile%.native%.start: ", "")
     error("profile.sample: " .. msg, 2)
   end
-  local session = session_base.new(SampleSession, {
+  local session = setmetatable({
     _native = handle,
+    _stopped = false,
+    _text = nil,
     intervalMs = opts.intervalMs or 1,
     zone = zone_filter,
     stackDepth = opts.stackDepth or 16,
     clock = opts.clock or "cpu",
     precision = opts.precision or "function",
     format = opts.format or "auto",
-  })
+  }, SampleSession)
   active = session
   return session
 end
@@ -124,6 +111,32 @@ end
 --- The running session of this Lua state, or nil.
 function M.active()
   return active
+end
+
+-- Stops sampling; returns the final text. Data lost to another sampler
+-- taking LuaJIT's profiler over is reported once, here; stats().warning
+-- keeps the text.
+function lifecycle.finish(self)
+  self._native:stop()
+  local warning = self._native:stats().warning
+  if warning then
+    self.warning = warning
+    io.stderr:write("tecs.profile: warning: ", warning, "\n")
+  end
+  if active == self then active = nil end
+  return self._native:collapsed()
+end
+
+function lifecycle.snapshot(self)
+  return self._native:collapsed()
+end
+
+function lifecycle.save(self, filename)
+  return self:_write_file(filename, nil)
+end
+
+function lifecycle.set_paused(self, paused)
+  if paused then self._native:pause() else self._native:resume() end
 end
 
 -- Writes the profile to `filename` in the session's format (or `format`),

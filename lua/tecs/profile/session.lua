@@ -84,7 +84,9 @@ function session.class(kind)
   return class
 end
 
---- A new running session of `class` with the kind's own `fields`.
+--- A new running session of `class` with the kind's own `fields`. (Any
+-- table with the class as metatable is a running session too: the state
+-- kept here, `_stopped` and `_paused`, starts out false or nil.)
 -- @tparam table class from `class`
 -- @tparam table fields the session's fields (taken over, not copied)
 -- @return the session
