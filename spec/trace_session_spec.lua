@@ -100,7 +100,8 @@ describe("profile.trace", function()
       assert.is_true(r.totalAborts > mid.totalAborts)
       -- snap1 stopped running before the snapshot: its count is final there.
       -- (Other sites may abort meanwhile: the runner's own code is traced too.)
-      assert.equal(find_site(mid.sites, snap1).count, find_site(r.sites, snap1).count)
+      assert.is_table(find_site(mid.sites, snap1))
+      assert.equal(t.total(t.own_sites(mid.sites, "snap1")), t.total(t.own_sites(r.sites, "snap1")))
       assert.is_nil(find_site(mid.sites, function(x) return x.location == "snap2:1" end))
     end)
 
@@ -132,10 +133,16 @@ describe("profile.trace", function()
       os.remove(out)
       local during = select(2, text:gsub("withjv1:1 %-%- NYI: bytecode", ""))
       local after = select(2, text:gsub("withjv2:1 %-%- NYI: bytecode", ""))
-      -- (Compared by site: the runner's own code may abort meanwhile.)
-      local own = find_site(r.sites, function(x) return x.location == "withjv1:1" end)
-      assert.is_table(own, tostring(r))
-      assert.equal(own.count, during)
+      -- Compared by location and reason: the runner's own code may abort
+      -- meanwhile, the loop may abort for another reason now and then
+      -- ("error thrown or hook called during recording"), and its NYI aborts
+      -- may fall on two sites (warn, and blacklist once LuaJIT blacklists it).
+      local nyi = {}
+      for _, x in ipairs(t.own_sites(r.sites, "withjv1")) do
+        if x.reason == "NYI: bytecode FNEW" then nyi[#nyi + 1] = x end
+      end
+      assert.is_true(#nyi >= 1, tostring(r))
+      assert.equal(t.total(nyi), during, tostring(r))
       assert.is_true(after >= 1)
     end)
 
