@@ -17,6 +17,34 @@ describe("tecs-profile", function()
     end
   end)
 
+  it("help lists every declared option of the command, and the parser takes them all", function()
+    local options = require("tecs.profile.cli.options")
+    local main = options.main_usage()
+    for _, c in ipairs(options.COMMANDS) do
+      assert.matches("\n " .. c.synopsis .. " " .. c.summary .. "\n", (main:gsub(" +", " ")), 1, true)
+      local _, help = run.run3(CLI .. " " .. c.name .. " --help")
+      assert.equal(options.usage(c.name), help)
+      local spelled = options.by_spelling(c.name)
+      for _, section in ipairs(c.sections) do
+        if section.title then assert.matches("\n" .. section.title .. "\n", help, 1, true) end
+        for _, o in ipairs(section.options) do
+          local left = (o.short and ("-" .. o.short .. ", ") or "") .. "--" .. o[1] .. (o.arg and (" " .. o.arg) or "")
+          local at = help:find("\n  " .. (o.short and "" or "    ") .. left, 1, true)
+          assert.is_number(at, left)
+          assert.equal(o.help:match("^%S+"), help:match("^%s+(%S+)", at + 3 + #left + (o.short and 0 or 4)), left)
+          assert.equal(o, spelled["--" .. o[1]])
+          if o.short then assert.equal(o, spelled["-" .. o.short]) end
+        end
+      end
+    end
+    -- What the help of earlier versions said, still said.
+    local _, run_help = run.run3(CLI .. " run --help")
+    for _, text in ipairs({ "Sampling options:", "View options:", "--trace-output FILE", "--precision function|line",
+                            "LuaJIT's line mode", "-z, --zone-filter PATH" }) do
+      assert.matches(text, run_help, 1, true)
+    end
+  end)
+
   it("prints the usage and exits 2 on wrong usage", function()
     local cases = {
       { "", "Usage: tecs%-profile <command>" },

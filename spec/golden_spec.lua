@@ -3,7 +3,7 @@
 -- byte for byte with spec/golden/expected/. After an intended change to an
 -- output, regenerate with:  UPDATE_GOLDEN=1 make test-lua
 local profile = require("tecs.profile")
-local cli = require("tecs.profile.cli")
+local trace_report = require("tecs.profile.trace.report")
 local run = require("spec.support.run")
 
 local dir = "spec/golden/"
@@ -52,7 +52,7 @@ describe("golden outputs", function()
   end
 
   it("hot aborts from a trace report CSV", function()
-    local trace = assert(cli.read_abort_csv(read(dir .. "trace.csv")))
+    local trace = assert(trace_report.read_csv(read(dir .. "trace.csv")))
     assert.equal(4, #trace.sites)
     local text, ranked = profile.hotAborts(input, trace)
     golden("hot-aborts.txt", text)

@@ -9,15 +9,23 @@ local check = require("tecs.profile.check")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
 local output = require("tecs.profile.output")
+local session_base = require("tecs.profile.session")
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
 local M = {}
 
---- The session object returned by `profile.sample`.
+--- The session object returned by `profile.sample`: `stop`, `pause`,
+-- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`
+-- (the hooks they call are below `M.active`).
 -- @type SampleSession
-local SampleSession = {}
-SampleSession.__index = SampleSession
+local lifecycle = {
+  name = "SampleSession",
+  result = "collapsed",
+  stopped_hint = "its text is still available from :collapsed()",
+  kept_hint = ":collapsed() returns the text, :write(path) retries",
+}
+local SampleSession = session_base.class(lifecycle)
 M.SampleSession = SampleSession
 
 local active -- the running session of this Lua state, if any
@@ -83,63 +91,30 @@ function M.active()
   return active
 end
 
-local function finish(self)
+-- Stops sampling; returns the final text. Data lost to another sampler
+-- taking LuaJIT's profiler over is reported once, here; stats().warning
+-- keeps the text.
+function lifecycle.finish(self)
   self._native:stop()
-  -- Data lost to another sampler taking LuaJIT's profiler over is reported
-  -- once, at stop; stats().warning keeps the text.
   local warning = self._native:stats().warning
   if warning then
     self.warning = warning
     io.stderr:write("tecs.profile: warning: ", warning, "\n")
   end
-  self._text = self._native:collapsed()
-  self._stopped = true
   if active == self then active = nil end
-end
-
---- Stop the session and return its collapsed-stack text.
--- If `filename` is given the text is also written there (atomically). Errors
--- if called twice or if the file cannot be written; in the latter case the
--- session is stopped and its text stays available from `:collapsed()`.
--- @tparam[opt] string filename
--- @treturn string collapsed stacks
-function SampleSession:stop(filename)
-  check.self(self, SampleSession, "SampleSession", "stop", 2)
-  check.filename("SampleSession:stop", filename, 2)
-  if self._stopped then
-    error("SampleSession:stop: session already stopped (its text is still available from :collapsed())", 2)
-  end
-  finish(self)
-  if filename then
-    local ok, err = self:_write_file(filename, nil)
-    if not ok then
-      error("SampleSession:stop: " .. err ..
-        " (the session is stopped and nothing is lost: :collapsed() returns the text, :write(path) retries)", 2)
-    end
-  end
-  return self._text
-end
-
---- Stop recording samples until `:resume()`. Idempotent.
-function SampleSession:pause()
-  check.self(self, SampleSession, "SampleSession", "pause", 2)
-  if self._stopped then error("SampleSession:pause: session already stopped", 2) end
-  self._native:pause()
-end
-
---- Record samples again after `:pause()`. Idempotent.
-function SampleSession:resume()
-  check.self(self, SampleSession, "SampleSession", "resume", 2)
-  if self._stopped then error("SampleSession:resume: session already stopped", 2) end
-  self._native:resume()
-end
-
---- The collapsed text: final after stop, a snapshot while running.
--- @treturn string
-function SampleSession:collapsed()
-  check.self(self, SampleSession, "SampleSession", "collapsed", 2)
-  if self._stopped then return self._text end
   return self._native:collapsed()
+end
+
+function lifecycle.snapshot(self)
+  return self._native:collapsed()
+end
+
+function lifecycle.save(self, filename)
+  return self:_write_file(filename, nil)
+end
+
+function lifecycle.set_paused(self, paused)
+  if paused then self._native:pause() else self._native:resume() end
 end
 
 -- Writes the profile to `filename` in the session's format (or `format`),
@@ -189,12 +164,6 @@ end
 function SampleSession:stats()
   check.self(self, SampleSession, "SampleSession", "stats", 2)
   return self._native:stats()
-end
-
---- Whether the session is still running.
-function SampleSession:isRunning()
-  check.self(self, SampleSession, "SampleSession", "isRunning", 2)
-  return not self._stopped
 end
 
 function SampleSession:__tostring()

@@ -12,7 +12,7 @@
 -- names come from the built-in opcode list (one per numbering used along the
 -- 2.1 branch) that agrees with the bytecode of probe functions on the running
 -- VM, and are left out when none does.
--- @module tecs.profile.traceerr
+-- @module tecs.profile.trace.reasons
 
 local jutil_ok, jutil = pcall(require, "jit.util")
 if not jutil_ok then jutil = nil end

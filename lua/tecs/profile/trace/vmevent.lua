@@ -10,7 +10,7 @@
 -- slot number never has to be computed) and handed back to the caller, and
 -- at detach time it is put back, but only if the slot still holds our
 -- handler: a handler someone attached after us is left in place.
--- @module tecs.profile.vmevent
+-- @module tecs.profile.trace.vmevent
 
 local M = {}
 

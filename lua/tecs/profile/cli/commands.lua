@@ -1,0 +1,198 @@
+--- What the command line's commands do: `run`, `report`, `flamegraph`.
+-- Each takes the parsed options and positional arguments and returns the
+-- exit code, or raises a usage error through `usage_error`.
+-- @module tecs.profile.cli.commands
+
+local options = require("tecs.profile.cli.options")
+
+local M = {}
+
+--- The error raised for wrong usage: a table `{ msg = ... }` with this metatable.
+M.UsageError = {}
+
+--- Raise a usage error (the caller prints it with the command's usage).
+-- @tparam string fmt `string.format` format
+function M.usage_error(fmt, ...)
+  error(setmetatable({ msg = string.format(fmt, ...) }, M.UsageError), 0)
+end
+
+local usage_error = M.usage_error
+
+local function view_options(opts)
+  local o = {}
+  for _, s in ipairs(options.VIEW) do
+    if opts[s.key] ~= nil then o[s.key] = opts[s.key] end
+  end
+  return o
+end
+
+local function write_file(path, text)
+  if path == "-" then
+    io.stdout:write(text)
+    return true
+  end
+  return require("tecs.profile.fs").write_atomic(path, text)
+end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+
+-- Strips the "file:line: " prefix of an error raised by the library.
+local function clean(err)
+  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+end
+
+--- `report FILE`: a text view of a collapsed-stack file, or with
+-- `--aborts CSV` its hot aborts.
+-- @tparam table opts parsed options
+-- @tparam table pos positional arguments
+-- @treturn number exit code
+function M.report(opts, pos)
+  if #pos ~= 1 then usage_error("report needs exactly one FILE (got %d)", #pos) end
+  local report = require("tecs.profile.report")
+  local text
+  if opts.aborts then
+    local csv, err = read_file(opts.aborts)
+    if not csv then io.stderr:write("tecs-profile: cannot read '", opts.aborts, "': ", tostring(err), "\n") return 1 end
+    local trace, perr = require("tecs.profile.trace.report").read_csv(csv)
+    if not trace then io.stderr:write("tecs-profile: ", opts.aborts, ": ", perr, "\n") return 1 end
+    local ok, out = pcall(report.hotAborts, pos[1], trace, { raw = opts.raw, functions = opts.functions })
+    if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
+    text = out
+  else
+    local ok, out = pcall(report.report, pos[1], view_options(opts))
+    if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
+    text = out
+  end
+  local ok, err = write_file(opts.output or "-", text)
+  if not ok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end
+  return 0
+end
+
+--- `flamegraph FILE -o OUT`: an SVG flamegraph or a speedscope file.
+-- @tparam table opts parsed options
+-- @tparam table pos positional arguments
+-- @treturn number exit code
+function M.flamegraph(opts, pos)
+  if #pos ~= 1 then usage_error("flamegraph needs exactly one FILE (got %d)", #pos) end
+  if not opts.output then usage_error("flamegraph needs -o OUT") end
+  local report = require("tecs.profile.report")
+  local output = require("tecs.profile.output")
+  -- Standard output has no extension to go by: it gets the SVG unless -f says otherwise.
+  local fmt = output.format_for(opts.output == "-" and "-.svg" or opts.output, opts.format)
+  if fmt ~= "svg" and fmt ~= "speedscope" then usage_error("--format must be svg or speedscope, got %q", fmt) end
+  local ok, out
+  local frames = opts.functions and "function" or nil
+  if fmt == "svg" then
+    ok, out = pcall(report.flamegraph, pos[1],
+      { title = opts.title, inverted = opts.inverted, zone = opts.zone, frames = frames })
+  else
+    ok, out = pcall(report.speedscope, pos[1], { name = opts.title, zone = opts.zone, frames = frames })
+  end
+  if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
+  local wok, err = write_file(opts.output, out)
+  if not wok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end
+  return 0
+end
+
+--- `run script.lua [args...]`: profile a whole program, then report.
+-- @tparam table opts parsed options
+-- @tparam table pos the script and its arguments
+-- @treturn number exit code (1 when the program or an output failed)
+function M.run(opts, pos)
+  if #pos < 1 then usage_error("run needs a script") end
+  local script = pos[1]
+  local profile = require("tecs.profile")
+  local report = require("tecs.profile.report")
+  if opts.format and opts.format ~= "collapsed" and opts.format ~= "svg" and opts.format ~= "speedscope" then
+    usage_error("--format must be collapsed, svg or speedscope, got %q", tostring(opts.format))
+  end
+  -- Check the view options before the program runs, not after.
+  local vopts = view_options(opts)
+  local vok, verr = pcall(report.report, "", vopts)
+  if not vok then usage_error("%s", clean(verr):gsub("^profile%.report: ", "")) end
+
+  local chunk, lerr = loadfile(script)
+  if not chunk then io.stderr:write("tecs-profile: ", tostring(lerr), "\n") return 1 end
+
+  local script_args = { [0] = script }
+  for k = 2, #pos do script_args[k - 1] = pos[k] end
+  script_args[-1] = "tecs-profile run"
+  _G.arg = script_args
+
+  local trace_mod, tsession
+  if opts.trace then
+    local tok, tm = pcall(require, "tecs.profile.trace")
+    if tok and type(tm) == "table" then
+      local sok, s = pcall(profile.trace)
+      if sok then tsession, trace_mod = s, tm else io.stderr:write("tecs-profile: --trace: ", clean(s), "\n") end
+    else
+      io.stderr:write("tecs-profile: --trace: the trace tracker (tecs.profile.trace) is not available\n")
+    end
+  end
+
+  local ok_s, session = pcall(profile.sample, {
+    intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
+    precision = opts.precision,
+  })
+  if not ok_s then usage_error("%s", clean(session)) end
+
+  local finished, status = false, 0
+  local function finish()
+    if finished then return end
+    finished = true
+    session:stop()
+    local trace_report
+    if tsession then
+      local ok, r = pcall(tsession.stop, tsession)
+      if ok then trace_report = r else io.stderr:write("tecs-profile: trace: ", clean(r), "\n") end
+    end
+    if opts.output then
+      local ok, err = pcall(session.write, session, opts.output, opts.format)
+      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") status = 1 end
+    end
+    local out = {}
+    if not opts.quiet then
+      local ok, text = pcall(report.report, session, vopts)
+      out[#out + 1] = ok and text or ("tecs-profile: " .. clean(text) .. "\n")
+    end
+    if trace_report then
+      if opts.traceOutput then
+        local ok, err = write_file(opts.traceOutput, tostring(trace_report))
+        if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+      end
+      local ok, text = pcall(report.hotAborts, session, trace_report, { raw = opts.raw })
+      out[#out + 1] = "\n" .. (ok and text or ("tecs-profile: " .. clean(text) .. "\n"))
+    end
+    local text = table.concat(out)
+    if text ~= "" then
+      local ok, err = write_file(opts.reportFile or "-", text)
+      if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+    end
+    io.stdout:flush()
+  end
+
+  -- A program that ends with os.exit still gets its profile.
+  local real_exit = os.exit
+  os.exit = function(code, ...)
+    finish()
+    if code == nil or code == true then code = status end
+    io.stdout:flush()
+    return real_exit(code, ...)
+  end
+  local ok, err = xpcall(chunk, debug.traceback, unpack(script_args, 1, #script_args))
+  os.exit = real_exit
+  if not ok then
+    io.stderr:write(tostring(err), "\n")
+    status = 1
+  end
+  finish()
+  return status
+end
+
+return M

@@ -1,0 +1,181 @@
+--- The command line's commands and options, each declared once with its
+-- help text; the usage texts and the option parser are made from these
+-- declarations.
+--
+-- An option is `{ "long-name", short = "x", key = "optsKey", arg = "NAME",
+-- number = true, negate = true, help = "..." }`: `arg` names its value
+-- (options without `arg` are flags), `number` converts the value, `negate`
+-- makes the flag set `key` to false.
+-- @module tecs.profile.cli.options
+
+local M = {}
+
+--- Column where option help starts, and the width help is wrapped to.
+local HELP_COLUMN, WIDTH = 24, 78
+
+local HELP = { "help", short = "h", key = "help", help = "print this help" }
+
+--- Options of the text views (`run` and `report`), handed to `profile.report`.
+M.VIEW = {
+  { "mode", short = "m", key = "mode", arg = "MODE",
+    help = "a `luajit -jp` mode: f (functions), l (lines), v (VM states), z (zones), " ..
+      "two nested (vf, fv, zf, fl, ...), s / -s (callers / callees), a number (stack depth), " ..
+      "m<pct> (threshold), r (raw counts), a / A (annotated source)" },
+  { "by", key = "by", arg = "GROUP",
+    help = "function (default), line, module, zone (full path), zonecomponent, vmstate" },
+  { "then", key = "then", arg = "GROUP", help = "second level: a GROUP, or caller, callee" },
+  { "sort", key = "sort", arg = "self|total", help = "rank by self time (default) or total time" },
+  { "min", key = "minPercent", arg = "PCT", number = true, help = "hide rows below PCT percent (default 3)" },
+  { "depth", key = "depth", arg = "N", number = true,
+    help = "frames per key, innermost first (negative: caller first)" },
+  { "limit", key = "limit", arg = "N", number = true, help = "at most N rows" },
+  { "raw", key = "raw", help = "sample counts instead of percentages" },
+  { "annotate", key = "annotate", arg = "hot|full", help = "annotated source: hot excerpts or whole files" },
+  { "context", key = "context", arg = "N", number = true,
+    help = "lines around hot lines with --annotate hot (default 3)" },
+  { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
+  { "no-functions", key = "functions", negate = true, help = "do not read sources to group lines into functions" },
+}
+
+local SAMPLING = {
+  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
+    help = "sampling interval in milliseconds (default 1)" },
+  { "stack-depth", short = "d", key = "stackDepth", arg = "N", number = true,
+    help = "stack frames kept per sample (default 16)" },
+  { "zone-filter", short = "z", key = "zoneFilter", arg = "PATH", help = "record only samples in this zone subtree" },
+  { "clock", key = "clock", arg = "cpu|wall", help = "CPU time (default) or real time" },
+  { "precision", key = "precision", arg = "function|line",
+    help = "compiled code by function (default, cheap) or by line (LuaJIT's line mode: slows compiled code down)" },
+  { "output", short = "o", key = "output", arg = "FILE",
+    help = "also write the profile: .svg flamegraph, .speedscope.json, anything else collapsed text" },
+  { "format", short = "f", key = "format", arg = "FMT", help = "collapsed, svg or speedscope (overrides the extension)" },
+  { "report", key = "reportFile", arg = "FILE", help = "write the text report to FILE instead of stdout" },
+  { "quiet", short = "q", key = "quiet", help = "no text report" },
+  { "trace", key = "trace",
+    help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
+  { "trace-output", key = "traceOutput", arg = "FILE", help = "write the trace report (CSV) to FILE" },
+  HELP,
+}
+
+local REPORT = {
+  { "aborts", key = "aborts", arg = "CSV",
+    help = "rank the abort sites of a trace report (CSV written by profile.trace():stop(file)) by sampled time" },
+  { "output", short = "o", key = "output", arg = "FILE", help = "write the view to FILE instead of stdout" },
+  HELP,
+}
+
+local FLAMEGRAPH = {
+  { "output", short = "o", key = "output", arg = "OUT", help = "output file (required)" },
+  { "format", short = "f", key = "format", arg = "FMT", help = "svg or speedscope (overrides the extension)" },
+  { "title", key = "title", arg = "TEXT", help = "title of the graph" },
+  { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
+  { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
+  { "functions", key = "functions", help = "one box per function instead of per source line" },
+  HELP,
+}
+
+--- The commands, in the order the main usage lists them: `name`,
+-- `synopsis` (for that list), `summary`, `usage` (the command's own usage
+-- line), `about` (what it does) and `sections` (`title`, `options`).
+M.COMMANDS = {
+  { name = "run", synopsis = "run [options] script.lua [args...]",
+    summary = "profile a whole Lua program (like luajit -jp)",
+    usage = "run [options] script.lua [args...]",
+    about = "Runs script.lua with `arg` set as luajit would, sampling it from start to end,\n" ..
+      "then prints a text report (functions by self time, like `luajit -jp`).",
+    sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
+  { name = "report", synopsis = "report [options] FILE",
+    summary = "text views of a collapsed-stack file",
+    usage = "report [options] FILE",
+    about = "Prints a text view of FILE (collapsed stacks, as written by tecs-profile,\n" ..
+      "profile.sample():stop(file) or any collapsed-stack tool).",
+    sections = { { options = REPORT }, { title = "View options:", options = M.VIEW } } },
+  { name = "flamegraph", synopsis = "flamegraph FILE -o OUT.svg",
+    summary = "draw an SVG flamegraph (or speedscope JSON)",
+    usage = "flamegraph [options] FILE -o OUT",
+    about = "Draws FILE (collapsed stacks) as an interactive SVG flamegraph: zone frames\n" ..
+      "aqua, leaf frames coloured by VM state. OUT ending in .speedscope.json gets a\n" ..
+      "speedscope file instead; `-o -` writes to stdout.",
+    sections = { { options = FLAMEGRAPH } } },
+}
+
+--- The command named `name`, or nil.
+function M.command(name)
+  for _, c in ipairs(M.COMMANDS) do
+    if c.name == name then return c end
+  end
+  return nil
+end
+
+-- `text` broken into lines of at most `width` characters, at spaces.
+local function wrap(text, width)
+  local lines, line = {}, ""
+  for word in text:gmatch("%S+") do
+    if line ~= "" and #line + 1 + #word > width then
+      lines[#lines + 1] = line
+      line = word
+    else
+      line = line == "" and word or (line .. " " .. word)
+    end
+  end
+  lines[#lines + 1] = line
+  return lines
+end
+
+-- The help lines of one option.
+local function option_help(o)
+  local left = (o.short and ("  -" .. o.short .. ", ") or "      ") .. "--" .. o[1] .. (o.arg and (" " .. o.arg) or "")
+  local out = {}
+  local lines = wrap(o.help, WIDTH - HELP_COLUMN)
+  local indent = string.rep(" ", HELP_COLUMN)
+  if #left + 2 <= HELP_COLUMN then
+    out[1] = left .. string.rep(" ", HELP_COLUMN - #left) .. lines[1]
+  else
+    out[1] = left
+    out[2] = indent .. lines[1]
+  end
+  for i = 2, #lines do out[#out + 1] = indent .. lines[i] end
+  return table.concat(out, "\n") .. "\n"
+end
+
+--- The main usage text (the list of commands).
+-- @treturn string
+function M.main_usage()
+  local width = 0
+  for _, c in ipairs(M.COMMANDS) do width = math.max(width, #c.synopsis) end
+  local out = { "Usage: tecs-profile <command> [options] ...\n\nCommands:\n" }
+  for _, c in ipairs(M.COMMANDS) do
+    out[#out + 1] = "  " .. c.synopsis .. string.rep(" ", width - #c.synopsis + 3) .. c.summary .. "\n"
+  end
+  out[#out + 1] = "\n`tecs-profile <command> --help` describes each command.\n"
+  return table.concat(out)
+end
+
+--- The usage text of the command named `name`.
+-- @tparam string name
+-- @treturn string
+function M.usage(name)
+  local c = assert(M.command(name), "no such command")
+  local out = { "Usage: tecs-profile " .. c.usage .. "\n\n" .. c.about .. "\n" }
+  for _, section in ipairs(c.sections) do
+    out[#out + 1] = "\n" .. (section.title and (section.title .. "\n") or "")
+    for _, o in ipairs(section.options) do out[#out + 1] = option_help(o) end
+  end
+  return table.concat(out)
+end
+
+--- The options of the command named `name`, by "--long" and "-x" spelling.
+-- @tparam string name
+-- @treturn table
+function M.by_spelling(name)
+  local by = {}
+  for _, section in ipairs(assert(M.command(name), "no such command").sections) do
+    for _, o in ipairs(section.options) do
+      by["--" .. o[1]] = o
+      if o.short then by["-" .. o.short] = o end
+    end
+  end
+  return by
+end
+
+return M

@@ -1,0 +1,104 @@
+--- The lifecycle that sampling and trace sessions share.
+--
+-- A session runs from its start until `:stop()`, which may be called once;
+-- `:pause()` and `:resume()` are idempotent and error after stop. What a
+-- session produces (collapsed text, a trace report) is its result: a
+-- snapshot while it runs, final after stop. `:stop(filename)` also writes
+-- the result to a file; when that fails the session is stopped all the same
+-- and the result stays available, so nothing is lost.
+--
+-- Each kind of session describes itself with a table of names, messages and
+-- hooks (see `class`); this module builds its class from that.
+-- @module tecs.profile.session
+
+local check = require("tecs.profile.check")
+
+local session = {}
+
+--- Make the class of one kind of session.
+-- @tparam table kind
+--   `name` (class name used in messages, e.g. "SampleSession"),
+--   `result` (name of the method that returns the result, e.g. "collapsed"),
+--   `stopped_hint` (said by a second `:stop()`, e.g. "its text is still
+--   available from :collapsed()"),
+--   `kept_hint` (said when `:stop(filename)` could not write, e.g.
+--   ":collapsed() returns the text, :write(path) retries"),
+--   and the hooks, each called with the session:
+--   `finish(s)` stops recording and returns the final result,
+--   `snapshot(s)` returns the result so far,
+--   `save(s, filename)` writes the final result: true, or nil and a message,
+--   `set_paused(s, paused)` starts or stops counting.
+-- @treturn table the class: the metatable of the kind's sessions, holding
+--   `stop`, `pause`, `resume`, `isRunning` and the result method; add the
+--   kind's own methods to it
+function session.class(kind)
+  local name = kind.name
+  local class = {}
+  class.__index = class
+
+  --- Stop the session and return its result; with `filename`, also write
+  -- the result there (atomically). Errors if called twice, or if the file
+  -- cannot be written: then the session is stopped all the same and the
+  -- result stays available.
+  function class:stop(filename)
+    check.self(self, class, name, "stop", 2)
+    check.filename(name .. ":stop", filename, 2)
+    if self._stopped then
+      error(name .. ":stop: session already stopped (" .. kind.stopped_hint .. ")", 2)
+    end
+    self._result = kind.finish(self)
+    self._stopped = true
+    if filename then
+      local ok, err = kind.save(self, filename)
+      if not ok then
+        error(name .. ":stop: " .. err .. " (the session is stopped and nothing is lost: " ..
+          kind.kept_hint .. ")", 2)
+      end
+    end
+    return self._result
+  end
+
+  local function set_paused(method, paused)
+    class[method] = function(self)
+      check.self(self, class, name, method, 2)
+      if self._stopped then error(name .. ":" .. method .. ": session already stopped", 2) end
+      kind.set_paused(self, paused)
+      self._paused = paused
+    end
+  end
+  set_paused("pause", true)
+  set_paused("resume", false)
+
+  class[kind.result] = function(self)
+    check.self(self, class, name, kind.result, 2)
+    if self._stopped then return self._result end
+    return kind.snapshot(self)
+  end
+
+  --- Whether the session is still running.
+  function class:isRunning()
+    check.self(self, class, name, "isRunning", 2)
+    return not self._stopped
+  end
+
+  return class
+end
+
+--- A new running session of `class` with the kind's own `fields`. (Any
+-- table with the class as metatable is a running session too: the state
+-- kept here, `_stopped` and `_paused`, starts out false or nil.)
+-- @tparam table class from `class`
+-- @tparam table fields the session's fields (taken over, not copied)
+-- @return the session
+function session.new(class, fields)
+  fields._stopped = false
+  fields._paused = false
+  return setmetatable(fields, class)
+end
+
+--- Whether `s` (a session of any kind) is paused and not stopped.
+function session.is_paused(s)
+  return s._paused and not s._stopped
+end
+
+return session
