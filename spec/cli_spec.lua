@@ -76,7 +76,7 @@ describe("tecs-profile", function()
     assert.matches("^<%?xml", run.read(dir .. "/p.svg"))
     local rep = run.read(dir .. "/r.txt")
     assert.matches("spin %(" .. SCRIPT:gsub("%p", "%%%0") .. ":3%)", rep)
-    local pct = tonumber(rep:match("\n +([%d.]+)%% +[%d.]+%%  spin"))
+    local pct = tonumber(rep:match("\n +([%d.]+)%% ±[%d.]+ +[%d.]+%% ±[%d.]+  spin"))
     assert.is_true(pct > 50, rep)
   end)
 

@@ -285,7 +285,7 @@ describe("bad input", function()
       for name in pairs(sample.option_names) do names[#names + 1] = name end
       table.sort(names)
       assert.same(native.options.sample.names, names)
-      assert.same({ "auto", "collapsed", "svg", "speedscope" }, native.formats)
+      assert.same({ "auto", "collapsed", "svg", "speedscope", "pprof" }, native.formats)
       assert.equal(16, native.options.sample.defaults.stackDepth)
     end)
   end)

@@ -245,6 +245,25 @@ describe("profile.sample", function()
     assert.is_true(#collapsed.parse(text) > 0)
   end)
 
+  it("names C functions of loaded modules by their Lua path", function()
+    -- lpeg.match is a C function; a match-time capture calls back into Lua,
+    -- so it is on the stack under the callback's samples.
+    local lpeg = require("lpeg")
+    local pattern = lpeg.Cmt(lpeg.P(1), function() busy(3000) return true end) ^ 0
+    local s = profile.sample()
+    cpu.burn(0.4, function() lpeg.match(pattern, "xxxxxxxx") end)
+    local rows = collapsed.parse(s:stop())
+    local named, unnamed = 0, 0
+    for _, r in ipairs(rows) do
+      for _, f in ipairs(r.frames) do
+        if f == "lpeg.match" then named = named + r.count end
+        if f:find("^%[C:") then unnamed = unnamed + r.count end
+      end
+    end
+    assert.is_true(named > 100, "samples under lpeg.match: " .. named)
+    assert.equal(0, unnamed)
+  end)
+
   it("names builtins from jit.vmdef", function()
     -- A builtin shows on the stack while it calls back into Lua.
     local s = profile.sample({ stackDepth = 4 })

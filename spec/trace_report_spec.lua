@@ -7,6 +7,7 @@ local trace = require("tecs.profile.trace")
 local zone = require("jit.zone")
 local csv4180 = require("spec.support.csv4180")
 local t = require("spec.support.trace")
+local run = require("spec.support.run")
 
 local find_site, fresh_nyi_loop = t.find_site, t.fresh_nyi_loop
 
@@ -41,37 +42,27 @@ describe("profile.trace", function()
     end)
 
     it("leaves a trace whose end is not seen yet out of tracesStarted", function()
-      -- A handler attached before the session gets every event first, so a
-      -- report it takes on "stop" or "abort" comes when the tracker has seen
-      -- that trace start but not end: the situation of a report taken while
-      -- the code taking it is being recorded.
-      -- Two reports of each kind: OpenResty's luajit2 hangs in about one
-      -- run in fifty when a report is taken on every event (Lua code run
-      -- that often inside its trace events; not seen with two).
-      local s
-      local taken, uneven = { stop = 0, abort = 0 }, {}
-      local function mine(what)
-        if s and (what == "stop" or what == "abort") and taken[what] < 2 then
-          local r = s:report()
-          taken[what] = taken[what] + 1
-          if r.tracesStarted ~= r.tracesCompleted + r.tracesAborted then
-            uneven[#uneven + 1] = r.tracesStarted .. " ~= " .. r.tracesCompleted .. " + " .. r.tracesAborted
-          end
-        end
+      -- In a process of its own (spec/fixtures/trace_unseen_end.lua), under
+      -- a time limit: OpenResty's luajit2 was seen to hang, rarely (about 1
+      -- run in 200), while Lua code runs inside its trace events; such a
+      -- hang is reported and the run tried once more, not left to stall the
+      -- suite.
+      local cmd = "timeout 60 " .. run.quote(run.luajit) .. " spec/fixtures/trace_unseen_end.lua"
+      local rc, out = run.run(cmd)
+      if rc == 124 then
+        io.stderr:write("trace_unseen_end.lua hung (", run.luajit, "); running it again\n")
+        rc, out = run.run(cmd)
       end
-      jit.attach(mine, "trace")
-      s = profile.trace()
-      fresh_nyi_loop("=unseen_end")()
-      assert(loadstring("local s = 0 for i = 1, 1000 do s = s + i end return s", "=compiles"))()
-      local r = s:stop()
-      jit.attach(mine)
-      assert.is_true(r.tracesAborted >= 1 and r.tracesCompleted >= 1, tostring(r))
-      -- Reports were taken in the middle of both kinds of ending. (Not every
-      -- counted ending: a trace of the runner's own code may start and end
-      -- inside profile.trace(), before `s` is set.)
-      assert.is_true(taken.stop >= 1 and taken.abort >= 1, taken.stop .. " stops, " .. taken.abort .. " aborts")
-      assert.same({}, uneven)
-      assert.equal(r.tracesStarted, r.tracesCompleted + r.tracesAborted)
+      assert.equal(0, rc, out)
+      local stops, aborts, uneven, started, completed, aborted =
+        out:match("stops=(%d+) aborts=(%d+) uneven=(%S*) started=(%d+) completed=(%d+) aborted=(%d+)")
+      assert.is_string(stops, out)
+      started, completed, aborted = tonumber(started), tonumber(completed), tonumber(aborted)
+      assert.is_true(aborted >= 1 and completed >= 1, out)
+      -- Reports were taken in the middle of both kinds of ending.
+      assert.is_true(tonumber(stops) >= 1 and tonumber(aborts) >= 1, out)
+      assert.equal("", uneven, out)
+      assert.equal(started, completed + aborted)
     end)
 
     it("prints as RFC 4180 CSV that round-trips, commas and quotes included", function()

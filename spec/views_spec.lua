@@ -34,6 +34,17 @@ describe("views of a session", function()
     if s then s:stop() end
   end)
 
+  it("gives each share its sampling error, and says when a profile is too small to rank", function()
+    local small = profile.report("a.lua:1_[I] 10\nb.lua:2_[I] 2\n", { by = "line" })
+    assert.matches("# only 12 samples: too few to rank reliably", small, 1, true)
+    -- 10 of 12: 83.3%, with a 95% Wilson interval ±20.1 points wide.
+    assert.matches("83.3% ±20.1", small, 1, true)
+    local big = profile.report("a.lua:1_[I] 610\nb.lua:2_[I] 390\n", { by = "line" })
+    assert.is_nil(big:find("too few", 1, true))
+    assert.matches("at most ±3.1 points here", big, 1, true)
+    assert.matches("61.0% ±3.0", big, 1, true)
+  end)
+
   it("names functions from the source and groups their lines", function()
     local s = profile.sample({ precision = "line" })
     cpu.burn(0.8, function() work.two_lines(20000) end)

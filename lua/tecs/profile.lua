@@ -46,6 +46,12 @@ function profile.speedscope(source, opts)
   return require("tecs.profile.report").speedscope(source, opts)
 end
 
+--- Render a gzipped pprof profile (`go tool pprof`, Pyroscope, Parca).
+-- @function pprof
+function profile.pprof(source, opts)
+  return require("tecs.profile.report").pprof(source, opts)
+end
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

@@ -77,6 +77,17 @@ pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
     opt("frames", FRAMES, DefaultValue::Text("line")),
 ];
 
+/// `profile.pprof`.
+pub const PPROF_OPTIONS: &[Declared] = &[
+    opt(
+        "intervalMs",
+        Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
+        DefaultValue::None,
+    ),
+    opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
+    opt("zone", ZONE, DefaultValue::None),
+];
+
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {
     Some(match function {
@@ -85,12 +96,13 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
         "hotAborts" => HOT_ABORTS_OPTIONS,
         "flamegraph" => FLAMEGRAPH_OPTIONS,
         "speedscope" => SPEEDSCOPE_OPTIONS,
+        "pprof" => PPROF_OPTIONS,
         _ => return None,
     })
 }
 
 /// Every function whose options are declared here.
-pub const FUNCTIONS: [&str; 5] = ["sample", "report", "hotAborts", "flamegraph", "speedscope"];
+pub const FUNCTIONS: [&str; 6] = ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof"];
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches

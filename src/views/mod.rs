@@ -447,7 +447,19 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
         return out;
     }
     if !opts.raw {
-        let _ = writeln!(out, "# {}; ± is each share's", error_note(t.samples));
+        if t.samples < FEW_SAMPLES {
+            let _ = writeln!(
+                out,
+                "# only {} samples: too few to rank reliably; ± is each share's 95% sampling error",
+                t.samples
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "# ± is each share's 95% sampling error (at most ±{:.1} points here)",
+                worst_share_error(t.samples)
+            );
+        }
     }
     let width = if opts.raw { 8 } else { 12 };
     let _ = writeln!(out, "{:>w$} {:>w$}  {}", "self", "total", opts.by.title(), w = width);

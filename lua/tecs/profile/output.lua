@@ -51,8 +51,9 @@ function M.render(prof, format, meta)
   elseif format == "speedscope" then
     ok, out = native.call(prof.speedscope, prof, { name = meta.title or "tecs-profile", intervalMs = meta.intervalMs })
   elseif format == "pprof" then
+    local funcs = meta.funcs or require("tecs.profile.funcmap").build(prof:files())
     ok, out = native.call(prof.pprof, prof, { intervalMs = meta.intervalMs, clock = meta.clock,
-      startSec = meta.startSec, durationSec = meta.durationSec }, meta.funcs)
+      startSec = meta.startSec, durationSec = meta.durationSec }, funcs)
   else
     return nil, "unknown format " .. tostring(format)
   end

@@ -214,4 +214,22 @@ function M.speedscope(source, opts)
   return json
 end
 
+--- Render a gzipped pprof profile (`profile.proto`), as read by
+-- `go tool pprof`, Pyroscope and Parca. Lua functions are named by the
+-- function view's labels where their sources can be read.
+-- @tparam[opt] table opts `intervalMs` (the sampling period; a session's
+--   own by default), `clock` ("cpu" or "wall": names the time value),
+--   `zone`
+-- @treturn string the bytes of a `.pb.gz` file
+function M.pprof(source, opts)
+  opts = checked("profile.pprof", "pprof", opts, 2)
+  local prof, interval = M.load("profile.pprof", source, 2)
+  prof = shape(prof, opts)
+  local clock = opts.clock or (type(source) == "table" and source.clock) or "cpu"
+  local ok, bytes = native.call(prof.pprof, prof, { intervalMs = opts.intervalMs or interval, clock = clock },
+    funcmap.build(prof:files()))
+  if not ok then check.fail(2, "profile.pprof: %s", bytes) end
+  return bytes
+end
+
 return M

@@ -5,6 +5,7 @@
 -- @module tecs.profile.sample
 
 local callsite = require("tecs.profile.callsite")
+local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
@@ -48,8 +49,8 @@ end
 --   `maxStacks` (unique stacks kept before folding into an overflow line,
 --   default 100000), `resolveC` (name C functions with dladdr, default true),
 --   `format` of files written by stop/write ("auto" default: by extension,
---   ".svg" SVG flamegraph, ".speedscope.json" speedscope, else collapsed;
---   or "collapsed", "svg", "speedscope")
+--   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
+--   else collapsed; or "collapsed", "svg", "speedscope", "pprof")
 -- @treturn SampleSession
 function M.start(opts)
   if not native_ok then
@@ -81,6 +82,7 @@ function M.start(opts)
     clock = settings.clock,
     precision = settings.precision,
     format = settings.format,
+    _started_at = os.time(),
   }, SampleSession)
   active = session
   return session
@@ -94,8 +96,16 @@ end
 -- Stops sampling; returns the final text. Data lost to another sampler
 -- taking LuaJIT's profiler over is reported once, here; stats().warning
 -- keeps the text.
+-- C functions of the modules loaded by now get their Lua paths
+-- (`love.graphics.present`); a failed walk leaves them to dladdr.
+local function name_c_functions(self)
+  local ok, list = pcall(cfuncs.collect)
+  if ok then pcall(self._native.nameCFunctions, self._native, list) end
+end
+
 function lifecycle.finish(self)
   self._native:stop()
+  name_c_functions(self)
   local warning = self._native:stats().warning
   if warning then
     self.warning = warning
@@ -106,6 +116,7 @@ function lifecycle.finish(self)
 end
 
 function lifecycle.snapshot(self)
+  name_c_functions(self)
   return self._native:collapsed()
 end
 
@@ -125,7 +136,10 @@ function SampleSession:_write_file(filename, format)
   if fmt == "collapsed" then
     content = self:collapsed()
   else
-    content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs })
+    if not self._stopped then name_c_functions(self) end
+    local st = self._native:stats()
+    content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
+      startSec = self._started_at, durationSec = st.durationSec })
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
   end
   return fs.write_atomic(filename, content)
@@ -134,9 +148,9 @@ end
 --- Write the profile to `filename` (atomically); for retrying a failed
 -- `:stop(filename)` or saving a snapshot of a running session. The format
 -- follows `format`, else the session's `format` option, else the extension
--- (`.svg`, `.speedscope.json`, anything else collapsed).
+-- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, anything else collapsed).
 -- @tparam string filename
--- @tparam[opt] string format "collapsed", "svg", "speedscope" or "auto"
+-- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof" or "auto"
 -- @treturn string the collapsed text
 function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)

@@ -85,14 +85,19 @@ function M.flamegraph(opts, pos)
   local output = require("tecs.profile.output")
   -- Standard output has no extension to go by: it gets the SVG unless -f says otherwise.
   local fmt = output.format_for(opts.output == "-" and "-.svg" or opts.output, opts.format)
-  if fmt ~= "svg" and fmt ~= "speedscope" then usage_error("--format must be svg or speedscope, got %q", fmt) end
+  if fmt ~= "svg" and fmt ~= "speedscope" and fmt ~= "pprof" then
+    usage_error("--format must be svg, speedscope or pprof, got %q", fmt)
+  end
   local ok, out
   local frames = opts.functions and "function" or nil
   if fmt == "svg" then
     ok, out = pcall(report.flamegraph, pos[1],
       { title = opts.title, inverted = opts.inverted, zone = opts.zone, frames = frames })
+  elseif fmt == "speedscope" then
+    ok, out = pcall(report.speedscope, pos[1],
+      { name = opts.title, zone = opts.zone, frames = frames, intervalMs = opts.intervalMs })
   else
-    ok, out = pcall(report.speedscope, pos[1], { name = opts.title, zone = opts.zone, frames = frames })
+    ok, out = pcall(report.pprof, pos[1], { zone = opts.zone, intervalMs = opts.intervalMs })
   end
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)
@@ -109,8 +114,9 @@ function M.run(opts, pos)
   local script = pos[1]
   local profile = require("tecs.profile")
   local report = require("tecs.profile.report")
-  if opts.format and opts.format ~= "collapsed" and opts.format ~= "svg" and opts.format ~= "speedscope" then
-    usage_error("--format must be collapsed, svg or speedscope, got %q", tostring(opts.format))
+  local output = require("tecs.profile.output")
+  if opts.format and (opts.format == "auto" or not output.is_format(opts.format)) then
+    usage_error("--format must be %s, got %q", output.format_list():gsub('"auto" or ', ""), tostring(opts.format))
   end
   -- Check the view options before the program runs, not after.
   local vopts = view_options(opts)

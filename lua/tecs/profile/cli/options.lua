@@ -47,8 +47,9 @@ local SAMPLING = {
   { "precision", key = "precision", arg = "function|line",
     help = "compiled code by function (default, cheap) or by line (LuaJIT's line mode: slows compiled code down)" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "also write the profile: .svg flamegraph, .speedscope.json, anything else collapsed text" },
-  { "format", short = "f", key = "format", arg = "FMT", help = "collapsed, svg or speedscope (overrides the extension)" },
+    help = "also write the profile: .svg flamegraph, .speedscope.json, .pb.gz pprof, anything else collapsed text" },
+  { "format", short = "f", key = "format", arg = "FMT",
+    help = "collapsed, svg, speedscope or pprof (overrides the extension)" },
   { "report", key = "reportFile", arg = "FILE", help = "write the text report to FILE instead of stdout" },
   { "quiet", short = "q", key = "quiet", help = "no text report" },
   { "trace", key = "trace",
@@ -66,7 +67,9 @@ local REPORT = {
 
 local FLAMEGRAPH = {
   { "output", short = "o", key = "output", arg = "OUT", help = "output file (required)" },
-  { "format", short = "f", key = "format", arg = "FMT", help = "svg or speedscope (overrides the extension)" },
+  { "format", short = "f", key = "format", arg = "FMT", help = "svg, speedscope or pprof (overrides the extension)" },
+  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
+    help = "the sampling interval FILE was recorded at: speedscope weights and pprof times in real units" },
   { "title", key = "title", arg = "TEXT", help = "title of the graph" },
   { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
@@ -91,11 +94,12 @@ M.COMMANDS = {
       "profile.sample():stop(file) or any collapsed-stack tool).",
     sections = { { options = REPORT }, { title = "View options:", options = M.VIEW } } },
   { name = "flamegraph", synopsis = "flamegraph FILE -o OUT.svg",
-    summary = "draw an SVG flamegraph (or speedscope JSON)",
+    summary = "draw an SVG flamegraph (or write speedscope JSON or pprof)",
     usage = "flamegraph [options] FILE -o OUT",
     about = "Draws FILE (collapsed stacks) as an interactive SVG flamegraph: zone frames\n" ..
       "aqua, leaf frames coloured by VM state. OUT ending in .speedscope.json gets a\n" ..
-      "speedscope file instead; `-o -` writes to stdout.",
+      "speedscope file instead, .pb.gz a gzipped pprof profile (go tool pprof,\n" ..
+      "Pyroscope, Parca); `-o -` writes to stdout.",
     sections = { { options = FLAMEGRAPH } } },
 }
 
