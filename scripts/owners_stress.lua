@@ -56,13 +56,23 @@ end
 
 if what == "exits" then
   local luajit = os.getenv("LUAJIT_BIN") or "luajit"
-  local bad = {}
+  local bad, hangs = {}, 0
   for i = 1, n do
     local how = i % 2 == 0 and "exit" or "end"
-    local p = io.popen(string.format("%s scripts/owners_stress.lua child 0 %d %s 2>&1; echo \"rc=$?\"", luajit, i, how))
-    local outp = p:read("*a")
-    p:close()
-    local rc = tonumber(outp:match("rc=(%d+)%s*$"))
+    -- Under a time limit, tried once more after a hang (OpenResty's luajit2
+    -- was seen to hang in lua_close, rarely); hangs are counted and printed.
+    local function child()
+      local p = io.popen(string.format("timeout 60 %s scripts/owners_stress.lua child 0 %d %s 2>&1; echo \"rc=$?\"",
+        luajit, i, how))
+      local outp = p:read("*a")
+      p:close()
+      return outp, tonumber(outp:match("rc=(%d+)%s*$"))
+    end
+    local outp, rc = child()
+    if rc == 124 then
+      hangs = hangs + 1
+      outp, rc = child()
+    end
     if rc ~= 0 then bad[#bad + 1] = string.format("child %d (%s): rc %s: %s", i, how, tostring(rc), outp) end
   end
   if #bad > 0 then
@@ -70,7 +80,7 @@ if what == "exits" then
     for _, b in ipairs(bad) do print(b) end
     os.exit(1)
   end
-  print(string.format("ok %d exits with a session running", n))
+  print(string.format("ok %d exits with a session running (%d hung and ran again)", n, hangs))
   return
 end
 

@@ -137,10 +137,22 @@ describe("faults in the profiled program", function()
   end)
 
   describe("the Lua state closing with a session still running", function()
+    -- Under a time limit: OpenResty's luajit2 was seen to hang in lua_close
+    -- once in about 900 exit-close runs (see the README's known problems);
+    -- such a hang is reported and the run tried once more.
     local function run(how)
-      local p = io.popen(LUAJIT .. " spec/fixtures/exit_running.lua " .. how .. " 2>&1; echo \"exit=$?\"")
-      local out = p:read("*a")
-      p:close()
+      local function once()
+        local p = io.popen("timeout 60 " .. LUAJIT .. " spec/fixtures/exit_running.lua " .. how ..
+          " 2>&1; echo \"exit=$?\"")
+        local out = p:read("*a")
+        p:close()
+        return out
+      end
+      local out = once()
+      if out:find("\nexit=124\n$") or out:find("^exit=124\n$") then
+        io.stderr:write("exit_running.lua ", how, " hung (", LUAJIT, "); running it again\n")
+        out = once()
+      end
       return out
     end
     local function snapshot_ok(out)

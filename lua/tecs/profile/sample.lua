@@ -56,12 +56,13 @@ function M.start(opts)
   if not native_ok then
     error("profile.sample: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
   end
+  -- Bad options are reported as such on every VM, before what this VM lacks.
+  local ok, err = native.call(native.raw.check_options, "sample", opts)
+  if not ok then error("profile.sample: " .. err, 2) end
   local available, why = native.available()
   if not available then
     error("profile.sample: " .. why, 2)
   end
-  local ok, err = native.call(native.raw.check_options, "sample", opts)
-  if not ok then error("profile.sample: " .. err, 2) end
   if active then
     error("profile.sample: a sample session is already active; stop it before starting another", 2)
   end
@@ -97,7 +98,8 @@ end
 -- taking LuaJIT's profiler over is reported once, here; stats().warning
 -- keeps the text.
 -- C functions of the modules loaded by now get their Lua paths
--- (`love.graphics.present`); a failed walk leaves them to dladdr.
+-- (`love.graphics.present`), once, when the session stops: snapshots of a
+-- running session leave them to dladdr. A failed walk changes nothing.
 local function name_c_functions(self)
   local ok, list = pcall(cfuncs.collect)
   if ok then pcall(self._native.nameCFunctions, self._native, list) end
@@ -116,7 +118,6 @@ function lifecycle.finish(self)
 end
 
 function lifecycle.snapshot(self)
-  name_c_functions(self)
   return self._native:collapsed()
 end
 
@@ -136,7 +137,6 @@ function SampleSession:_write_file(filename, format)
   if fmt == "collapsed" then
     content = self:collapsed()
   else
-    if not self._stopped then name_c_functions(self) end
     local st = self._native:stats()
     content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
       startSec = self._started_at, durationSec = st.durationSec })
