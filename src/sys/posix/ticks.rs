@@ -14,11 +14,17 @@ use super::clock_ns;
 // own whose handler is installed once and never removed (the library is
 // pinned in memory so the handler stays mapped). The handler calls
 // LuaJIT's SIGPROF handler only after checking, in LuaJIT's own profiler
-// state, that the profiler is still ours. The handler runs on the VM
-// thread, interrupting it, and every stop of this VM's profiler also runs
-// on that thread (jit.profile.stop, jit.p, lua_close) and clears the
-// state's VM pointer first: the check and the call therefore cannot be
-// separated by a stop.
+// state, that the profiler is still ours, and that SIGPROF's disposition is
+// still LuaJIT's handler. The handler runs on the VM thread, interrupting
+// it, and every stop of this VM's profiler also runs on that thread
+// (jit.profile.stop, jit.p, lua_close), so the checks and the call cannot
+// be separated by a stop; but a tick can land in the middle of a stop.
+// Current LuaJIT clears the state's VM pointer first; Debian's 2.1.0-beta3
+// and OpenResty's luajit2 clear it last, after flushing every trace and
+// freeing the profiler's buffer. All of them restore SIGPROF's disposition
+// first, so that is checked too: a tick passed on half way through a stop
+// would set the profiler hook again, and LuaJIT would then call the
+// callback with the buffer already freed.
 
 /// What the handler compares and calls; `STATE == 0` means disarmed.
 static STATE: AtomicUsize = AtomicUsize::new(0);
@@ -44,13 +50,14 @@ fn pass_tick() {
     let (g, cb, data) = unsafe {
         (std::ptr::read_volatile(words), std::ptr::read_volatile(words.add(1)), std::ptr::read_volatile(words.add(2)))
     };
+    let h = LUAJIT_HANDLER.load(Ordering::Relaxed);
     if g != 0
         && g == EXPECT_G.load(Ordering::Relaxed)
         && cb == EXPECT_CB.load(Ordering::Relaxed)
         && data == EXPECT_DATA.load(Ordering::Relaxed)
+        && sigprof_disposition() == Some(h)
     {
         TICKS_PASSED.fetch_add(1, Ordering::Relaxed);
-        let h = LUAJIT_HANDLER.load(Ordering::Relaxed);
         // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
         // LuaJIT's object when armed); it only needs its profiler state to
         // be live, which the check above established on this thread.
@@ -60,6 +67,16 @@ fn pass_tick() {
         }
     } else {
         TICKS_REFUSED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// SIGPROF's current handler address (async-signal-safe: one sigaction).
+fn sigprof_disposition() -> Option<usize> {
+    // SAFETY: sigaction with a null new action only reads the disposition
+    // into a zeroed out-structure; it is async-signal-safe.
+    unsafe {
+        let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+        (libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut cur) == 0).then_some(cur.sa_sigaction)
     }
 }
 
