@@ -138,7 +138,8 @@ describe("faults in the profiled program", function()
 
   describe("the Lua state closing with a session still running", function()
     -- Under a time limit: OpenResty's luajit2 was seen to hang in lua_close
-    -- once in about 900 exit-close runs (see the README's known problems);
+    -- once in about 900 exit-close runs before a likely cause was fixed (see
+    -- the README's known problem);
     -- such a hang is reported and the run tried once more.
     local function run(how)
       local function once()
