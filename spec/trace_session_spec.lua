@@ -196,6 +196,23 @@ describe("profile.trace", function()
       end)
     end
 
+    it("starts without options where the native module cannot load, and says why options cannot be checked", function()
+      local run = require("spec.support.run")
+      local script = [[
+        package.cpath = ""
+        local profile = require("tecs.profile")
+        local r = profile.trace():stop()
+        print("plain", r.totalAborts)
+        print("empty", pcall(function() return profile.trace({}):stop() ~= nil end))
+        print("opts", pcall(profile.trace, { includeBenign = true }))
+      ]]
+      local rc, out = run.run(run.quote(run.luajit) .. " -e " .. run.quote(script))
+      assert.equal(0, rc, out)
+      assert.matches("plain\t%d+", out)
+      assert.matches("empty\ttrue\ttrue", out)
+      assert.matches("opts\tfalse\t[^\n]*profile.trace: options need the native module tecs.profile.native", out)
+    end)
+
     it("method called with a dot", function()
       local s = profile.trace()
       for _, m in ipairs({ "stop", "pause", "resume", "report" }) do

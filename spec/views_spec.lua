@@ -179,6 +179,24 @@ describe("views of a session", function()
       ok, err = pcall(profile.hotAborts, "a.lua:1 1\n", "report")
       assert.matches("profile.hotAborts: bad argument #2 'trace'", err)
     end)
+
+    it("tells sources apart by type, not by their contents", function()
+      -- A one-line string is a path, even when it reads like collapsed text.
+      local ok, err = pcall(profile.report, "a.lua:1_[N] 5")
+      assert.is_false(ok)
+      assert.matches("cannot read file 'a.lua:1_[N] 5'", err, 1, true)
+      assert.matches("collapsed text needs a line break", err, 1, true)
+      assert.matches("a.lua:1", profile.report("a.lua:1_[N] 5\n", { by = "line" }), 1, true)
+      -- Tables that only look like sessions or profiles are refused.
+      for _, fake in ipairs({ { _native = newproxy() }, { samples = 1 }, newproxy(true) }) do
+        ok, err = pcall(profile.report, fake)
+        assert.is_false(ok)
+        assert.matches("SampleSession or profile expected", err, 1, true)
+      end
+      -- A profile object from report.load goes through as it is.
+      local prof = report.load("test", "a.lua:1_[N] 5\n")
+      assert.matches("a.lua:1", profile.report(prof, { by = "line" }), 1, true)
+    end)
   end)
 
   it("parses -jp mode strings", function()

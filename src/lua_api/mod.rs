@@ -523,6 +523,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     raw.set("start", lua.create_function(start_raw)?)?;
     raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
     raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
+    raw.set("is_profile", lua.create_function(views::is_profile)?)?;
     raw.set("check_options", lua.create_function(check_options)?)?;
     for name in ["start", "parse_collapsed", "parse_profile", "check_options"] {
         let f: mlua::Function = raw.get(name)?;

@@ -1,5 +1,6 @@
 //! The options of `profile.report`, `profile.hotAborts`,
-//! `profile.flamegraph` and `profile.speedscope`, declared once (names,
+//! `profile.flamegraph`, `profile.speedscope`, `profile.pprof` and
+//! `profile.trace`, declared once (names,
 //! accepted values, defaults), and their conversion into [`ReportOptions`].
 //! `tecs.profile.report` checks the user's tables here (through the native
 //! `check_options`) before it translates a `mode` string.
@@ -88,6 +89,11 @@ pub const PPROF_OPTIONS: &[Declared] = &[
     opt("zone", ZONE, DefaultValue::None),
 ];
 
+/// `profile.trace`: the tracker itself is Lua (`jit.attach` calls Lua),
+/// but its options are declared here with every other function's.
+pub const TRACE_OPTIONS: &[Declared] =
+    &[opt("includeBenign", Check::Boolean, DefaultValue::Boolean(false))];
+
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {
     Some(match function {
@@ -97,12 +103,13 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
         "flamegraph" => FLAMEGRAPH_OPTIONS,
         "speedscope" => SPEEDSCOPE_OPTIONS,
         "pprof" => PPROF_OPTIONS,
+        "trace" => TRACE_OPTIONS,
         _ => return None,
     })
 }
 
 /// Every function whose options are declared here.
-pub const FUNCTIONS: [&str; 6] = ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof"];
+pub const FUNCTIONS: [&str; 7] = ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace"];
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches

@@ -193,6 +193,12 @@ fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, funcs: Option<Table>) -> m
     Ok(Value::String(lua.create_string(render(&stacks, &meta, &name_of))?))
 }
 
+/// `native.is_profile(value)`: whether `value` is a profile object, so the
+/// Lua side tells its source arguments apart by type rather than by probing.
+pub fn is_profile(_: &Lua, value: mlua::Value) -> mlua::Result<bool> {
+    Ok(value.as_userdata().is_some_and(|u| u.is::<ProfileData>()))
+}
+
 /// `native.parse_profile(text)`: a ProfileData from collapsed text.
 pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData> {
     let text = text.to_string_lossy();

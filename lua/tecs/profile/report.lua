@@ -5,9 +5,9 @@
 --    profile.flamegraph(source, opts) -> SVG string
 --    profile.speedscope(source, opts) -> JSON string
 --
--- `source` is collapsed-stack text, the path of a collapsed file, a
--- `SampleSession` (running or stopped), or a profile object from
--- `report.load`. Sessions keep the samples of every VM state apart, so their
+-- `source` is collapsed-stack text (a string with a line break, or empty),
+-- the path of a collapsed file (any other string), a `SampleSession` (running or
+-- stopped), or a profile object from `report.load`. Sessions keep the samples of every VM state apart, so their
 -- VM-state views are exact; a collapsed file carries one state per line.
 -- @module tecs.profile.report
 
@@ -88,31 +88,33 @@ function M.parse_mode(mode)
   return o
 end
 
---- Resolve a source argument into a native profile object.
+--- Resolve a source argument into a native profile object. Each kind is
+-- told apart by its type, never by probing: a `SampleSession` (by its
+-- class), a profile object (by the native module), a string with a line
+-- break or empty (collapsed text), any other string (a file path).
 -- @return profile object, interval in ms (or nil), or raises at `level`
 function M.load(fname, source, level)
   level = (level or 1) + 1
   if not native_ok then
     check.fail(level, "%s: cannot load the native module tecs.profile.native: %s", fname, tostring(native))
   end
-  local t = type(source)
-  if t == "table" and type(source._native) == "userdata" then
+  if type(source) == "table" and getmetatable(source) == require("tecs.profile.sample").SampleSession then
     return source._native:profile(), source.intervalMs
-  elseif t == "userdata" and type(source) == "userdata" and pcall(function() return source.samples end) then
+  elseif native.raw.is_profile(source) then
     return source, nil
-  elseif t ~= "string" then
+  elseif type(source) ~= "string" then
     check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession or profile expected, got %s)",
       fname, check.describe(source))
   end
   local text = source
-  if not source:find("\n", 1, true) and source ~= "" then
-    local f = io.open(source, "rb")
-    if f then
-      text = f:read("*a")
-      f:close()
-    elseif not source:find("%s%d+%s*$") then
-      check.fail(level, "%s: bad argument #1 'source': cannot read file '%s'", fname, source)
+  if source ~= "" and not source:find("\n", 1, true) then
+    local f, err = io.open(source, "rb")
+    if not f then
+      check.fail(level, "%s: bad argument #1 'source': cannot read file '%s' (%s; collapsed text needs a line break)",
+        fname, source, err)
     end
+    text = f:read("*a")
+    f:close()
   end
   local ok, prof = native.call(native.raw.parse_profile, text)
   if not ok then

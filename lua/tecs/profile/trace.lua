@@ -42,10 +42,29 @@ M.TraceReport = report.TraceReport
 --- CSV columns, in order.
 M.COLUMNS = report.COLUMNS
 
-local option_spec = {
-  includeBenign = check.boolean,
-}
-M.option_names = option_spec
+local native_ok, native = pcall(require, "tecs.profile.native")
+
+-- Option names, accepted values and defaults are declared in the native
+-- module with every other function's (`native.options.trace`).
+M.option_names = {}
+if native_ok then
+  for _, name in ipairs(native.options.trace.names) do M.option_names[name] = true end
+end
+
+-- The tracker needs nothing native, so a session without options starts
+-- even where the native module cannot load; options need its declarations.
+local function checked_options(opts, level)
+  level = level + 1
+  if opts == nil then return {} end
+  if not native_ok then
+    if type(opts) == "table" and next(opts) == nil then return opts end
+    check.fail(level, "profile.trace: options need the native module tecs.profile.native, which cannot load: %s",
+      tostring(native))
+  end
+  local ok, err = native.call(native.raw.check_options, "trace", opts)
+  if not ok then check.fail(level, "profile.trace: %s", err) end
+  return opts
+end
 
 local active -- the running trace session of this Lua state, if any
 
@@ -82,7 +101,7 @@ M.TraceSession = TraceSession
 --   report benign trace-formation events as `info` rows
 -- @treturn TraceSession
 function M.start(opts)
-  opts = check.options("profile.trace", opts, option_spec, 2)
+  opts = checked_options(opts, 2)
   if not tracker.available() then
     error("profile.trace: needs LuaJIT with jit.attach and jit.util (this VM has no trace events)", 2)
   end
