@@ -22,6 +22,7 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 use crate::profile::collapsed;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::record::stack_table::CountsMark;
 use crate::record::tick_source::{TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
@@ -128,6 +129,8 @@ pub struct NativeSession {
     /// State letter and leaf frame -> the corrected leaf frame.
     call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
     start_warning: Option<String>,
+    /// The stack table's counts when `delta` last handed out samples.
+    delta_mark: CountsMark,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -203,6 +206,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_site: o.env.call_site,
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
+        delta_mark: CountsMark::default(),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"
@@ -318,6 +322,17 @@ impl NativeSession {
         p
     }
 
+    /// The profile of the samples recorded since the previous call (since
+    /// the start for the first), without stopping: the table is read in
+    /// place, so no trace is flushed and no sample is lost between calls.
+    fn delta_profile(&mut self) -> Profile {
+        let (since, mark) = self.sampler.with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
+        self.delta_mark = mark;
+        let since = if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        Profile::from_table(&since, &mut namer)
+    }
+
     /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,
     /// first path of a function wins. Names change, so a kept profile is
     /// built again.
@@ -422,6 +437,10 @@ impl UserData for NativeSession {
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
+        methods.add_method_mut("delta", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            Ok(crate::lua_api::views::ProfileData(this.delta_profile()))
+        });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
             Ok(crate::lua_api::views::ProfileData(this.profile()))

@@ -37,6 +37,13 @@ impl Entry {
     }
 }
 
+/// The counts of a table at one moment (see [`StackTable::counts_mark`]).
+#[derive(Clone, Debug, Default)]
+pub struct CountsMark {
+    entries: Vec<[u32; 5]>,
+    overflow: [u64; 5],
+}
+
 /// Builds and splits sample keys: `[path_len: u32 LE][path][stack]`.
 pub struct Key;
 
@@ -238,6 +245,32 @@ impl StackTable {
         out
     }
 
+    /// Every entry's counts, in first-seen order, and the overflow counts:
+    /// the mark from which [`StackTable::since`] counts.
+    pub fn counts_mark(&self) -> CountsMark {
+        CountsMark { entries: self.iter().map(|(_, e)| e.counts).collect(), overflow: self.overflow }
+    }
+
+    /// A copy of the table holding only the samples recorded after `mark`
+    /// was taken from this table. Entries are never removed or reordered,
+    /// so the entry first seen `i`-th then is the `i`-th now.
+    pub fn since(&self, mark: &CountsMark) -> StackTable {
+        let mut out = StackTable::new(self.max_entries);
+        for (i, (key, e)) in self.iter().enumerate() {
+            let before = mark.entries.get(i).copied().unwrap_or_default();
+            for (state, (&now, &then)) in e.counts.iter().zip(before.iter()).enumerate() {
+                let n = now.saturating_sub(then);
+                if n > 0 {
+                    out.add(key, state, n);
+                }
+            }
+        }
+        for (state, (&now, &then)) in self.overflow.iter().zip(mark.overflow.iter()).enumerate() {
+            out.overflow[state] = now.saturating_sub(then);
+        }
+        out
+    }
+
     /// Bytes held by the table: arena chunks, entry chunks and the hash
     /// index (buckets of one u32 plus one control byte), for the stats.
     pub fn memory_bytes(&self) -> usize {
@@ -260,6 +293,30 @@ mod tests {
         Key::end_path(&mut k);
         k.extend_from_slice(stack.as_bytes());
         k
+    }
+
+    #[test]
+    fn since_hands_out_each_sample_once() {
+        let mut t = StackTable::new(2);
+        let (a, b, c) = (key("", "a"), key("z", "b"), key("", "c"));
+        t.add(&a, 0, 3);
+        t.add(&b, 2, 1);
+        let first = t.since(&CountsMark::default());
+        let mark = t.counts_mark();
+        assert_eq!(first.len(), 2);
+        assert_eq!(first.get(0).1.counts, [3, 0, 0, 0, 0]);
+        t.add(&a, 0, 2);
+        t.add(&a, 1, 4);
+        t.add(&c, 3, 5); // the table is full: this goes to the overflow
+        let second = t.since(&mark);
+        // Only `a` changed; `b` had nothing new and is left out.
+        assert_eq!(second.len(), 1);
+        let (k, e) = second.get(0);
+        assert_eq!(k, &a[..]);
+        assert_eq!(e.counts, [2, 4, 0, 0, 0]);
+        assert_eq!(second.overflow, [0, 0, 0, 5, 0]);
+        assert_eq!(t.since(&t.counts_mark()).len(), 0);
+        assert_eq!(t.since(&t.counts_mark()).overflow_total(), 0);
     }
 
     #[test]

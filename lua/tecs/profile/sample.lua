@@ -7,6 +7,7 @@
 local callsite = require("tecs.profile.callsite")
 local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
+local clock = require("tecs.profile.clock")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
 local output = require("tecs.profile.output")
@@ -84,6 +85,8 @@ function M.start(opts)
     precision = settings.precision,
     format = settings.format,
     _started_at = os.time(),
+    _delta_wall = os.time(),
+    _delta_at = clock.now(),
   }, SampleSession)
   active = session
   return session
@@ -166,6 +169,36 @@ function SampleSession:write(filename, format)
   local ok, err = self:_write_file(filename, format)
   if not ok then error("SampleSession:write: " .. err, 2) end
   return text
+end
+
+--- The samples recorded since the previous `delta` call (since the start
+-- for the first), for continuous profiling: the session keeps running, no
+-- trace is flushed, and every sample lands in exactly one delta. Works on a
+-- stopped session too (what was left since the last call).
+-- @tparam[opt] string format nil for a profile object, which every view and
+--   output takes (`profile.report(d)`, `profile.pprof(d)`); or
+--   "collapsed", "svg", "speedscope", "pprof" for the rendered content,
+--   with the session's interval and clock and the delta's time window
+-- @return profile object, or string
+function SampleSession:delta(format)
+  check.self(self, SampleSession, "SampleSession", "delta", 2)
+  if format ~= nil and (format == "auto" or not output.is_format(format)) then
+    local names = {}
+    for _, f in ipairs(output.formats) do
+      if f ~= "auto" then names[#names + 1] = '"' .. f .. '"' end
+    end
+    check.fail(2, "SampleSession:delta: bad argument #1 'format' (nil or %s expected, got %s)",
+      table.concat(names, " or "), check.describe(format))
+  end
+  local now, wall = clock.now(), os.time()
+  local started, duration = self._delta_wall, now - self._delta_at
+  self._delta_wall, self._delta_at = wall, now
+  local prof = self._native:delta()
+  if format == nil then return prof end
+  local content, err = output.render(prof, format, { intervalMs = self.intervalMs, clock = self.clock,
+    startSec = started, durationSec = duration })
+  if not content then error("SampleSession:delta: " .. err, 2) end
+  return content
 end
 
 --- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
