@@ -79,7 +79,8 @@ local FLAMEGRAPH = {
 
 --- The commands, in the order the main usage lists them: `name`,
 -- `synopsis` (for that list), `summary`, `usage` (the command's own usage
--- line), `about` (what it does) and `sections` (`title`, `options`).
+-- line), `about` (what it does), `sections` (`title`, `options`) and
+-- `passthrough` (every argument but a lone `--help` goes to the command).
 M.COMMANDS = {
   { name = "run", synopsis = "run [options] script.lua [args...]",
     summary = "profile a whole Lua program (like luajit -jp)",
@@ -101,6 +102,17 @@ M.COMMANDS = {
       "speedscope file instead, .pb.gz a gzipped pprof profile (go tool pprof,\n" ..
       "Pyroscope, Parca); `-o -` writes to stdout.",
     sections = { { options = FLAMEGRAPH } } },
+  { name = "busted", synopsis = "busted [busted args...]",
+    summary = "run busted's specs under LuaJIT, profiled as a whole",
+    usage = "busted [busted args...]",
+    about = "Runs busted (its runner, found on this LuaJIT's package.path) in this LuaJIT with\n" ..
+      "the tecs.profile.busted helper: one profile of the whole run, split by spec file\n" ..
+      "into zones, written to ./busted.collapsed, $TECS_PROFILE or -Xhelper out=FILE\n" ..
+      "(also -Xhelper intervalMs=N,stackDepth=N). Every argument is busted's, except\n" ..
+      "--help alone; `tecs-profile busted -- --help` shows busted's own help.\n" ..
+      "The exit status is busted's.",
+    passthrough = true,
+    sections = { { options = { HELP } } } },
 }
 
 --- The command named `name`, or nil.
