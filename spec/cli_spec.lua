@@ -81,6 +81,15 @@ describe("tecs-profile", function()
     assert.matches("spin %(" .. SCRIPT:gsub("%p", "%%%0") .. ":3%)", rep)
     local pct = tonumber(rep:match("\n +([%d.]+)%% ±[%d.]+ +[%d.]+%% ±[%d.]+  spin"))
     assert.is_true(pct > 50, rep)
+    -- The second header line: the profiled thread's CPU time beside the
+    -- whole process's; the program spins for 0.4 s of CPU time.
+    local thread, process = rep:match("^[^\n]*\n# CPU time: ([%d.]+) s in the profiled thread, ([%d.]+) s in the whole process\n")
+    assert.is_truthy(thread, rep)
+    assert.is_true(tonumber(thread) >= 0.35 and tonumber(process) >= tonumber(thread) - 0.001, rep)
+    -- A file does not record CPU time: a report of one has no such line.
+    run.write(dir .. "/p.collapsed", "a.lua:1_[I] 3\n")
+    local _, from_file = run.run3(CLI .. " report " .. dir .. "/p.collapsed")
+    assert.not_matches("CPU time", from_file)
   end)
 
   it("run writes speedscope and collapsed files and honours the view options", function()
