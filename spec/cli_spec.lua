@@ -95,6 +95,8 @@ describe("tecs-profile", function()
   it("run writes speedscope and collapsed files and honours the view options", function()
     local rc, out, err = run.run3(string.format("%s run -o %s/p.speedscope.json -m l %s normal 0.3", CLI, dir, SCRIPT))
     assert.equal(0, rc, err)
+    -- Written from the session, which knows its interval: the session's unit.
+    assert.matches('"unit": "milliseconds"', run.read(dir .. "/p.speedscope.json"), 1, true)
     assert.matches("by line", out)
     assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/p.speedscope.json")))
     rc, out, err = run.run3(string.format("%s run -q -f collapsed -o %s/p.svg %s normal 0.2", CLI, dir, SCRIPT))
@@ -197,6 +199,14 @@ describe("tecs-profile", function()
     rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -o %s/g.speedscope.json", CLI, dir))
     assert.equal(0, rc, err)
     assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/g.speedscope.json")))
+    -- The file does not record its interval: sample counts, and a note that says so.
+    assert.matches('"unit": "none"', run.read(dir .. "/g.speedscope.json"), 1, true)
+    assert.matches('does not record its sampling interval, so the speedscope weights are sample counts (unit "none"); -i MS',
+      err, 1, true)
+    rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -i 2 -o %s/g.speedscope.json", CLI, dir))
+    assert.equal(0, rc, err)
+    assert.equal("", err)
+    assert.matches('"unit": "milliseconds"', run.read(dir .. "/g.speedscope.json"), 1, true)
   end)
 
   it("is installed by make install and runs from there", function()

@@ -103,6 +103,14 @@ function M.flamegraph(opts, pos)
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)
   if not wok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end
+  -- A collapsed file does not record its sampling interval: without -i the
+  -- weights stay sample counts, where a session's files are in milliseconds.
+  if fmt ~= "svg" and not opts.intervalMs then
+    io.stderr:write("tecs-profile: note: ", pos[1], " does not record its sampling interval, so ",
+      fmt == "speedscope" and 'the speedscope weights are sample counts (unit "none")'
+        or "the pprof time values are sample counts (1 ns per sample)",
+      "; -i MS gives them in time (tecs-profile run -o and SampleSession:stop do this themselves)\n")
+  end
   return 0
 end
 

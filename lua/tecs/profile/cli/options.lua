@@ -69,7 +69,8 @@ local FLAMEGRAPH = {
   { "output", short = "o", key = "output", arg = "OUT", help = "output file (required)" },
   { "format", short = "f", key = "format", arg = "FMT", help = "svg, speedscope or pprof (overrides the extension)" },
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
-    help = "the sampling interval FILE was recorded at: speedscope weights and pprof times in real units" },
+    help = "the sampling interval FILE was recorded at, which a collapsed file does not record: speedscope " ..
+      "weights in milliseconds and pprof times (without it: sample counts, speedscope unit \"none\")" },
   { "title", key = "title", arg = "TEXT", help = "title of the graph" },
   { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
