@@ -98,6 +98,21 @@ describe("tecs.profile.busted helper", function()
     assert.is_true(collapsed.sum(rows, function(r) return collapsed.has_frame(r, "^%[builtin#") end) == 0)
   end)
 
+  it("tecs-profile busted finds busted where LuaJIT looks by itself, with LUA_PATH elsewhere", function()
+    local rc = run.run(string.format("env -u LUA_PATH -u LUA_CPATH %s -e \"require('busted.runner')\"", sh_quote(luajit)))
+    if rc ~= 0 then
+      pending("busted is not on this LuaJIT's built-in path")
+      return
+    end
+    os.remove(out_path)
+    local out
+    rc, out = run.run(string.format("cd %s && env LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s busted -o TAP -Xhelper out=%s",
+      sh_quote(project), sh_quote(luajit), sh_quote(root .. "/bin/tecs-profile"), sh_quote(out_path)))
+    assert.equal(0, rc, out)
+    assert.matches("ok 1 %- arithmetic sums squares", out)
+    assert.is_true(collapsed.sum(collapsed.parse(assert(read(out_path), out))) > 0)
+  end)
+
   it("tecs-profile busted exits as busted does when a spec fails", function()
     local copy = run.tmpdir()
     finally(function() os.execute("rm -rf " .. sh_quote(copy)) end)

@@ -235,6 +235,15 @@ function M.busted(opts, pos)
   end
   local found, runner = pcall(require, "busted.runner")
   if not found then
+    -- LUA_PATH may hold a rock tree alone: busted installed where this
+    -- LuaJIT looks by itself (Debian's lua-busted) is still found.
+    local path, cpath = require("tecs.profile.cli.jitpath").builtin_paths()
+    if path then
+      package.path, package.cpath = package.path .. ";" .. path, package.cpath .. ";" .. cpath
+      found, runner = pcall(require, "busted.runner")
+    end
+  end
+  if not found then
     io.stderr:write("tecs-profile: cannot load busted's runner (busted.runner) in this LuaJIT: ",
       clean(runner):match("^[^\n]*"), "\n",
       "install busted for Lua 5.1 (Debian: lua-busted; or luarocks --lua-version=5.1 install busted)",

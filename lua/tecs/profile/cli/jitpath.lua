@@ -56,6 +56,24 @@ function M.candidates(exe, version)
   return dirs
 end
 
+--- The running LuaJIT's built-in `package.path` and `package.cpath` (what
+-- it searches with neither LUA_PATH nor LUA_CPATH set), asked of a fresh
+-- process of the same executable; nil when that cannot be done.
+-- @treturn string|nil path
+-- @treturn string|nil cpath
+function M.builtin_paths()
+  local exe = executable()
+  if not exe then return nil end
+  local quoted = "'" .. exe:gsub("'", "'\\''") .. "'"
+  local p = io.popen("env -u LUA_PATH -u LUA_CPATH -u LUA_INIT " .. quoted ..
+    [[ -e "io.write(package.path, '\n', package.cpath, '\n')" 2>/dev/null]])
+  if not p then return nil end
+  local path, cpath = p:read("*l"), p:read("*l")
+  p:close()
+  if not path or not cpath then return nil end
+  return path, cpath
+end
+
 --- Appends the running LuaJIT's module directory to `package.path` when
 -- `jit.vmdef` cannot be found on it.
 -- @treturn string|nil the directory added, if any

@@ -106,12 +106,12 @@ M.COMMANDS = {
   { name = "busted", synopsis = "busted [busted args...]",
     summary = "run busted's specs under LuaJIT, profiled as a whole",
     usage = "busted [busted args...]",
-    about = "Runs busted (its runner, found on this LuaJIT's package.path) in this LuaJIT with\n" ..
-      "the tecs.profile.busted helper: one profile of the whole run, split by spec file\n" ..
-      "into zones, written to ./busted.collapsed, $TECS_PROFILE or -Xhelper out=FILE\n" ..
-      "(also -Xhelper intervalMs=N,stackDepth=N). Every argument is busted's, except\n" ..
-      "--help alone; `tecs-profile busted -- --help` shows busted's own help.\n" ..
-      "The exit status is busted's.",
+    about = "Runs busted (its runner, found on package.path or else on this LuaJIT's\n" ..
+      "built-in path) in this LuaJIT with the tecs.profile.busted helper: one profile\n" ..
+      "of the whole run, split by spec file into zones, written to ./busted.collapsed,\n" ..
+      "$TECS_PROFILE or -Xhelper out=FILE (also -Xhelper intervalMs=N,stackDepth=N).\n" ..
+      "Every argument is busted's, except --help alone; `tecs-profile busted -- --help`\n" ..
+      "shows busted's own help. The exit status is busted's.",
     passthrough = true,
     sections = { { options = { HELP } } } },
 }
