@@ -67,6 +67,16 @@ local function check_cli(tree, launcher)
       assert.is_truthy(frame:match("^prog%.lua:") or frame == "pcall", "not the program's frame: " .. line)
     end
   end
+  -- Every directory the command put on the paths exists (luarocks builds
+  -- through a staging directory that is gone once the rock is installed).
+  write(tree .. "/paths.lua", "io.write(package.path, ';', package.cpath)")
+  rc, out = run(string.format("cd %s && env -u LUA_PATH -u LUA_CPATH %s run -q paths.lua", sh_quote(tree), command))
+  assert.equal(0, rc, out)
+  for dir in out:gmatch("([^;]*)/%?[^;]*") do
+    if dir:find(tree, 1, true) == 1 then
+      assert.is_true(os.execute("test -d " .. sh_quote(dir)) == 0, "missing directory on the paths: " .. dir)
+    end
+  end
 end
 
 -- `tecs-profile busted` from an installed command, in the paths `luarocks
