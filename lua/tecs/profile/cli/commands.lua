@@ -153,7 +153,7 @@ function M.run(opts, pos)
 
   -- The program runs on a coroutine of its own and the session skips the
   -- samples of this (the starting) thread: the stacks hold the program's
-  -- frames only, its main chunk outermost as under `luajit -jp`, and the
+  -- frames only, its main chunk outermost, and the
   -- launcher's work before and after the program is not sampled.
   local program = coroutine.create(chunk)
   local ok_s, session = pcall(profile.sample, {
