@@ -79,4 +79,51 @@ describe("tecs.profile.busted helper", function()
     assert.is_true(rc ~= 0, out)
     assert.matches("tecs.profile.busted: unknown helper argument string \"colour=blue\"", out, 1, true)
   end)
+
+  it("tecs-profile busted runs the specs in LuaJIT with the helper, with luarocks' paths", function()
+    os.remove(out_path)
+    -- `luarocks path` sets LUA_PATH and LUA_CPATH without ";;": Lua 5.1
+    -- directories only, without LuaJIT's jit/ directory (the recipe that
+    -- breaks /usr/bin/busted, a Lua 5.2 script).
+    local rc, out = run.run(string.format(
+      "cd %s && unset LUA_PATH LUA_CPATH && eval \"$(luarocks --lua-version=5.1 path)\" && case \"$LUA_PATH\" in *';;'*) exit 9;; esac && " ..
+      "%s %s busted -o TAP -Xhelper out=%s",
+      sh_quote(project), sh_quote(luajit), sh_quote(root .. "/bin/tecs-profile"), sh_quote(out_path)))
+    assert.equal(0, rc, out)
+    assert.matches("ok 2 %- strings builds long strings", out)
+    local rows = collapsed.parse(assert(read(out_path), out))
+    assert.is_true(collapsed.sum(rows, function(r) return r.frames[1] == "spec" and r.frames[2] == "math_spec.lua" end) > 0)
+    -- LuaJIT's builtins are named: its jit/ modules were found.
+    assert.is_true(collapsed.sum(rows, function(r) return collapsed.has_frame(r, "^xpcall$") end) > 0, read(out_path))
+    assert.is_true(collapsed.sum(rows, function(r) return collapsed.has_frame(r, "^%[builtin#") end) == 0)
+  end)
+
+  it("tecs-profile busted finds busted where LuaJIT looks by itself, with LUA_PATH elsewhere", function()
+    local rc = run.run(string.format("env -u LUA_PATH -u LUA_CPATH %s -e \"require('busted.runner')\"", sh_quote(luajit)))
+    if rc ~= 0 then
+      pending("busted is not on this LuaJIT's built-in path")
+      return
+    end
+    os.remove(out_path)
+    local out
+    rc, out = run.run(string.format("cd %s && env LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s busted -o TAP -Xhelper out=%s",
+      sh_quote(project), sh_quote(luajit), sh_quote(root .. "/bin/tecs-profile"), sh_quote(out_path)))
+    assert.equal(0, rc, out)
+    assert.matches("ok 1 %- arithmetic sums squares", out)
+    assert.is_true(collapsed.sum(collapsed.parse(assert(read(out_path), out))) > 0)
+  end)
+
+  it("tecs-profile busted exits as busted does when a spec fails", function()
+    local copy = run.tmpdir()
+    finally(function() os.execute("rm -rf " .. sh_quote(copy)) end)
+    assert.equal(0, (run.run(string.format("cp -r %s/spec %s/", sh_quote(project), sh_quote(copy)))))
+    run.write(copy .. "/spec/fail_spec.lua", 'describe("x", function() it("fails", function() assert.equal(1, 2) end) end)\n')
+    local rc, out = run.run(string.format("cd %s && %s %s busted -o TAP", sh_quote(copy), sh_quote(luajit),
+      sh_quote(root .. "/bin/tecs-profile")))
+    assert.equal(1, rc, out)
+    assert.matches("not ok %d+ %- x fails", out)
+    assert.matches("ok %d+ %- arithmetic sums squares", out)
+    assert.matches("tecs.profile.busted: %d+ samples written to busted.collapsed", out)
+    assert.truthy(read(copy .. "/busted.collapsed"))
+  end)
 end)

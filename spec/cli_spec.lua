@@ -1,4 +1,5 @@
 -- The tecs-profile command line, run as a separate process.
+local collapsed = require("spec.support.collapsed")
 local run = require("spec.support.run")
 
 local CLI = run.cli
@@ -10,7 +11,7 @@ describe("tecs-profile", function()
   after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
 
   it("prints help for each command and exits 0", function()
-    for _, cmd in ipairs({ "--help", "run --help", "report --help", "flamegraph --help" }) do
+    for _, cmd in ipairs({ "--help", "run --help", "report --help", "flamegraph --help", "busted --help" }) do
       local rc, out = run.run3(CLI .. " " .. cmd)
       assert.equal(0, rc, cmd)
       assert.matches("Usage: tecs%-profile", out, 1)
@@ -58,6 +59,8 @@ describe("tecs-profile", function()
       { "run", "run needs a script" },
       { "run --interval 0 " .. SCRIPT, "intervalMs" },
       { "run --by stack " .. SCRIPT, "option 'by'" },
+      { "busted --helper=other", "%-%-helper=other cannot be given" },
+      { "busted --lua=lua5.1 spec", "%-%-lua=lua5.1 cannot be given" },
     }
     for _, c in ipairs(cases) do
       local rc, out, err = run.run3(CLI .. " " .. c[1])
@@ -78,17 +81,91 @@ describe("tecs-profile", function()
     assert.matches("spin %(" .. SCRIPT:gsub("%p", "%%%0") .. ":3%)", rep)
     local pct = tonumber(rep:match("\n +([%d.]+)%% ±[%d.]+ +[%d.]+%% ±[%d.]+  spin"))
     assert.is_true(pct > 50, rep)
+    -- The second header line: the profiled thread's CPU time beside the
+    -- whole process's; the program spins for 0.4 s of CPU time.
+    local thread, process = rep:match("^[^\n]*\n# CPU time: ([%d.]+) s in the profiled thread, ([%d.]+) s in the whole process\n")
+    assert.is_truthy(thread, rep)
+    assert.is_true(tonumber(thread) >= 0.35 and tonumber(process) >= tonumber(thread) - 0.001, rep)
+    -- A file does not record CPU time: a report of one has no such line.
+    run.write(dir .. "/p.collapsed", "a.lua:1_[I] 3\n")
+    local _, from_file = run.run3(CLI .. " report " .. dir .. "/p.collapsed")
+    assert.not_matches("CPU time", from_file)
   end)
 
   it("run writes speedscope and collapsed files and honours the view options", function()
     local rc, out, err = run.run3(string.format("%s run -o %s/p.speedscope.json -m l %s normal 0.3", CLI, dir, SCRIPT))
     assert.equal(0, rc, err)
+    -- Written from the session, which knows its interval: the session's unit.
+    assert.matches('"unit": "milliseconds"', run.read(dir .. "/p.speedscope.json"), 1, true)
     assert.matches("by line", out)
     assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/p.speedscope.json")))
     rc, out, err = run.run3(string.format("%s run -q -f collapsed -o %s/p.svg %s normal 0.2", CLI, dir, SCRIPT))
     assert.equal(0, rc, err)
     assert.not_matches("self", out)
     assert.matches("_%[[NICGJ]%] %d+\n", run.read(dir .. "/p.svg"))
+  end)
+
+  it("run profiles the program only: no launcher frames, depth counts the program's frames", function()
+    -- LUA_PATH without ";;" hides LuaJIT's jit/ modules from the search
+    -- path: the command line finds them itself, so pcall keeps its name.
+    local nested = "spec/fixtures/cli_nested.lua"
+    local env = "env LUA_PATH='/nonexistent/?.lua' LUA_CPATH='/nonexistent/?.so' "
+    local rc, out, err = run.run3(string.format("%s%s run -q -d 4 -o %s/n.collapsed %s 0.3", env, CLI, dir, nested))
+    assert.equal(0, rc, out .. err)
+    local text = run.read(dir .. "/n.collapsed")
+    local rows = collapsed.parse(text)
+    assert.is_true(collapsed.sum(rows) >= 100, text)
+    for _, r in ipairs(rows) do
+      -- The program's main chunk is the outermost frame of every stack.
+      assert.equal(nested .. ":", r.frames[1]:sub(1, #nested + 1), r.line)
+      for _, f in ipairs(r.frames) do
+        assert.is_true(f == "pcall" or f:sub(1, #nested) == nested, "not the program's frame: " .. r.line)
+      end
+      assert.is_true(#r.frames <= 4, r.line)
+    end
+    -- The hot stack whole within 4 frames: main chunk, pcall, outer, spin.
+    table.sort(rows, function(a, b) return a.count > b.count end)
+    local hot = rows[1].frames
+    assert.same({ nested .. ":5", "pcall", nested .. ":3" }, { hot[1], hot[2], hot[3] })
+    assert.matches("^" .. nested:gsub("%p", "%%%0") .. ":2", hot[4])
+    -- The annotated source covers the program's file alone.
+    rc, out, err = run.run3(string.format("%s%s run --annotate full %s 0.2", env, CLI, nested))
+    assert.equal(0, rc, err)
+    local files = {}
+    for file in out:gmatch("\n====== (.-) ======") do files[#files + 1] = file end
+    assert.same({ nested }, files)
+  end)
+
+  it("samples with skipStartingThread = true come from coroutines only", function()
+    local profile = require("tecs.profile")
+    local function spin(seconds)
+      local t0, x = os.clock(), 0
+      while os.clock() - t0 < seconds do for i = 1, 1000 do x = (x + i) % 7 end end
+      return x
+    end
+    local s = profile.sample({ skipStartingThread = true })
+    spin(0.15)
+    local on_main = s:stats().recordedSamples
+    coroutine.wrap(spin)(0.15)
+    s:stop()
+    local st = s:stats()
+    assert.equal(0, on_main)
+    -- 150 ms of CPU at 1 ms: far more than 20 samples on the coroutine, and
+    -- those on the main thread counted as filtered.
+    assert.is_true(st.recordedSamples > 20, tostring(st.recordedSamples))
+    assert.is_true(st.filteredSamples > 20, tostring(st.filteredSamples))
+  end)
+
+  it("run gives a program's error with its own traceback, and a yield outside coroutines as luajit does", function()
+    local rc, _, err = run.run3(string.format("%s run -q %s error 0.05", CLI, SCRIPT))
+    assert.equal(1, rc)
+    assert.matches("cli_script.lua:8: boom from the script\nstack traceback:\n", err, 1, true)
+    assert.not_matches("tecs/profile", err)
+    assert.not_matches("bin/tecs%-profile", err)
+    run.write(dir .. "/y.lua", "coroutine.yield(1)\n")
+    rc, _, err = run.run3(string.format("%s run -q %s/y.lua", CLI, dir))
+    assert.equal(1, rc)
+    assert.matches("attempt to yield across C-call boundary", err, 1, true)
   end)
 
   it("run keeps the profile when the program calls os.exit or fails", function()
@@ -122,6 +199,14 @@ describe("tecs-profile", function()
     rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -o %s/g.speedscope.json", CLI, dir))
     assert.equal(0, rc, err)
     assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/g.speedscope.json")))
+    -- The file does not record its interval: sample counts, and a note that says so.
+    assert.matches('"unit": "none"', run.read(dir .. "/g.speedscope.json"), 1, true)
+    assert.matches('does not record its sampling interval, so the speedscope weights are sample counts (unit "none"); -i MS',
+      err, 1, true)
+    rc, _, err = run.run3(string.format("%s flamegraph spec/golden/input.collapsed -i 2 -o %s/g.speedscope.json", CLI, dir))
+    assert.equal(0, rc, err)
+    assert.equal("", err)
+    assert.matches('"unit": "milliseconds"', run.read(dir .. "/g.speedscope.json"), 1, true)
   end)
 
   it("is installed by make install and runs from there", function()

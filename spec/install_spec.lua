@@ -53,6 +53,46 @@ local function check_cli(tree, launcher)
     sh_quote(tree .. "/run.collapsed")))
   assert.equal(0, rc, out)
   assert.matches("check%.lua", out)
+  -- `run` profiles the program alone: no frame of the installed command,
+  -- of the tree or of a luarocks staging directory.
+  write(tree .. "/prog.lua", "local function spin() local x = 0 for i = 1, 1e5 do x = (x + i) % 7 end return x end\n" ..
+    "local t0 = os.clock() while os.clock() - t0 < 0.2 do pcall(spin) end\n")
+  rc, out = run(string.format("cd %s && env -u LUA_PATH -u LUA_CPATH %s run -q -o run-prog.collapsed prog.lua",
+    sh_quote(tree), command))
+  assert.equal(0, rc, out)
+  local text = assert(proc.read(tree .. "/run-prog.collapsed"))
+  assert.matches("^prog%.lua:2;pcall;prog%.lua:1", text)
+  for line in text:gmatch("[^\n]+") do
+    for frame in line:gmatch("[^;]+") do
+      assert.is_truthy(frame:match("^prog%.lua:") or frame == "pcall", "not the program's frame: " .. line)
+    end
+  end
+  -- Every directory the command put on the paths exists (luarocks builds
+  -- through a staging directory that is gone once the rock is installed).
+  write(tree .. "/paths.lua", "io.write(package.path, ';', package.cpath)")
+  rc, out = run(string.format("cd %s && env -u LUA_PATH -u LUA_CPATH %s run -q paths.lua", sh_quote(tree), command))
+  assert.equal(0, rc, out)
+  for dir in out:gmatch("([^;]*)/%?[^;]*") do
+    if dir:find(tree, 1, true) == 1 then
+      assert.is_true(os.execute("test -d " .. sh_quote(dir)) == 0, "missing directory on the paths: " .. dir)
+    end
+  end
+end
+
+-- `tecs-profile busted` from an installed command, in the paths `luarocks
+-- path` gives for `tree` (`;;`-less, Lua 5.1 only): Debian's busted runs in
+-- LuaJIT with the installed helper.
+local function check_busted(tree, launcher)
+  local project = root .. "/platform_spec/fixtures/busted_project"
+  local out_file = tree .. "/busted-run.collapsed"
+  local command = (launcher and (sh_quote(launcher) .. " ") or "") .. sh_quote(tree .. "/bin/tecs-profile")
+  local rc, out = run(string.format("cd %s && unset LUA_PATH LUA_CPATH && eval \"$(luarocks --lua-version=5.1 --tree %s path)\" && " ..
+    "%s busted -o TAP -Xhelper out=%s", sh_quote(project), sh_quote(tree), command, sh_quote(out_file)))
+  assert.equal(0, rc, out)
+  assert.matches("ok 1 %- arithmetic sums squares", out)
+  local text = assert(proc.read(out_file), out)
+  assert.matches("\nspec;strings_spec%.lua;", "\n" .. text)
+  assert.is_nil(text:find("[builtin#", 1, true), "LuaJIT's jit/ modules not found")
 end
 
 describe("installed trees", function()
@@ -82,5 +122,14 @@ describe("installed trees", function()
     end
     check_cli(make_tree, luajit)
     check_cli(rocks_tree)
+  end)
+
+  it("tecs-profile busted runs Debian's busted from both trees", function()
+    if not has_cli then
+      pending("bin/tecs-profile is not part of this source tree: nothing to install or run")
+      return
+    end
+    check_busted(make_tree, luajit)
+    check_busted(rocks_tree)
   end)
 end)

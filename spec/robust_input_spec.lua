@@ -199,7 +199,7 @@ describe("bad input", function()
       local h, settings = native.start({ zone = "a/b//", stackDepth = 8 })
       h:stop()
       assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "function",
-        maxStacks = 100000, resolveC = true, format = "auto" }, settings)
+        maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto" }, settings)
       good_session_starts()
     end)
 

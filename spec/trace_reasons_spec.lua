@@ -40,6 +40,8 @@ describe("profile.trace", function()
       for op = 0, #vmdef.bcnames / 6 - 1 do
         assert.equal(fmt:opname(op), fallback:opname(op))
       end
+      -- Zones are shown in brackets after a reason: the note is not.
+      assert.not_matches("[%[%]]", reasons.FALLBACK_NOTE)
       assert.equal("NYI: bytecode FNEW" .. reasons.FALLBACK_NOTE,
         fallback:reason(7, (vmdef.bcnames:find("FNEW ", 1, true) - 1) / 6))
     end)

@@ -174,7 +174,11 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
         None => None,
     };
-    let sampler = SamplerBox::new(Sampler::new(zones, functions, o.filter, o.depth, o.max_stacks, o.precision));
+    let mut recorder = Sampler::new(zones, functions, o.filter, o.depth, o.max_stacks, o.precision);
+    if o.skip_starting_thread {
+        recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
+    }
+    let sampler = SamplerBox::new(recorder);
     // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
     let mut signals = UnblockedSignals::default();
     #[cfg(target_os = "linux")]

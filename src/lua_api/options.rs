@@ -93,6 +93,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
     ),
     opt("resolveC", Check::Boolean, DefaultValue::Boolean(true)),
+    opt("skipStartingThread", Check::Boolean, DefaultValue::Boolean(false)),
     opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto")),
 ];
 
@@ -309,6 +310,7 @@ pub(super) struct StartOptions {
     pub(super) max_stacks: usize,
     pub(super) resolve_c: bool,
     pub(super) precision: Precision,
+    pub(super) skip_starting_thread: bool,
     pub(super) env: StartEnv,
 }
 
@@ -397,6 +399,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
         max_stacks: number("maxStacks") as usize,
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
+        skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
         env,
     })
 }

@@ -51,7 +51,10 @@ fn bounds_are_inclusive_and_checked() {
 #[test]
 fn unknown_options_are_named_with_the_known_ones() {
     let known = names(SAMPLE_OPTIONS).join(", ");
-    assert_eq!(known, "clock, format, intervalMs, maxStacks, precision, resolveC, stackDepth, zone");
+    assert_eq!(
+        known,
+        "clock, format, intervalMs, maxStacks, precision, resolveC, skipStartingThread, stackDepth, zone"
+    );
     assert_eq!(sample_error("{ intervalms = 1 }"), format!("unknown option 'intervalms' (known options: {})", known));
     assert!(sample_error("{ [true] = 1 }").starts_with("unknown option boolean ("));
     assert!(sample_error("{ [2.5] = 1 }").starts_with("unknown option number 2.5 ("));

@@ -95,6 +95,9 @@ pub struct Sampler {
     scratch: Vec<u8>,
     /// Set by pause()/resume(); read by the callback.
     pub paused: AtomicBool,
+    /// The Lua thread whose samples are not recorded (`skipStartingThread`:
+    /// the command line's launcher runs there, the program on a coroutine).
+    pub skipped_thread: Option<usize>,
 }
 
 impl Sampler {
@@ -121,6 +124,7 @@ impl Sampler {
             fmt,
             scratch: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
+            skipped_thread: None,
         }
     }
 
@@ -144,6 +148,10 @@ impl SampleSink for Sampler {
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {
             self.stats.paused += samples as u64;
+            return;
+        }
+        if self.skipped_thread.is_some_and(|t| t == vm.thread_id()) {
+            self.stats.filtered += samples as u64;
             return;
         }
         #[cfg(feature = "bench-timing")]

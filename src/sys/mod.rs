@@ -94,6 +94,13 @@ impl VmStack {
 }
 
 impl VmStack {
+    /// The address of the sampled Lua thread (what `lua_topointer` gives
+    /// for it): which coroutine the sample was taken on.
+    #[inline]
+    pub fn thread_id(&self) -> usize {
+        self.l as usize
+    }
+
     /// First and last line of the Lua function running at level 0 (the main
     /// chunk starts at line 0), or None when that frame is not Lua code.
     #[inline]

@@ -1,5 +1,6 @@
 --- Profile a whole busted run without touching the specs.
 --
+--    tecs-profile busted                                 -- busted in LuaJIT, with this helper
 --    busted --helper=tecs.profile.busted                 -- writes busted.collapsed
 --    TECS_PROFILE=run.collapsed busted --helper=tecs.profile.busted
 --    busted --helper=tecs.profile.busted -Xhelper out=run.collapsed,intervalMs=5

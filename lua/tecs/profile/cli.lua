@@ -1,4 +1,4 @@
---- The `tecs-profile` command line: `run`, `report`, `flamegraph`.
+--- The `tecs-profile` command line: `run`, `report`, `flamegraph`, `busted`.
 -- `main(args)` returns the process exit code: 0 on success, 1 when the
 -- profiled program or an output failed, 2 on wrong usage (after printing the
 -- usage to stderr). The commands and their options are declared in
@@ -7,6 +7,7 @@
 -- @module tecs.profile.cli
 
 local commands = require("tecs.profile.cli.commands")
+local jitpath = require("tecs.profile.cli.jitpath")
 local options = require("tecs.profile.cli.options")
 
 local M = {}
@@ -19,6 +20,14 @@ local function parse(cmd, args, first)
   local known = options.by_spelling(cmd)
   local opts, positional = {}, {}
   local i = first
+  if options.command(cmd).passthrough then
+    -- Every argument is the wrapped program's, but a lone --help, and a
+    -- leading "--" is dropped.
+    if #args == first and known[args[first]] == known["--help"] then return { help = true }, positional end
+    if args[first] == "--" then first = first + 1 end
+    for j = first, #args do positional[#positional + 1] = args[j] end
+    return opts, positional
+  end
   while i <= #args do
     local a = args[i]
     if a == "--" then
@@ -64,6 +73,7 @@ end
 -- @tparam table args the arguments, the command first
 -- @treturn number exit code
 function M.main(args)
+  jitpath.complete()
   local cmd = args[1]
   if cmd == nil or cmd == "--help" or cmd == "-h" or cmd == "help" then
     local out = cmd == nil and io.stderr or io.stdout

@@ -146,6 +146,23 @@ local function prepare(fname, source, opts, level)
   return prof, o, interval
 end
 
+-- A session knows the CPU time of the thread it sampled and of the whole
+-- process; its views say both under the first header line. (A collapsed
+-- file does not carry them.)
+local function with_cpu_line(text, source)
+  if type(source) ~= "table" or type(source._native) ~= "userdata" or type(source.stats) ~= "function" then
+    return text
+  end
+  local ok, st = pcall(source.stats, source)
+  if not ok or type(st) ~= "table" then return text end
+  local function seconds(v) return v and string.format("%.3f s", v) or "unknown" end
+  local line = string.format("# CPU time: %s in the profiled thread, %s in the whole process\n",
+    seconds(st.cpuSec), seconds(st.processCpuSec))
+  local first = text:find("\n", 1, true)
+  if not first then return text .. "\n" .. line end
+  return text:sub(1, first) .. line .. text:sub(first + 1)
+end
+
 --- Render a text view of a profile.
 -- @param source collapsed text, a file path, a SampleSession or a profile
 -- @tparam[opt] table opts `by` ("function" default, "line", "module",
@@ -156,12 +173,13 @@ end
 --   `annotate` ("hot" excerpts or "full" files, with `context` lines),
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from
 --   the source, default true), `mode` (a `-jp` mode string such as "vf")
--- @treturn string
+-- @treturn string the view; from a SampleSession, its second line gives
+--   the CPU time of the profiled thread and of the whole process
 function M.report(source, opts)
   local prof, o = prepare("profile.report", source, opts, 2)
   local ok, text = native.call(prof.report, prof, o, functions_for(prof, o))
   if not ok then check.fail(2, "profile.report: %s", text) end
-  return text
+  return with_cpu_line(text, source)
 end
 
 --- Rank trace-abort sites by the sampled time at their locations.

@@ -49,6 +49,8 @@ end
 --   LuaJIT's line mode, which slows compiled code down),
 --   `maxStacks` (unique stacks kept before folding into an overflow line,
 --   default 100000), `resolveC` (name C functions with dladdr, default true),
+--   `skipStartingThread` (record no sample taken on the calling Lua thread,
+--   only those on other coroutines; default false),
 --   `format` of files written by stop/write ("auto" default: by extension,
 --   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
 --   else collapsed; or "collapsed", "svg", "speedscope", "pprof")

@@ -1,4 +1,5 @@
---- What the command line's commands do: `run`, `report`, `flamegraph`.
+--- What the command line's commands do: `run`, `report`, `flamegraph`,
+-- `busted`.
 -- Each takes the parsed options and positional arguments and returns the
 -- exit code, or raises a usage error through `usage_error`.
 -- @module tecs.profile.cli.commands
@@ -102,6 +103,14 @@ function M.flamegraph(opts, pos)
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)
   if not wok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end
+  -- A collapsed file does not record its sampling interval: without -i the
+  -- weights stay sample counts, where a session's files are in milliseconds.
+  if fmt ~= "svg" and not opts.intervalMs then
+    io.stderr:write("tecs-profile: note: ", pos[1], " does not record its sampling interval, so ",
+      fmt == "speedscope" and 'the speedscope weights are sample counts (unit "none")'
+        or "the pprof time values are sample counts (1 ns per sample)",
+      "; -i MS gives them in time (tecs-profile run -o and SampleSession:stop do this themselves)\n")
+  end
   return 0
 end
 
@@ -142,9 +151,14 @@ function M.run(opts, pos)
     end
   end
 
+  -- The program runs on a coroutine of its own and the session skips the
+  -- samples of this (the starting) thread: the stacks hold the program's
+  -- frames only, its main chunk outermost, and the
+  -- launcher's work before and after the program is not sampled.
+  local program = coroutine.create(chunk)
   local ok_s, session = pcall(profile.sample, {
     intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
-    precision = opts.precision,
+    precision = opts.precision, skipStartingThread = true,
   })
   if not ok_s then usage_error("%s", clean(session)) end
 
@@ -191,14 +205,60 @@ function M.run(opts, pos)
     io.stdout:flush()
     return real_exit(code, ...)
   end
-  local ok, err = xpcall(chunk, debug.traceback, unpack(script_args, 1, #script_args))
+  local ok, err = coroutine.resume(program, unpack(script_args, 1, #script_args))
   os.exit = real_exit
+  if ok and coroutine.status(program) ~= "dead" then
+    -- What luajit says of a yield outside any coroutine.
+    ok, err = false, "attempt to yield across C-call boundary"
+  end
   if not ok then
-    io.stderr:write(tostring(err), "\n")
+    io.stderr:write(debug.traceback(program, tostring(err)), "\n")
     status = 1
   end
   finish()
   return status
+end
+
+--- `busted [busted args]`: busted's runner in this LuaJIT, with the
+-- `tecs.profile.busted` helper loaded; the process exits as busted does.
+-- @tparam table opts parsed options (none: every argument is busted's)
+-- @tparam table pos busted's arguments
+-- @treturn number exit code
+function M.busted(opts, pos)
+  for _, a in ipairs(pos) do
+    local name = a:match("^(%-%-[%w-]+)")
+    if name == "--helper" then
+      usage_error("busted's helper is tecs.profile.busted here: %s cannot be given (helper arguments go in -Xhelper)", a)
+    elseif name == "--lua" then
+      usage_error("busted runs in this LuaJIT here: %s cannot be given", a)
+    end
+  end
+  local found, runner = pcall(require, "busted.runner")
+  if not found then
+    -- LUA_PATH may hold a rock tree alone: busted installed where this
+    -- LuaJIT looks by itself (Debian's lua-busted) is still found.
+    local path, cpath = require("tecs.profile.cli.jitpath").builtin_paths()
+    if path then
+      package.path, package.cpath = package.path .. ";" .. path, package.cpath .. ";" .. cpath
+      found, runner = pcall(require, "busted.runner")
+    end
+  end
+  if not found then
+    io.stderr:write("tecs-profile: cannot load busted's runner (busted.runner) in this LuaJIT: ",
+      clean(runner):match("^[^\n]*"), "\n",
+      "install busted for Lua 5.1 (Debian: lua-busted; or luarocks --lua-version=5.1 install busted)",
+      " and keep its directory on LUA_PATH\n")
+    return 1
+  end
+  local busted_args = { [0] = "busted", "--helper=tecs.profile.busted" }
+  for _, a in ipairs(pos) do busted_args[#busted_args + 1] = a end
+  _G.arg = busted_args
+  -- Called from a chunk named "=busted", the runner names itself busted and
+  -- ends the process with os.exit when specs fail, as /usr/bin/busted does.
+  -- (Not a tail call: the runner looks at the frame that called it.)
+  local start = assert(loadstring("local runner = ... runner({ standalone = false })", "=busted"))
+  start(runner)
+  return 0
 end
 
 return M

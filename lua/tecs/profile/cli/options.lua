@@ -69,7 +69,8 @@ local FLAMEGRAPH = {
   { "output", short = "o", key = "output", arg = "OUT", help = "output file (required)" },
   { "format", short = "f", key = "format", arg = "FMT", help = "svg, speedscope or pprof (overrides the extension)" },
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
-    help = "the sampling interval FILE was recorded at: speedscope weights and pprof times in real units" },
+    help = "the sampling interval FILE was recorded at, which a collapsed file does not record: speedscope " ..
+      "weights in milliseconds and pprof times (without it: sample counts, speedscope unit \"none\")" },
   { "title", key = "title", arg = "TEXT", help = "title of the graph" },
   { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
@@ -79,7 +80,8 @@ local FLAMEGRAPH = {
 
 --- The commands, in the order the main usage lists them: `name`,
 -- `synopsis` (for that list), `summary`, `usage` (the command's own usage
--- line), `about` (what it does) and `sections` (`title`, `options`).
+-- line), `about` (what it does), `sections` (`title`, `options`) and
+-- `passthrough` (every argument but a lone `--help` goes to the command).
 M.COMMANDS = {
   { name = "run", synopsis = "run [options] script.lua [args...]",
     summary = "profile a whole Lua program (like luajit -jp)",
@@ -101,6 +103,17 @@ M.COMMANDS = {
       "speedscope file instead, .pb.gz a gzipped pprof profile (go tool pprof,\n" ..
       "Pyroscope, Parca); `-o -` writes to stdout.",
     sections = { { options = FLAMEGRAPH } } },
+  { name = "busted", synopsis = "busted [busted args...]",
+    summary = "run busted's specs under LuaJIT, profiled as a whole",
+    usage = "busted [busted args...]",
+    about = "Runs busted (its runner, found on package.path or else on this LuaJIT's\n" ..
+      "built-in path) in this LuaJIT with the tecs.profile.busted helper: one profile\n" ..
+      "of the whole run, split by spec file into zones, written to ./busted.collapsed,\n" ..
+      "$TECS_PROFILE or -Xhelper out=FILE (also -Xhelper intervalMs=N,stackDepth=N).\n" ..
+      "Every argument is busted's, except --help alone; `tecs-profile busted -- --help`\n" ..
+      "shows busted's own help. The exit status is busted's.",
+    passthrough = true,
+    sections = { { options = { HELP } } } },
 }
 
 --- The command named `name`, or nil.

@@ -21,7 +21,7 @@ local band = require("bit").band
 local M = {}
 
 --- Appended to every reason worded from the built-in tables.
-M.FALLBACK_NOTE = " [jit.vmdef unavailable: worded from the built-in LuaJIT message table]"
+M.FALLBACK_NOTE = " (worded from the built-in LuaJIT message table: jit.vmdef not found)"
 
 -- Trace error messages of LuaJIT 2.1, by error code.
 local MESSAGES_21 = {
