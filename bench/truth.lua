@@ -1,19 +1,19 @@
 --- Where samples land against the truth, side by side: the workloads of
 -- spec/fixtures/truth.lua (each part timed unprofiled in the same process),
 -- profiled by tecs-profile at its defaults and at line precision, and by a
--- jit.profile Lua callback in line mode at 1 ms (what jit.p does). Prints a
--- Markdown table and writes it to $BENCH_OUT/truth.md.
+-- jit.profile Lua callback at 1 ms (what jit.p does) in function and in line
+-- mode. Prints a Markdown table and writes it to $BENCH_OUT/truth.md.
 --
---   luajit bench/truth.lua
+--   luajit bench/truth.lua [pattern]   (only workloads whose name has pattern)
 local profile = require("tecs.profile")
 local jprofile = require("jit.profile")
 local truth = dofile("spec/fixtures/truth.lua")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
 
 -- jit.profile with a Lua callback: collapsed text like ours, leaf lines.
-local function with_jit_profile(w, seconds)
+local function with_jit_profile(w, seconds, mode)
   local counts = {}
-  jprofile.start("li1", function(thread, samples)
+  jprofile.start(mode .. "i1", function(thread, samples)
     local stack = jprofile.dumpstack(thread, "pl;", -100):gsub(";$", "")
     counts[stack] = (counts[stack] or 0) + samples
   end)
@@ -31,18 +31,21 @@ local function ours(w, seconds, precision)
   return text, s:stats()
 end
 
-local rows = { "| workload | part | truth | tecs-profile | tecs-profile, line | jit.profile (l) |",
-  "|---|---|---:|---:|---:|---:|" }
-local worst = { 0, 0, 0 }
-for _, w in ipairs(truth.workloads) do
+local only = arg and arg[1]
+local rows = { "| workload | part | truth | tecs-profile | tecs-profile, line | jit.profile (f) | jit.profile (l) |",
+  "|---|---|---:|---:|---:|---:|---:|" }
+local worst = { 0, 0, 0, 0 }
+for _, w in ipairs(truth.workloads) do if not only or w.name:find(only, 1, true) then
   local seconds = w.seconds or 1.5
   local want = truth.truth(w, 1.0)
   local a, st = ours(w, seconds)
   local b = ours(w, seconds, "line")
-  local c = with_jit_profile(w, seconds)
+  local c = with_jit_profile(w, seconds, "f")
+  local d = with_jit_profile(w, seconds, "l")
   local sa, _, na = truth.shares(w, a)
   local sb, _, nb = truth.shares(w, b)
   local sc, _, nc = truth.shares(w, c)
+  local sd, _, nd = truth.shares(w, d)
   for i, name in ipairs(w.parts) do
     local t = want[name]
     local function cell(s, n, k)
@@ -50,15 +53,16 @@ for _, w in ipairs(truth.workloads) do
       if err > worst[k] then worst[k] = err end
       return string.format("%.1f%% (%+.1f)%s", 100 * s[name], 100 * (s[name] - t), i == 1 and string.format(", n=%d", n) or "")
     end
-    rows[#rows + 1] = string.format("| %s | %s | %.1f%% | %s | %s | %s |", i == 1 and w.name or "", name, 100 * t,
-      cell(sa, na, 1), cell(sb, nb, 2), cell(sc, nc, 3))
+    rows[#rows + 1] = string.format("| %s | %s | %.1f%% | %s | %s | %s | %s |", i == 1 and w.name or "", name, 100 * t,
+      cell(sa, na, 1), cell(sb, nb, 2), cell(sc, nc, 3), cell(sd, nd, 4))
   end
   io.stderr:write(w.name, " done (", st.clock, ")\n")
-end
-rows[#rows + 1] = string.format("| **largest error** | | | %.1f points | %.1f points | %.1f points |", 100 * worst[1],
-  100 * worst[2], 100 * worst[3])
+end end
+rows[#rows + 1] = string.format("| **largest error** | | | %.1f points | %.1f points | %.1f points | %.1f points |",
+  100 * worst[1], 100 * worst[2], 100 * worst[3], 100 * worst[4])
 local text = table.concat(rows, "\n") .. "\n"
 io.write(text)
+if only then return end -- a partial table does not replace the full one
 os.execute("mkdir -p '" .. OUT .. "'")
 local f = io.open(OUT .. "/truth.md", "w")
 if f then f:write(text) f:close() end

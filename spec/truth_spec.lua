@@ -1,12 +1,13 @@
 -- Where samples land, against the truth: each workload's parts are timed
 -- unprofiled first, twice (spec/fixtures/truth.lua), then profiled at the
--- defaults. A share must be within 3 points of the truth, or, where that is
--- wider, within 4.5 standard errors of a share of n samples plus three
--- times the difference between the two truth measurements (timing a part
--- that takes a microsecond is itself uncertain). Workloads that block get 3
--- points more: CPU the kernel spends switching a sleeping thread out and in
--- is in the thread's CPU clock but outside any sampler's view. `make bench`
--- prints the same workloads beside LuaJIT's own sampler (bench/truth.lua).
+-- defaults (at the workload's `precision` where it names one). A share must
+-- be within 3 points of the truth, or, where that is wider, within 4.5
+-- standard errors of a share of n samples plus three times the difference
+-- between the two truth measurements (timing a part that takes a
+-- microsecond is itself uncertain). Workloads that block get 3 points more:
+-- CPU the kernel spends switching a sleeping thread out and in is in the
+-- thread's CPU clock but outside any sampler's view. `make bench` prints the
+-- same workloads beside LuaJIT's own sampler (bench/truth.lua).
 local profile = require("tecs.profile")
 local truth = dofile("spec/fixtures/truth.lua")
 
@@ -24,7 +25,7 @@ describe("samples land where the time goes", function()
       local early_before = truth.early
       local plain = truth.run(w, 0.5) -- unprofiled: how many waits end early anyway
       local early_plain = truth.early - early_before
-      local s = profile.sample()
+      local s = profile.sample({ precision = w.precision })
       truth.early = 0
       local iterations = truth.run(w, w.seconds or SECONDS)
       local early = truth.early
@@ -36,7 +37,8 @@ describe("samples land where the time goes", function()
         report[#report + 1] = string.format("%s %.1f%% (truth %.1f%% / %.1f%%, %d samples)", name, 100 * got[name],
           100 * want[name], 100 * again[name], counts[name])
       end
-      local msg = string.format("%s [%s, %.0f samples/s]", table.concat(report, "; "), st.clock, st.rate)
+      local msg = string.format("%s [%s, %.0f samples/s%s]", table.concat(report, "; "), st.clock, st.rate,
+        w.precision and ", precision " .. w.precision or "")
       print(w.name .. ": " .. msg)
       assert.is_true(n >= 100, "too few samples in the parts: " .. n .. " (" .. msg .. ")")
       for _, name in ipairs(w.parts) do
