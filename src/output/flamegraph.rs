@@ -1,24 +1,29 @@
-//! Interactive SVG flamegraphs, rendered by the `inferno` crate from the
-//! profile's collapsed lines.
+//! Interactive SVG flamegraphs, rendered by the `inferno` crate.
 //!
-//! Colours say what a frame is: zone frames are aqua, leaf frames are
-//! coloured by their VM state (compiled green, interpreted pink, C code
-//! yellow-grey, garbage collector purple, JIT compiler blue), and the other
-//! Lua frames use the classic red-yellow palette. Colours of Lua frames are
-//! derived from their names, so the same input always gives the same SVG.
+//! A frame is one box whatever VM state its samples were in: the state is
+//! shown by colour and in the tooltip, never as part of the frame's name (a
+//! `_[C]` box beside its own line would split the line's time in two).
+//! Colours say what a frame is: zone frames are aqua; a frame with self time
+//! takes the colour of the VM state most of that self time was in (compiled
+//! green, interpreted pink, C code sand, garbage collector purple, JIT
+//! compiler blue), and its tooltip gives the share of each state; frames
+//! without self time use the classic red-yellow palette, derived from their
+//! names, so the same input always gives the same SVG. Colours and shares
+//! belong to a frame name (a line or a function), summed over every box of
+//! that name: inferno keys both by name.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
 
 use inferno::flamegraph::color::{BasicPalette, Color, PaletteMap};
 use inferno::flamegraph::{self as fg, Palette};
 
-use crate::profile::collapsed;
-use crate::profile::Profile;
-use crate::record::stack_table::state_index;
+use crate::profile::{add_counts, dominant_state, sum_counts, Profile};
+use crate::record::stack_table::VM_STATES;
 
 pub const ZONE_COLOR: Color = Color { r: 0x6c, g: 0xcf, b: 0xd6 };
 
-/// Fill colour of a leaf frame in VM state `state`.
+/// Fill colour of a frame whose self time is mostly in VM state `state`.
 pub fn state_color(state: u8) -> Color {
     match state {
         b'N' => Color { r: 0x5f, g: 0xc4, b: 0x5f },
@@ -26,6 +31,17 @@ pub fn state_color(state: u8) -> Color {
         b'C' => Color { r: 0xc8, g: 0xbe, b: 0x8c },
         b'G' => Color { r: 0xa0, g: 0x7c, b: 0xe0 },
         _ => Color { r: 0x5a, g: 0x93, b: 0xe6 },
+    }
+}
+
+/// The word for a VM state in tooltips.
+fn state_word(state: u8) -> &'static str {
+    match state {
+        b'N' => "compiled",
+        b'I' => "interpreted",
+        b'C' => "C",
+        b'G' => "GC",
+        _ => "JIT compiler",
     }
 }
 
@@ -46,51 +62,125 @@ impl Default for FlameOptions {
     }
 }
 
-const LEGEND: &str =
-    "leaf VM state: green compiled, pink interpreted, sand C, purple GC, blue JIT compiler; aqua: zones";
+const LEGEND: &str = "colour: the VM state of a frame's self time (all its boxes): green compiled, pink interpreted, \
+     sand C, purple GC, blue JIT compiler; red-yellow: no self time; aqua: zones";
 
-/// The collapsed text inferno reads. Inferno adds the counts up in a plain
-/// u64; when they overflow one, each row (in profile order) keeps only what
-/// is left below `u64::MAX`, so the graph's total saturates the way every
-/// other view's does (see `profile::sum_counts`).
-fn inferno_input(profile: &Profile) -> String {
-    if profile.rows.iter().try_fold(0u64, |a, r| a.checked_add(r.total())).is_some() {
-        return collapsed::write(profile);
-    }
-    let mut clipped = profile.clone();
+/// Name of the frame of an empty stack outside any zone.
+const ROOT_FRAME: &str = "<root>";
+
+/// The collapsed lines inferno reads: frames without VM-state markers, so
+/// the samples of one frame in several states make one box. Inferno adds
+/// the counts up in a plain u64; when they overflow one, each row (in
+/// profile order) keeps only what is left below `u64::MAX`, so the graph's
+/// total saturates the way every other view's does (see `sum_counts`).
+fn inferno_lines(profile: &Profile) -> Vec<String> {
     let mut room = u64::MAX;
-    for row in clipped.rows.iter_mut() {
+    let mut lines = Vec::with_capacity(profile.rows.len());
+    for row in &profile.rows {
         let n = row.total().min(room);
         room -= n;
-        let state = row.dominant_state();
-        row.counts = [0; 5];
-        row.counts[state_index(state)] = n;
+        if n == 0 {
+            continue;
+        }
+        let mut line = String::new();
+        for &id in profile.zones(row).iter().chain(profile.stack(row)) {
+            if !line.is_empty() {
+                line.push(';');
+            }
+            line.push_str(profile.name(id));
+        }
+        if line.is_empty() {
+            line.push_str(ROOT_FRAME);
+        }
+        let _ = write!(line, " {}", n);
+        lines.push(line);
     }
-    clipped.rows.retain(|r| r.total() > 0);
-    collapsed::write(&clipped)
+    lines
+}
+
+/// Self samples per VM state of every frame name that ends a stack.
+fn self_counts(profile: &Profile) -> HashMap<&str, [u64; 5]> {
+    let mut out: HashMap<&str, [u64; 5]> = HashMap::new();
+    for row in &profile.rows {
+        let name = match profile.stack(row).last().or(profile.zones(row).last()) {
+            Some(&id) => profile.name(id),
+            None => ROOT_FRAME,
+        };
+        add_counts(out.entry(name).or_default(), row.counts);
+    }
+    out
+}
+
+/// `compiled 80%, C 20%`: the VM states of self samples, largest first.
+fn state_shares(counts: &[u64; 5]) -> String {
+    let total = sum_counts(*counts) as f64;
+    let mut states: Vec<(u64, u8)> = counts.iter().zip(VM_STATES).filter(|(&n, _)| n > 0).map(|(&n, s)| (n, s)).collect();
+    states.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut out = String::new();
+    for (n, s) in states {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{} {:.0}%", state_word(s), n as f64 * 100.0 / total);
+    }
+    out
+}
+
+fn xml_unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// Adds the VM-state shares of each frame's self time to its tooltip:
+/// `name (12 samples, 1.20%)` becomes
+/// `name (12 samples, 1.20%; self time, all its boxes: compiled 75%, C 25%)`.
+/// inferno keys colours and attributes by frame name, so a frame that ends
+/// stacks at several places in the graph shows the shares of all of them,
+/// in each of its boxes.
+fn annotate_titles(svg: &str, selfs: &HashMap<&str, [u64; 5]>) -> String {
+    let mut out = String::with_capacity(svg.len() + svg.len() / 8);
+    let mut rest = svg;
+    while let Some(open) = rest.find("<title>") {
+        let body_at = open + "<title>".len();
+        let Some(close) = rest[body_at..].find("</title>") else { break };
+        let body = &rest[body_at..body_at + close];
+        out.push_str(&rest[..body_at]);
+        // The count part is the last " (" ... ")" of the title.
+        match (body.rfind(" ("), body.ends_with(')')) {
+            (Some(split), true) => {
+                let name = xml_unescape(&body[..split]);
+                out.push_str(&body[..body.len() - 1]);
+                if let Some(counts) = selfs.get(name.as_str()) {
+                    let _ = write!(out, "; self time, all its boxes: {}", xml_escape(&state_shares(counts)));
+                }
+                out.push(')');
+            }
+            _ => out.push_str(body),
+        }
+        rest = &rest[body_at + close..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Renders `profile` as an SVG document.
 pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> {
-    let text = inferno_input(profile);
+    let lines = inferno_lines(profile);
+    let selfs = self_counts(profile);
     let mut palette = PaletteMap::default();
     let mut zones: BTreeSet<&str> = BTreeSet::new();
     for z in 0..profile.zone_path_count() as u32 {
         zones.extend(profile.zone_path(z).iter().map(|&id| profile.name(id)));
     }
+    for (name, counts) in &selfs {
+        palette.insert(*name, state_color(dominant_state(counts)));
+    }
     for z in &zones {
         palette.insert(*z, ZONE_COLOR);
-    }
-    // The leaf frame, VM-state marker included, is what inferno looks up.
-    let mut leaf = String::new();
-    for row in &profile.rows {
-        let state = row.dominant_state();
-        leaf.clear();
-        leaf.push_str(profile.stack(row).last().map_or("<root>", |&id| profile.name(id)));
-        leaf.push_str("_[");
-        leaf.push(state as char);
-        leaf.push(']');
-        palette.insert(&leaf, state_color(state));
     }
     let mut o = fg::Options::default();
     o.colors = Palette::Basic(BasicPalette::Hot);
@@ -105,18 +195,20 @@ pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> 
     }
     o.palette_map = Some(&mut palette);
     let mut svg = Vec::with_capacity(64 * 1024);
-    if text.is_empty() {
+    if lines.is_empty() {
         // inferno refuses empty input; draw one empty root instead.
         fg::from_lines(&mut o, ["[no samples] 1"], &mut svg).map_err(|e| e.to_string())?;
     } else {
-        fg::from_lines(&mut o, text.lines(), &mut svg).map_err(|e| e.to_string())?;
+        fg::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg).map_err(|e| e.to_string())?;
     }
-    String::from_utf8(svg).map_err(|e| e.to_string())
+    let svg = String::from_utf8(svg).map_err(|e| e.to_string())?;
+    Ok(annotate_titles(&svg, &selfs))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::collapsed;
 
     #[test]
     fn colours_zones_and_states() {
@@ -126,8 +218,20 @@ mod tests {
         assert!(svg.contains("rgb(108,207,214)"), "zone colour");
         assert!(svg.contains("rgb(95,196,95)"), "compiled leaf colour");
         assert!(svg.contains("rgb(238,111,176)"), "interpreted leaf colour");
-        assert!(svg.contains("a.lua:5_[N] (70 samples, 70.00%)"));
+        assert!(svg.contains("a.lua:5 (70 samples, 70.00%; self time, all its boxes: compiled 100%)"), "{}", svg);
         assert_eq!(svg, render(&p, &FlameOptions::default()).unwrap(), "deterministic");
+    }
+
+    #[test]
+    fn one_box_per_frame_whatever_its_states() {
+        // chain.draw runs callees and spends self time in C and compiled code.
+        let text = "a.lua:1;chain.draw;b.lua:2_[N] 50\na.lua:1;chain.draw_[C] 30\na.lua:1;chain.draw_[N] 10\n";
+        let p = collapsed::parse(text).unwrap();
+        let svg = render(&p, &FlameOptions::default()).unwrap();
+        assert!(!svg.contains("_[C]") && !svg.contains("_[N]"), "{}", svg);
+        assert!(svg.contains("<title>chain.draw (90 samples, 100.00%; self time, all its boxes: C 75%, compiled 25%)</title>"), "{}", svg);
+        assert!(svg.contains("<title>a.lua:1 (90 samples, 100.00%)</title>"), "no self time, no shares: {}", svg);
+        assert!(svg.contains("rgb(200,190,140)"), "chain.draw in C's colour");
     }
 
     #[test]
