@@ -341,8 +341,9 @@ impl NativeSession {
 
     fn stats_table(&self, lua: &Lua) -> mlua::Result<Table> {
         // Copy first: building the Lua table may run the GC (and so Lua code).
-        let (st, stacks, overflow, mem) =
-            self.sampler.with(|s| (s.stats, s.table.len(), s.table.overflow_total(), s.table.memory_bytes()));
+        let (st, stacks, overflow, mem) = self.sampler.with(|s| {
+            (s.stats, s.table.len(), s.table.overflow_total(), s.table.memory_bytes() + s.identities.memory_bytes())
+        });
         let t = lua.create_table()?;
         let wall = self.timing.wall_sec();
         let cpu = self.timing.cpu_sec();
@@ -421,10 +422,27 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
+        // The function recorded for each frame: `{ [frame] = { first, last,
+        // name, source, ambiguous } }` (for tests and diagnostics).
+        methods.add_method("frameFunctions", |lua, this, ()| {
+            let ids = this.sampler.with(|s| s.identities.snapshot());
+            let t = lua.create_table()?;
+            for (frame, id) in ids {
+                let e = lua.create_table()?;
+                e.set("first", id.first)?;
+                e.set("last", id.last)?;
+                e.set("name", id.name)?;
+                e.set("source", id.source)?;
+                e.set("ambiguous", id.ambiguous)?;
+                t.set(frame, e)?;
+            }
+            Ok(t)
+        });
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            Ok(crate::lua_api::views::ProfileData(this.profile()))
+            let ids = this.sampler.with(|s| s.identities.snapshot());
+            Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
     }
 }

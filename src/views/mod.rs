@@ -461,6 +461,12 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
             );
         }
     }
+    let by_function = |g: Option<Group>| matches!(g, Some(Group::Function | Group::Caller | Group::Callee));
+    if by_function(Some(opts.by)) || by_function(opts.then) {
+        for note in &funcs.notes {
+            let _ = writeln!(out, "# note: {}", note);
+        }
+    }
     let width = if opts.raw { 8 } else { 12 };
     let _ = writeln!(out, "{:>w$} {:>w$}  {}", "self", "total", opts.by.title(), w = width);
     let arrow = match opts.then {
