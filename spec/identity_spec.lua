@@ -102,6 +102,8 @@ describe("function identity", function()
     assert.is_nil(text:find("wrong", 1, true), text)
     assert.is_true(self_share(text, "hot (" .. path .. ":2)") > 50, text)
     assert.truthy(text:find("# note: " .. path .. " has changed since it was profiled", 1, true), text)
+    local annotated = profile.report(s, { annotate = "hot" })
+    assert.truthy(annotated:find("# note: " .. path .. " has changed since it was profiled", 1, true), annotated)
     -- Collapsed text has no recorded functions: the file does not fit the
     -- frames, so its lines stay lines, and the note says why.
     local back = profile.report(s:collapsed())

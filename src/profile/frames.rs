@@ -116,6 +116,9 @@ pub struct FunctionMap {
     pub(crate) code_lines: HashMap<String, Vec<u32>>,
     /// Files the map could not read, with the reason.
     pub(crate) unreadable: Vec<(String, String)>,
+    /// Files whose source is not the one that ran (their names come from
+    /// the VM, or their lines stay lines), for the annotated source.
+    pub changed_files: Vec<String>,
     /// What the views say about how functions were named (sources changed
     /// or unreadable, names unknown), one sentence each.
     pub notes: Vec<String>,

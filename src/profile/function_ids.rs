@@ -93,6 +93,7 @@ impl FunctionMap {
         }
         self.unreadable.retain(|(f, _)| !by_file.contains_key(f.as_str()));
         for file in changed {
+            self.changed_files.push(file.clone());
             self.notes.push(format!(
                 "{} has changed since it was profiled: its functions are named as the running VM knew them",
                 file
@@ -149,6 +150,7 @@ impl FunctionMap {
         }
         for file in stale.keys() {
             self.remove_file(file);
+            self.changed_files.push(file.clone());
             self.notes.push(format!(
                 "{} does not match the profile (changed since it was profiled?): its lines are not grouped into functions",
                 file
