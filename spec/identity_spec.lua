@@ -68,6 +68,19 @@ describe("function identity", function()
     end
   end)
 
+  it("names recorded functions by the path that reaches them from the loaded modules", function()
+    local m = assert(load(SOURCE, "@elsewhere/module.lua"))()
+    package.loaded["spec_identity_module"] = m
+    local s = sample_run(m)
+    package.loaded["spec_identity_module"] = nil
+    local text = profile.report(s)
+    assert.is_true(self_share(text, " spec_identity_module.hot (elsewhere/module.lua:2)") > 50, text)
+    -- Called as `M.hot` by `run`, but `run` itself is called as `m.run`:
+    -- the path, found at stop, names both the same way.
+    local callers = profile.report(s, { mode = "s" })
+    assert.truthy(callers:find("<- spec_identity_module.run (elsewhere/module.lua:10)", 1, true), callers)
+  end)
+
   it("names functions in a process started from another directory", function()
     local dir = run.tmpdir()
     run.write(dir .. "/work.lua", SOURCE)

@@ -26,6 +26,7 @@ use crate::record::tick_source::{TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
+mod frame_names;
 mod lifecycle;
 mod options;
 pub mod report_options;
@@ -115,6 +116,9 @@ pub struct NativeSession {
     resolve_c: bool,
     /// C function addresses -> Lua paths (`nameCFunctions`).
     c_paths: HashMap<usize, String>,
+    /// Lua functions by (chunk short name, first line, last line) -> Lua
+    /// paths (`nameLuaFunctions`): names for the recorded functions.
+    lua_paths: HashMap<(String, u32, u32), String>,
     /// The profile of the stopped session, built once for every output.
     finished: Option<Profile>,
     /// Ticks the handler refused, read when the session stopped.
@@ -197,6 +201,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
         c_paths: HashMap::new(),
+        lua_paths: HashMap::new(),
         finished: None,
         refused_at_stop: 0,
         precision: o.precision,
@@ -422,26 +427,12 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
-        // The function recorded for each frame: `{ [frame] = { first, last,
-        // name, source, ambiguous } }` (for tests and diagnostics).
-        methods.add_method("frameFunctions", |lua, this, ()| {
-            let ids = this.sampler.with(|s| s.identities.snapshot());
-            let t = lua.create_table()?;
-            for (frame, id) in ids {
-                let e = lua.create_table()?;
-                e.set("first", id.first)?;
-                e.set("last", id.last)?;
-                e.set("name", id.name)?;
-                e.set("source", id.source)?;
-                e.set("ambiguous", id.ambiguous)?;
-                t.set(frame, e)?;
-            }
-            Ok(t)
-        });
+        methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
+        methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            let ids = this.sampler.with(|s| s.identities.snapshot());
+            let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
     }
