@@ -1,8 +1,9 @@
 //! The per-sample hot path: what runs inside LuaJIT's profiler callback.
 //!
-//! One callback = read the zone path, dump the stack, one hash lookup. No Lua
-//! code runs and nothing is allocated on the Lua heap, so a sample taken while
-//! the JIT is recording a trace does not abort it.
+//! One callback = read the zone path, dump the stack, one hash lookup; and,
+//! only for a stack not seen before, the function of each of its frames
+//! (`identity`). No Lua code runs and nothing is allocated on the Lua heap,
+//! so a sample taken while the JIT is recording a trace does not abort it.
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
