@@ -140,6 +140,12 @@ impl FunctionMap {
         self.files.get(file).map(|r| (r.as_slice(), self.main.get(file).map(String::as_str)))
     }
 
+    /// Forgets the main chunk of `file`: its lines outside every known
+    /// function stay lines.
+    pub fn forget_main(&mut self, file: &str) {
+        self.main.remove(file);
+    }
+
     /// Forgets what the sources said of `file` (its frames stay lines).
     pub fn remove_file(&mut self, file: &str) {
         self.files.remove(file);

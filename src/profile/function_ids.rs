@@ -74,6 +74,11 @@ impl FunctionMap {
             }
             if stale || source.is_none() {
                 self.add_file(file, ranges, main);
+                if !funcs.keys().any(|&(a, _)| a == 0) {
+                    // No main chunk recorded: a line outside every recorded
+                    // function is not known to be the main chunk's.
+                    self.forget_main(file);
+                }
             }
         }
         let mut ambiguous = 0usize;
@@ -225,6 +230,7 @@ mod tests {
         m.check_sources(["g.lua:5", "[string]:2"].into_iter());
         assert_eq!(m.function_of("g.lua:5"), "update (g.lua:3)");
         assert_eq!(m.function_of("[string]:2"), "f ([string \"x\"]:1)");
+        assert_eq!(m.function_of("g.lua:50"), "g.lua:50", "no main chunk recorded: an unrecorded line stays a line");
         assert_eq!(m.function_of("g.lua:30"), "g.lua:30");
         assert_eq!(m.range_of("g.lua:30"), None);
         assert_eq!(m.notes.len(), 1, "the file is known from the VM: {:?}", m.notes);
