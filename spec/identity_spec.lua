@@ -156,6 +156,58 @@ describe("function identity", function()
     assert.truthy(text:find("ran in two different functions", 1, true), text)
   end)
 
+  -- Whether a recorded function of the frame's file spans the frame's line:
+  -- a leaf moved to the line of the C call its time belongs to (line
+  -- precision) is a frame the sampler never saw, in a function it did.
+  local function spanned(recorded, frame)
+    local file, line = frame:match("^(.*):(%d+)$")
+    if not file then return false end
+    line = tonumber(line)
+    for text, f in pairs(recorded) do
+      if text:sub(1, #file + 1) == file .. ":" and f.first <= line and line <= f.last then return true end
+    end
+    return false
+  end
+
+  it("records a function for every Lua frame: pcall, coroutines, callbacks from C, cut stacks", function()
+    local function leaf(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
+    local function via_pcall(n) local _, v = pcall(leaf, n) return v end
+    local function format(n)
+      local t = {}
+      for i = 1, n do t[#t + 1] = string.format("%d", i) end
+      return table.concat(t)
+    end
+    local co = coroutine.wrap(function(n) while true do n = coroutine.yield(leaf(n)) end end)
+    local function sorter(n)
+      local t = {}
+      for i = 1, n do t[i] = (i * 7919) % 1000 end
+      table.sort(t, function(a, b) return a < b end)
+      return t
+    end
+    local function deep(d, n) if d == 0 then return leaf(n) end return deep(d - 1, n) + 0 end
+    local function tail(n) return leaf(n) end
+    for _, precision in ipairs({ "function", "line" }) do
+      local s = profile.sample({ precision = precision, stackDepth = 8 })
+      cpu.burn(0.6, function()
+        via_pcall(2000) format(200) co(2000) sorter(300) deep(12, 500) tail(1000)
+      end)
+      s:stop()
+      local recorded = s._native:frameFunctions()
+      local frames, missing = 0, {}
+      for line in s:collapsed():gmatch("[^\n]+") do
+        local stack = line:match("^(.*) %d+$"):gsub("_%[%a%]$", "")
+        for frame in stack:gmatch("[^;]+") do
+          if frame:find("%.lua:%d+$") or frame:find("%.lua:%d+%-%d+$") then
+            frames = frames + 1
+            if not recorded[frame] and not spanned(recorded, frame) then missing[#missing + 1] = frame end
+          end
+        end
+      end
+      assert.is_true(frames > 10, "Lua frames: " .. frames)
+      assert.same({}, missing)
+    end
+  end)
+
   it("falls back to line shares in hotAborts when the function is not known", function()
     local collapsed = "main.lua:1;nowhere/x.lua:10 30\nmain.lua:1;nowhere/x.lua:12 70\n"
     local sites = { { severity = "warn", count = 2, reason = "r", location = "nowhere/x.lua:10" } }
