@@ -116,17 +116,8 @@ impl UserData for ProfileData {
         methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
         // Source files named by Lua frames, for building the function map.
         methods.add_method("files", |lua, this, ()| {
-            let p = &this.0;
-            let mut used = vec![false; p.names.len()];
-            for row in &p.rows {
-                for &f in p.stack(row) {
-                    used[f as usize] = true;
-                }
-            }
-            let mut files: Vec<&str> = (0..p.names.len() as u32)
-                .filter(|&id| used[id as usize])
-                .filter_map(|id| crate::profile::frames::file_of(p.name(id)))
-                .collect();
+            let mut files: Vec<&str> =
+                this.used_frames().into_iter().filter_map(crate::profile::frames::file_of).collect();
             files.sort_unstable();
             files.dedup();
             lua.create_sequence_from(files)
