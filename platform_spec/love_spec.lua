@@ -119,7 +119,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
   -- shared library where it can be dlopen'ed (never from inside the archive).
   local function make_archive(work, so_dir)
     assert(os.execute(table.concat({
-      "rm -rf " .. sh_quote(work) .. " " .. sh_quote(save_dir("tecs-profile-example") .. "/tecs"),
+      "rm -rf " .. sh_quote(work) .. " " .. sh_quote(save_dir("tecs-profile-example") .. "/tecs") .. " " ..
+        sh_quote(save_dir("tecs-profile-example") .. "/tecs-report.txt"),
       "mkdir -p " .. sh_quote(work .. "/game") .. " " .. sh_quote(so_dir .. "/tecs/profile"),
       "cp " .. sh_quote(root) .. "/examples/love/*.lua " .. sh_quote(work .. "/game/"),
       "cp -R " .. sh_quote(root .. "/lua/tecs") .. " " .. sh_quote(work .. "/game/"),
@@ -136,6 +137,11 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     local text = assert(read(save_dir("tecs-profile-example") .. "/tecs.collapsed"), out)
     local s = summarize(text)
     assert.is_true(s.total > 0 and (s.zones.update or 0) > 0 and s.game_frames > 0, text)
+    -- The sources are inside the archive, out of reach of a file path: the
+    -- function view names the game's functions from what the VM recorded.
+    local report = assert(read(save_dir("tecs-profile-example") .. "/tecs-report.txt"), out)
+    assert.truthy(report:find("%(game%.lua:%d+%)"), report)
+    assert.is_nil(report:find("game.lua: cannot read", 1, true), report)
   end
 
   it("runs from a .love archive, library in the save directory (LÖVE's C loader)", function()

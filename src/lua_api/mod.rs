@@ -27,6 +27,7 @@ use crate::record::tick_source::{TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
+mod frame_names;
 mod lifecycle;
 mod options;
 pub mod report_options;
@@ -116,6 +117,9 @@ pub struct NativeSession {
     resolve_c: bool,
     /// C function addresses -> Lua paths (`nameCFunctions`).
     c_paths: HashMap<usize, String>,
+    /// Lua functions by (chunk short name, first line, last line) -> Lua
+    /// paths (`nameLuaFunctions`): names for the recorded functions.
+    lua_paths: HashMap<(String, u32, u32), String>,
     /// The profile of the stopped session, built once for every output.
     finished: Option<Profile>,
     /// Ticks the handler refused, read when the session stopped.
@@ -204,6 +208,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
         c_paths: HashMap::new(),
+        lua_paths: HashMap::new(),
         finished: None,
         refused_at_stop: 0,
         precision: o.precision,
@@ -360,8 +365,9 @@ impl NativeSession {
 
     fn stats_table(&self, lua: &Lua) -> mlua::Result<Table> {
         // Copy first: building the Lua table may run the GC (and so Lua code).
-        let (st, stacks, overflow, mem) =
-            self.sampler.with(|s| (s.stats, s.table.len(), s.table.overflow_total(), s.table.memory_bytes()));
+        let (st, stacks, overflow, mem) = self.sampler.with(|s| {
+            (s.stats, s.table.len(), s.table.overflow_total(), s.table.memory_bytes() + s.identities.memory_bytes())
+        });
         let t = lua.create_table()?;
         let wall = self.timing.wall_sec();
         let cpu = self.timing.cpu_sec();
@@ -440,6 +446,8 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
+        methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
+        methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         methods.add_method_mut("delta", |lua, this, ()| {
             this.resolve_call_sites(lua);
@@ -447,7 +455,8 @@ impl UserData for NativeSession {
         });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            Ok(crate::lua_api::views::ProfileData(this.profile()))
+            let ids = this.frame_identities();
+            Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
     }
 }

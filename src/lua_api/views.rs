@@ -5,25 +5,75 @@
 //! Options arrive validated by `tecs.profile.report`; this layer converts
 //! them and re-checks only what it relies on.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
 use crate::profile::collapsed;
 use crate::profile::frames::{FuncRange, FunctionMap};
 use crate::profile::Profile;
+use crate::record::identity::FrameIdentity;
 use crate::views::{self, AbortSite, ReportOptions};
 
-pub struct ProfileData(pub Profile);
+/// A profile, and the function of each frame as the VM knew it while
+/// sampling (empty for profiles read from collapsed text).
+pub struct ProfileData(pub Profile, pub Arc<HashMap<String, FrameIdentity>>);
+
+impl ProfileData {
+    pub fn new(p: Profile) -> Self {
+        ProfileData(p, Arc::default())
+    }
+
+    /// The frames that occur in the profile's rows.
+    fn used_frames(&self) -> Vec<&str> {
+        let p = &self.0;
+        let mut used = vec![false; p.names.len()];
+        for row in &p.rows {
+            for &f in p.stack(row) {
+                used[f as usize] = true;
+            }
+        }
+        (0..p.names.len() as u32).filter(|&id| used[id as usize]).map(|id| p.name(id)).collect()
+    }
+
+    /// The function map the views use: the one read from the sources
+    /// (`funcs`; None leaves frames as lines), checked against the functions
+    /// recorded while sampling, or against the frames when none were.
+    fn function_map(&self, funcs: Option<Table>) -> mlua::Result<FunctionMap> {
+        if funcs.is_none() {
+            return Ok(FunctionMap::default());
+        }
+        let mut m = read_funcmap(funcs)?;
+        m.apply_identities(&self.1);
+        m.check_sources(self.used_frames().into_iter());
+        Ok(m)
+    }
+}
 
 fn err(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::runtime(msg.into())
 }
 
-/// `{ [file] = { main = label, { first, last, label }, ... } }`
+/// `{ [file] = { main = label, lines = n, { first, last, label }, ... } }`;
+/// a file that could not be read is `{ missing = reason }`.
 fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
     let mut m = FunctionMap::default();
     let Some(t) = t else { return Ok(m) };
     for pair in t.pairs::<String, Table>() {
         let (file, ft) = pair?;
+        if let Some(why) = ft.get::<Option<String>>("missing")? {
+            m.unreadable.push((file, why));
+            continue;
+        }
+        if let Some(n) = ft.get::<Option<u32>>("lines")? {
+            m.line_counts.insert(file.clone(), n);
+        }
+        if let Some(code) = ft.get::<Option<Vec<u32>>>("code")? {
+            let mut code = code;
+            code.sort_unstable();
+            m.code_lines.insert(file.clone(), code);
+        }
         let main: Option<String> = ft.get("main")?;
         let mut ranges = Vec::new();
         for r in ft.sequence_values::<Table>() {
@@ -66,24 +116,15 @@ impl UserData for ProfileData {
         methods.add_method("collapsed", |lua, this, ()| lua.create_string(collapsed::write(&this.0)));
         // Source files named by Lua frames, for building the function map.
         methods.add_method("files", |lua, this, ()| {
-            let p = &this.0;
-            let mut used = vec![false; p.names.len()];
-            for row in &p.rows {
-                for &f in p.stack(row) {
-                    used[f as usize] = true;
-                }
-            }
-            let mut files: Vec<&str> = (0..p.names.len() as u32)
-                .filter(|&id| used[id as usize])
-                .filter_map(|id| crate::profile::frames::file_of(p.name(id)))
-                .collect();
+            let mut files: Vec<&str> =
+                this.used_frames().into_iter().filter_map(crate::profile::frames::file_of).collect();
             files.sort_unstable();
             files.dedup();
             lua.create_sequence_from(files)
         });
         methods.add_method("report", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
             let o = read_report_options(opts)?;
-            let m = read_funcmap(funcs)?;
+            let m = this.function_map(funcs)?;
             lua.create_string(views::render(&this.0, &m, &o))
         });
         methods.add_method("hotAborts", |lua, this, (sites, opts, funcs): (Table, Option<Table>, Option<Table>)| {
@@ -92,7 +133,7 @@ impl UserData for ProfileData {
                 Some(t) => t.get::<Option<bool>>("raw")?.unwrap_or(false),
                 None => false,
             };
-            let m = read_funcmap(funcs)?;
+            let m = this.function_map(funcs)?;
             let text = views::render_hot_aborts(&this.0, &m, &sites, raw);
             let ranked = views::hot_aborts(&this.0, &m, &sites);
             let list = lua.create_table()?;
@@ -103,6 +144,7 @@ impl UserData for ProfileData {
                 r.set("lineTotal", h.line_total)?;
                 r.set("functionSelf", h.func_self)?;
                 r.set("functionTotal", h.func_total)?;
+                r.set("functionKnown", h.func_known)?;
                 list.set(i + 1, r)?;
             }
             Ok((lua.create_string(text)?, list))
@@ -110,18 +152,18 @@ impl UserData for ProfileData {
         methods.add_method("flamegraph", |lua, this, opts: Option<Table>| flamegraph(lua, &this.0, opts));
         methods.add_method("speedscope", |lua, this, opts: Option<Table>| speedscope(lua, &this.0, opts));
         methods.add_method("pprof", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
-            pprof(lua, &this.0, opts, funcs)
+            pprof(lua, &this.0, opts, this.function_map(funcs)?)
         });
         // Frames renamed to the functions they belong to (see `frames`).
         methods.add_method("byFunction", |_, this, funcs: Option<Table>| {
-            let m = read_funcmap(funcs)?;
-            Ok(ProfileData(this.0.map_frames(|f| m.function_of(f).to_string())))
+            let m = this.function_map(funcs)?;
+            Ok(ProfileData::new(this.0.map_frames(|f| m.function_of(f).to_string())))
         });
         methods.add_method("filterZone", |_, this, prefix: String| {
             let mut p = this.0.clone();
             let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
             p.filter_zone(&parts);
-            Ok(ProfileData(p))
+            Ok(ProfileData(p, this.1.clone()))
         });
     }
 }
@@ -166,7 +208,7 @@ fn speedscope(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
 
 /// `{ intervalMs, clock, startSec, durationSec }`, all optional; `funcs` is
 /// the function map, whose labels name Lua functions.
-fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, funcs: Option<Table>) -> mlua::Result<Value> {
+fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, m: FunctionMap) -> mlua::Result<Value> {
     use crate::output::pprof::{render, PprofMeta, StackCounts};
     let mut meta = PprofMeta { clock: "cpu".into(), ..Default::default() };
     if let Some(t) = opts {
@@ -183,7 +225,6 @@ fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, funcs: Option<Table>) -> m
             meta.duration_nanos = (s.max(0.0) * 1e9) as i64;
         }
     }
-    let m = read_funcmap(funcs)?;
     let stacks: Vec<StackCounts> =
         p.named_rows().map(|r| StackCounts { zones: r.zones, stack: r.stack, counts: r.counts }).collect();
     let name_of = |frame: &str| {
@@ -202,5 +243,5 @@ pub fn is_profile(_: &Lua, value: mlua::Value) -> mlua::Result<bool> {
 /// `native.parse_profile(text)`: a ProfileData from collapsed text.
 pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData> {
     let text = text.to_string_lossy();
-    collapsed::parse(&text).map(ProfileData).map_err(|e| err(e.to_string()))
+    collapsed::parse(&text).map(ProfileData::new).map_err(|e| err(e.to_string()))
 }

@@ -92,11 +92,36 @@ pub struct FuncRange {
     pub label: String,
 }
 
+/// The function of one frame, known by its text (see `identity`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KnownFrame {
+    pub label: String,
+    /// File and line span of the function; None for a main chunk, and for
+    /// a frame whose function is not known for certain (it then stays a line).
+    pub range: Option<(String, u32, u32)>,
+}
+
 /// Line-to-function map per source file.
 #[derive(Clone, Debug, Default)]
 pub struct FunctionMap {
     files: HashMap<String, Vec<FuncRange>>,
     main: HashMap<String, String>,
+    /// Functions by frame text, recorded from the VM while sampling; they
+    /// come before the files' ranges.
+    pub(crate) frames: HashMap<String, KnownFrame>,
+    /// Source line counts by file, when the map was read from sources.
+    pub(crate) line_counts: HashMap<String, u32>,
+    /// Lines with bytecode by file (sorted), when read from sources: a
+    /// sampled line always has some.
+    pub(crate) code_lines: HashMap<String, Vec<u32>>,
+    /// Files the map could not read, with the reason.
+    pub(crate) unreadable: Vec<(String, String)>,
+    /// Files whose source is not the one that ran (their names come from
+    /// the VM, or their lines stay lines), for the annotated source.
+    pub changed_files: Vec<String>,
+    /// What the views say about how functions were named (sources changed
+    /// or unreadable, names unknown), one sentence each.
+    pub notes: Vec<String>,
 }
 
 impl FunctionMap {
@@ -110,10 +135,30 @@ impl FunctionMap {
         self.main.insert(file.to_string(), main_label);
     }
 
+    /// The functions known for `file`, innermost first, and its main label.
+    pub fn file_functions(&self, file: &str) -> Option<(&[FuncRange], Option<&str>)> {
+        self.files.get(file).map(|r| (r.as_slice(), self.main.get(file).map(String::as_str)))
+    }
+
+    /// Forgets the main chunk of `file`: its lines outside every known
+    /// function stay lines.
+    pub fn forget_main(&mut self, file: &str) {
+        self.main.remove(file);
+    }
+
+    /// Forgets what the sources said of `file` (its frames stay lines).
+    pub fn remove_file(&mut self, file: &str) {
+        self.files.remove(file);
+        self.main.remove(file);
+    }
+
     /// The function a frame belongs to: the innermost known function of a Lua
     /// line, the main chunk when the file is known but no function spans the
     /// line, and the frame itself otherwise (builtins, C, unknown files).
     pub fn function_of<'a>(&'a self, frame: &'a str) -> &'a str {
+        if let Some(k) = self.frames.get(frame) {
+            return &k.label;
+        }
         if let Some((file, first, last)) = file_span(frame) {
             let Some(ranges) = self.files.get(file) else { return frame };
             if first == 0 {
@@ -137,6 +182,9 @@ impl FunctionMap {
 
     /// The file and line range of the innermost known function of a frame.
     pub fn range_of<'a>(&'a self, frame: &'a str) -> Option<(&'a str, u32, u32)> {
+        if let Some(k) = self.frames.get(frame) {
+            return k.range.as_ref().map(|(f, a, b)| (f.as_str(), *a, *b));
+        }
         if let Some((file, first, last)) = file_span(frame) {
             return (first > 0).then_some((file, first, last));
         }

@@ -6,6 +6,7 @@
 pub mod collapsed;
 pub mod frames;
 mod from_table;
+pub mod function_ids;
 pub mod names;
 mod sort;
 

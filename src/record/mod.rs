@@ -2,6 +2,7 @@
 //! sample is taken, the callback LuaJIT calls with each sample, and the
 //! stack table it counts into.
 
+pub mod identity;
 pub mod sampler;
 pub mod stack_table;
 pub mod tick_source;

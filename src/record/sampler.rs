@@ -1,12 +1,14 @@
 //! The per-sample hot path: what runs inside LuaJIT's profiler callback.
 //!
-//! One callback = read the zone path, dump the stack, one hash lookup. No Lua
-//! code runs and nothing is allocated on the Lua heap, so a sample taken while
-//! the JIT is recording a trace does not abort it.
+//! One callback = read the zone path, dump the stack, one hash lookup; and,
+//! only for a stack not seen before, the function of each of its frames
+//! (`identity`). No Lua code runs and nothing is allocated on the Lua heap,
+//! so a sample taken while the JIT is recording a trace does not abort it.
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
 use std::collections::HashMap;
@@ -86,6 +88,8 @@ pub struct Sampler {
     /// its bytecode to find the call the time belongs to.
     pub call_sites: HashMap<Vec<u8>, i32>,
     pub functions: FunctionAnchor,
+    /// The function of each frame, asked of the VM when a stack is new.
+    pub identities: FrameIdentities,
     pub stats: SampleStats,
     zones: Option<ZoneAnchor>,
     /// Zone prefix filter, without a trailing `/`.
@@ -117,6 +121,7 @@ impl Sampler {
             precision,
             call_sites: HashMap::new(),
             functions,
+            identities: FrameIdentities::default(),
             stats: SampleStats::default(),
             zones,
             filter,
@@ -196,10 +201,29 @@ impl SampleSink for Sampler {
         {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
+        let stacks = self.table.len();
         self.table.add(key, state_index(vmstate), samples);
+        if self.table.len() > stacks {
+            record_identities(&mut self.identities, vm, &self.scratch[stack_start..]);
+        }
         #[cfg(feature = "bench-timing")]
         {
             self.stats.callback_ns += callback_started.elapsed().as_nanos() as u64;
+        }
+    }
+}
+
+/// Asks the VM for the function of each frame of a new stack (caller
+/// first, as dumped): stack level 0 is the last frame. Runs only when the
+/// stack table stores a new stack, never for a stack seen before.
+fn record_identities(ids: &mut FrameIdentities, vm: &VmStack, stack: &[u8]) {
+    for (level, text) in stack.rsplit(|&b| b == FRAME_SEP).enumerate() {
+        if text == TRUNCATED_FRAME || text.is_empty() {
+            continue;
+        }
+        let Some(f) = vm.frame_function(level as i32) else { return };
+        if !ids.record(text, &f) {
+            return;
         }
     }
 }

@@ -117,6 +117,40 @@ impl VmStack {
         }
     }
 
+    /// The function running at stack `level` (0 is the innermost, as in
+    /// `luaJIT_profile_dumpstack`), or None past the stack's end. Reads
+    /// only, and allocates nothing: the name is the VM's own string.
+    pub fn frame_function(&self, level: i32) -> Option<FrameFunction<'_>> {
+        // SAFETY: `l` is the running callback's thread; lua_getstack and
+        // lua_getinfo with "Sln" only fill `ar` (no stack push, no
+        // allocation, no Lua code). `what` and `name` point to NUL-terminated
+        // strings the VM keeps alive while the callback runs (a prototype's
+        // constants or the VM's static names), which the returned value
+        // cannot outlive; `short_src` is copied out of `ar`.
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, level, &mut ar) == 0 || ffi::lua_getinfo(self.l, c"Sln".as_ptr(), &mut ar) == 0
+            {
+                return None;
+            }
+            let what = if ar.what.is_null() { 0 } else { *ar.what as u8 };
+            let name = (!ar.name.is_null()).then(|| CStr::from_ptr(ar.name).to_bytes()).filter(|n| !n.is_empty());
+            let mut source = [0u8; SHORT_SRC];
+            let src = CStr::from_ptr(ar.short_src.as_ptr()).to_bytes();
+            let n = src.len().min(SHORT_SRC);
+            source[..n].copy_from_slice(&src[..n]);
+            Some(FrameFunction {
+                lua: what == b'L' || what == b'm',
+                first: ar.linedefined,
+                last: ar.lastlinedefined,
+                line: ar.currentline,
+                name,
+                source,
+                source_len: n,
+            })
+        }
+    }
+
     /// Moves the function running at level 0 onto `anchor`'s stack, where
     /// it stays alive; returns its slot. Called once per new call site, so
     /// the rare stack growth it may cause stays off the common path.
@@ -140,6 +174,40 @@ impl VmStack {
         }
         anchor.len += 1;
         Some(anchor.len)
+    }
+}
+
+/// Room for a chunk's short name (`LUA_IDSIZE`).
+const SHORT_SRC: usize = 60;
+
+/// What `lua_getinfo` tells of the function at one stack level, valid
+/// while the callback that asked runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameFunction<'a> {
+    /// A Lua function or main chunk (not C code or a builtin).
+    pub lua: bool,
+    /// First and last line of its definition (0 for a main chunk).
+    pub first: i32,
+    pub last: i32,
+    /// The line it is running.
+    pub line: i32,
+    /// The name its caller used for it, when the VM can tell.
+    pub name: Option<&'a [u8]>,
+    source: [u8; SHORT_SRC],
+    source_len: usize,
+}
+
+impl<'a> FrameFunction<'a> {
+    pub fn new(first: i32, last: i32, line: i32, name: Option<&'a [u8]>, source: &[u8]) -> Self {
+        let mut buf = [0u8; SHORT_SRC];
+        let n = source.len().min(SHORT_SRC);
+        buf[..n].copy_from_slice(&source[..n]);
+        FrameFunction { lua: true, first, last, line, name, source: buf, source_len: n }
+    }
+
+    /// The chunk's short name as the VM prints it in messages.
+    pub fn source(&self) -> &[u8] {
+        &self.source[..self.source_len]
     }
 }
 

@@ -27,6 +27,10 @@ pub struct HotSite {
     pub func_self: u64,
     /// Samples with the location's function anywhere on the stack.
     pub func_total: u64,
+    /// Whether the location's function is known; when it is not (its
+    /// source unreadable or changed, and not sampled), the function
+    /// shares are the line's.
+    pub func_known: bool,
 }
 
 /// Ranks abort sites by the sampled time at their location. The location
@@ -85,7 +89,13 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
             }
         }
     }
-    let rank = |h: &HotSite| if site_funcs[h.site].is_some() { h.func_total } else { h.line_total };
+    for h in &mut out {
+        h.func_known = site_funcs[h.site].is_some();
+        if !h.func_known {
+            (h.func_self, h.func_total) = (h.line_self, h.line_total);
+        }
+    }
+    let rank = |h: &HotSite| h.func_total;
     out.sort_by(|a, b| {
         rank(b)
             .cmp(&rank(a))
@@ -110,6 +120,12 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
     if !raw && total > 0 {
         let _ = writeln!(out, "# {}", error_note(total));
     }
+    for note in &funcs.notes {
+        let _ = writeln!(out, "# note: {}", note);
+    }
+    if ranked.iter().any(|h| !h.func_known) {
+        let _ = writeln!(out, "# *: the location's function is not known; its line's shares are shown instead");
+    }
     let _ = writeln!(
         out,
         "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  location: reason [zone]",
@@ -121,8 +137,8 @@ pub fn render_hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortS
         let _ = writeln!(
             out,
             "{:>8} {:>8} {:>8} {:>8} {:>6}  {:<9}  {}: {}{}",
-            fmt_share(h.func_self, total, raw),
-            fmt_share(h.func_total, total, raw),
+            fmt_share(h.func_self, total, raw) + if h.func_known { "" } else { "*" },
+            fmt_share(h.func_total, total, raw) + if h.func_known { "" } else { "*" },
             fmt_share(h.line_self, total, raw),
             fmt_share(h.line_total, total, raw),
             s.count,

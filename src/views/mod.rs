@@ -426,10 +426,27 @@ fn fmt_value(v: u64, of: u64, raw: bool) -> String {
     }
 }
 
+/// The annotated source with a note, after its header line, for each file
+/// known not to be the source that ran.
+fn with_changed_files(text: String, funcs: &FunctionMap) -> String {
+    if funcs.changed_files.is_empty() {
+        return text;
+    }
+    let cut = text.find('\n').map_or(text.len(), |i| i + 1);
+    let mut out = text[..cut].to_string();
+    for file in &funcs.changed_files {
+        let _ =
+            writeln!(out, "# note: {} has changed since it was profiled: its lines may not be the ones sampled", file);
+    }
+    out.push_str(&text[cut..]);
+    out
+}
+
 /// Renders a view (or, with `annotate`, the annotated source).
 pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> String {
     if let Some(a) = opts.annotate {
-        return annotate(profile, opts, a, &mut |p| std::fs::read_to_string(p));
+        let text = annotate(profile, opts, a, &mut |p| std::fs::read_to_string(p));
+        return with_changed_files(text, funcs);
     }
     let t = aggregate(profile, funcs, opts);
     let mut out = String::new();
@@ -459,6 +476,12 @@ pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> S
                 "# ± is each share's 95% sampling error (at most ±{:.1} points here)",
                 worst_share_error(t.samples)
             );
+        }
+    }
+    let by_function = |g: Option<Group>| matches!(g, Some(Group::Function | Group::Caller | Group::Callee));
+    if by_function(Some(opts.by)) || by_function(opts.then) {
+        for note in &funcs.notes {
+            let _ = writeln!(out, "# note: {}", note);
         }
     }
     let width = if opts.raw { 8 } else { 12 };

@@ -1,4 +1,5 @@
---- C functions of loaded modules, by the Lua path that reaches them.
+--- C functions of loaded modules, by the Lua path that reaches them (and
+-- the Lua functions, to name recorded functions the same way).
 --
 -- A sample inside a C function (not a builtin) shows in LuaJIT's stack dump
 -- as the address of the function. `love.graphics.present` or `lfs.attributes`
@@ -30,11 +31,15 @@ local function is_c_function(f)
   return ok and info ~= nil and info.what == "C"
 end
 
---- Lists the C functions reachable from `package.loaded` and `_G`.
--- @treturn table an array of `{ path, fn }`, shortest paths first, then by
---   path; a function reachable by several paths is listed once, under the
---   first of them
-function M.collect()
+local function is_lua_function(f)
+  if type(f) ~= "function" then return false end
+  local ok, info = pcall(debug.getinfo, f, "S")
+  return ok and info ~= nil and info.what == "Lua"
+end
+
+-- The walk: every function reachable from `package.loaded` and `_G` for
+-- which `accept(fn)` is true, as `{ path, fn }` (see `collect`).
+local function walk(accept)
   local found, seen_fn, seen_table = {}, {}, {}
   local budget = M.MAX_ENTRIES
   -- Breadth first, so that a function is named by its shortest path.
@@ -64,7 +69,7 @@ function M.collect()
       for _, k in ipairs(keys) do
         local v = rawget(item.t, k)
         local path = item.path and (item.path .. "." .. k) or k
-        if is_c_function(v) then
+        if accept(v) then
           if not seen_fn[v] then
             seen_fn[v] = true
             found[#found + 1] = { path, v, depth = item.depth }
@@ -84,6 +89,27 @@ function M.collect()
   end)
   local list = {}
   for i, entry in ipairs(found) do list[i] = { entry[1], entry[2] } end
+  return list
+end
+
+--- Lists the C functions reachable from `package.loaded` and `_G`.
+-- @treturn table an array of `{ path, fn }`, shortest paths first, then by
+--   path; a function reachable by several paths is listed once, under the
+--   first of them
+function M.collect()
+  return walk(is_c_function)
+end
+
+--- Lists the Lua functions reachable the same way, each with where it is
+-- defined, to name the functions a session recorded (`love.update` rather
+-- than the `update` its caller used).
+-- @treturn table an array of `{ path, short_src, linedefined, lastlinedefined }`
+function M.collect_lua()
+  local list = {}
+  for _, entry in ipairs(walk(is_lua_function)) do
+    local info = debug.getinfo(entry[2], "S")
+    list[#list + 1] = { entry[1], info.short_src, info.linedefined, info.lastlinedefined }
+  end
   return list
 end
 

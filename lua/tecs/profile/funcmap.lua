@@ -7,7 +7,16 @@
 -- of the line where the function starts (`function a.b:c(`,
 -- `local function f(`, `f = function(`); the range, not the name, is the
 -- identity, so two functions with one name stay apart. Files that cannot be
--- read or compiled are left out, and their frames stay at line granularity.
+-- read or compiled are listed with the reason (`{ missing = why }`), and
+-- their frames stay at line granularity unless the session recorded their
+-- functions.
+--
+-- The sources are read when the views are made, so they may no longer be
+-- what ran. The native side checks this map against the functions a session
+-- recorded from the VM while sampling (and, for collapsed text, against the
+-- frames, using each file's line count `lines` and its lines with bytecode
+-- `code`): a source name is used only
+-- for a function whose span the source still has.
 -- @module tecs.profile.funcmap
 
 local M = {}
@@ -19,7 +28,7 @@ local function read_lines(path)
   if not f then return nil end
   local text = f:read("*a")
   f:close()
-  if text:byte(1) == 27 then return nil end -- bytecode: no source text
+  if not text or text:byte(1) == 27 then return nil end -- bytecode: no source text
   local lines = {}
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
   return lines
@@ -47,28 +56,51 @@ function M.name_from_source(line)
   return nil
 end
 
-local function walk(fn, out)
+-- Collects the info of `fn` and of every prototype nested in it, and marks
+-- in `code` the lines that have bytecode.
+local function walk(fn, out, code)
   local info = util.funcinfo(fn)
   out[#out + 1] = info
+  for pc = 1, (info.bytecodes or 0) - 1 do
+    local line = util.funcinfo(fn, pc).currentline
+    if line then code[line] = true end
+  end
   local i = -1
   while true do
     local k = util.funck(fn, i)
     if k == nil then break end
-    if type(k) == "proto" then walk(k, out) end
+    if type(k) == "proto" then walk(k, out, code) end
     i = i - 1
   end
 end
 
+-- The keys of a set of line numbers, sorted.
+local function sorted_lines(set)
+  local list = {}
+  for line in pairs(set) do list[#list + 1] = line end
+  table.sort(list)
+  return list
+end
+
 --- Function ranges of one file, in the form the native views take:
--- `{ main = label, { first, last, label }, ... }`, or nil and a reason.
+-- `{ main = label, lines = count, code = {line, ...}, { first, last, label },
+-- ... }` (`code`: the lines that have bytecode), or nil and a reason.
 function M.for_file(file)
   if not ok_util then return nil, "jit.util is not available" end
+  local readable = io.open(file, "rb")
+  if not readable then
+    return nil, file:sub(1, 1) == "/" and "cannot read the file"
+      or "cannot read the file (relative paths are read from the current directory)"
+  end
+  readable:close()
   local chunk = loadfile(file)
-  if not chunk then return nil, "cannot compile " .. file end
+  if not chunk then return nil, "cannot compile the file (changed since it was profiled?)" end
   local lines = read_lines(file)
-  local protos = {}
-  walk(chunk, protos)
-  local entry = { main = "(main chunk) " .. file }
+  local protos, code = {}, {}
+  walk(chunk, protos, code)
+  local entry = { main = "(main chunk) " .. file, lines = lines and #lines or nil, code = sorted_lines(code) }
+  -- A file ending with a newline has no line after it.
+  if lines and lines[#lines] == "" then entry.lines = #lines - 1 end
   for _, info in ipairs(protos) do
     if info.linedefined and info.linedefined > 0 then
       local name = M.name_from_source(lines and lines[info.linedefined])
@@ -79,14 +111,15 @@ function M.for_file(file)
   return entry
 end
 
---- Function map for a list of files; unreadable files are skipped.
+--- Function map for a list of files; a file that cannot be read or
+-- compiled gets `{ missing = reason }`, which the views report.
 -- @tparam {string,...} files
 -- @treturn table map for the native views
 function M.build(files)
   local map = {}
   for _, file in ipairs(files) do
-    local entry = M.for_file(file)
-    if entry then map[file] = entry end
+    local entry, why = M.for_file(file)
+    map[file] = entry or { missing = why }
   end
   return map
 end

@@ -104,10 +104,15 @@ end
 -- keeps the text.
 -- C functions of the modules loaded by now get their Lua paths
 -- (`love.graphics.present`), once, when the session stops: snapshots of a
--- running session leave them to dladdr. A failed walk changes nothing.
+-- running session leave them to dladdr. Lua functions recorded while
+-- sampling get theirs too. A failed walk changes nothing.
 local function name_c_functions(self)
   local ok, list = pcall(cfuncs.collect)
   if ok then pcall(self._native.nameCFunctions, self._native, list) end
+  -- Lua functions the same way: recorded functions found there take the
+  -- path as their name.
+  ok, list = pcall(cfuncs.collect_lua)
+  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
 end
 
 function lifecycle.finish(self)
