@@ -30,6 +30,7 @@ use std::collections::{HashMap, HashSet};
 mod lifecycle;
 mod options;
 pub mod report_options;
+mod timeline;
 pub mod views;
 
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
@@ -131,6 +132,8 @@ pub struct NativeSession {
     start_warning: Option<String>,
     /// The stack table's counts when `delta` last handed out samples.
     delta_mark: CountsMark,
+    /// Where frames begin (`profile.frame()`), on the time line's clock.
+    frame_marks: crate::record::timeline::FrameMarks,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -178,6 +181,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
     if o.skip_starting_thread {
         recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
     }
+    recorder.timeline = crate::record::timeline::Timeline::new(o.timeline_samples);
     let sampler = SamplerBox::new(recorder);
     // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
     let mut signals = UnblockedSignals::default();
@@ -211,6 +215,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
         delta_mark: CountsMark::default(),
+        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"
@@ -243,6 +248,7 @@ impl NativeSession {
             lifecycle::release_anchors(lua, &self.sampler);
         }
         self.timing.finish();
+        self.frame_marks.finish(sys::monotonic_ns());
     }
 
     fn running(&self) -> bool {
@@ -373,6 +379,7 @@ impl NativeSession {
         t.set("stacks", stacks)?;
         t.set("overflowSamples", overflow)?;
         t.set("memoryBytes", mem)?;
+        self.timeline_stats(&t)?;
         t.set("durationSec", wall)?;
         if let Some(c) = cpu {
             t.set("cpuSec", c)?;
@@ -449,6 +456,7 @@ impl UserData for NativeSession {
             this.resolve_call_sites(lua);
             Ok(crate::lua_api::views::ProfileData(this.profile()))
         });
+        timeline::add_methods(methods);
     }
 }
 

@@ -19,7 +19,7 @@ fn err(msg: impl Into<String>) -> mlua::Error {
 }
 
 /// `{ [file] = { main = label, { first, last, label }, ... } }`
-fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
+pub(super) fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
     let mut m = FunctionMap::default();
     let Some(t) = t else { return Ok(m) };
     for pair in t.pairs::<String, Table>() {
@@ -122,6 +122,10 @@ impl UserData for ProfileData {
             let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
             p.filter_zone(&parts);
             Ok(ProfileData(p))
+        });
+        // Self samples by function, largest first (see `timeline`).
+        methods.add_method("selfByFunction", |lua, this, funcs: Option<Table>| {
+            super::timeline::self_by_function_table(lua, &this.0, funcs)
         });
     }
 }

@@ -8,6 +8,7 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::record::stack_table::{state_index, Key, StackTable};
+use crate::record::timeline::{TimedSample, Timeline};
 use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
 use std::collections::HashMap;
 
@@ -98,6 +99,9 @@ pub struct Sampler {
     /// The Lua thread whose samples are not recorded (`skipStartingThread`:
     /// the command line's launcher runs there, the program on a coroutine).
     pub skipped_thread: Option<usize>,
+    /// When each recorded sample was taken (`timelineSamples`; empty
+    /// unless the session sets a capacity).
+    pub timeline: Timeline,
 }
 
 impl Sampler {
@@ -125,6 +129,7 @@ impl Sampler {
             scratch: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
             skipped_thread: None,
+            timeline: Timeline::new(0),
         }
     }
 
@@ -196,7 +201,11 @@ impl SampleSink for Sampler {
         {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
-        self.table.add(key, state_index(vmstate), samples);
+        let state = state_index(vmstate);
+        let entry = self.table.add(key, state, samples);
+        if self.timeline.enabled() {
+            self.timeline.push(TimedSample::new(crate::sys::monotonic_ns(), entry, state, samples));
+        }
         #[cfg(feature = "bench-timing")]
         {
             self.stats.callback_ns += callback_started.elapsed().as_nanos() as u64;
