@@ -87,6 +87,35 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(tonumber(samples) > 0, out)
   end)
 
+  it("marks a frame at each love.timer.step of the standard love.run, and finds the slow one", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_frames", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    assert.matches("wrapped=true\n", out)
+    -- The standard love.run steps the timer once after love.load, then once
+    -- per frame before love.update: one frame more than updates.
+    local frames, updates, hitch_frame = out:match("frames=(%d+) updates=(%d+) hitch_frame=(%d+)\n")
+    assert.equal("40", updates, out)
+    assert.equal("41", frames, out)
+    local index, samples, top, share = out:match("hitch index=(%d+) samples=(%d+) top=([^\n]-) share=([%d.]+)\n")
+    assert.equal(hitch_frame, index, out)
+    -- 0.2 s of CPU time at 1 ms: about 200 samples (fewer with a tick-rate clock).
+    assert.is_true(tonumber(samples) >= 20, out)
+    -- Named by function when the source is readable from the working
+    -- directory (LÖVE's is not: its files are the game's); else the span
+    -- of the compiled function, which is hitch_work's lines.
+    local first, last, n = nil, nil, 0
+    for line in io.lines(root .. "/platform_spec/fixtures/love_frames/main.lua") do
+      n = n + 1
+      if line:match("^local function hitch_work") then first = n end
+      if first and not last and line:match("^end") then last = n end
+    end
+    assert.is_true(top == ("hitch_work (main.lua:%d)"):format(first) or top == ("main.lua:%d-%d"):format(first, last),
+      top)
+    assert.is_true(tonumber(share) >= 0.8, out)
+    assert.matches("restored=true\n", out)
+  end)
+
   it("refuses a love.thread worker while the main thread samples, then lets it sample", function()
     local rc, out = love(root .. "/platform_spec/fixtures/love_thread", "", {
       LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })

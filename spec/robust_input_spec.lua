@@ -199,7 +199,8 @@ describe("bad input", function()
       local h, settings = native.start({ zone = "a/b//", stackDepth = 8 })
       h:stop()
       assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "function",
-        maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto" }, settings)
+        maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto",
+        timelineSamples = 262144 }, settings)
       good_session_starts()
     end)
 

@@ -52,6 +52,11 @@ function profile.pprof(source, opts)
   return require("tecs.profile.report").pprof(source, opts)
 end
 
+--- Mark the start of a frame for `SampleSession:frames()` and
+-- `:hitches(n)`; does nothing when no sampling session runs.
+-- @function frame
+profile.frame = require("tecs.profile.timeline").mark
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

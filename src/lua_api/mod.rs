@@ -31,6 +31,7 @@ mod frame_names;
 mod lifecycle;
 mod options;
 pub mod report_options;
+mod timeline;
 pub mod views;
 
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
@@ -135,6 +136,8 @@ pub struct NativeSession {
     start_warning: Option<String>,
     /// The stack table's counts when `delta` last handed out samples.
     delta_mark: CountsMark,
+    /// Where frames begin (`profile.frame()`), on the time line's clock.
+    frame_marks: crate::record::timeline::FrameMarks,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -182,6 +185,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
     if o.skip_starting_thread {
         recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
     }
+    recorder.timeline = crate::record::timeline::Timeline::new(o.timeline_samples);
     let sampler = SamplerBox::new(recorder);
     // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
     let mut signals = UnblockedSignals::default();
@@ -216,6 +220,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
         delta_mark: CountsMark::default(),
+        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"
@@ -248,6 +253,7 @@ impl NativeSession {
             lifecycle::release_anchors(lua, &self.sampler);
         }
         self.timing.finish();
+        self.frame_marks.finish(sys::monotonic_ns());
     }
 
     fn running(&self) -> bool {
@@ -379,6 +385,7 @@ impl NativeSession {
         t.set("stacks", stacks)?;
         t.set("overflowSamples", overflow)?;
         t.set("memoryBytes", mem)?;
+        self.timeline_stats(&t)?;
         t.set("durationSec", wall)?;
         if let Some(c) = cpu {
             t.set("cpuSec", c)?;
@@ -451,13 +458,15 @@ impl UserData for NativeSession {
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         methods.add_method_mut("delta", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            Ok(crate::lua_api::views::ProfileData(this.delta_profile()))
+            let ids = this.frame_identities();
+            Ok(crate::lua_api::views::ProfileData(this.delta_profile(), std::sync::Arc::new(ids)))
         });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);
             let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
+        timeline::add_methods(methods);
     }
 }
 

@@ -13,6 +13,10 @@ use crate::record::tick_source::ClockKind;
 /// Unique stacks a session keeps by default (`maxStacks`).
 pub const DEFAULT_MAX_STACKS: usize = 100_000;
 
+/// Timestamped samples a session keeps by default (`timelineSamples`):
+/// 16 bytes each, 4 MiB in all; about 4 minutes at the default interval.
+pub const DEFAULT_TIMELINE_SAMPLES: usize = 262_144;
+
 /// The file formats `stop` and `write` write (the `format` option).
 pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope", "pprof"];
 
@@ -95,6 +99,11 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
     opt("resolveC", Check::Boolean, DefaultValue::Boolean(true)),
     opt("skipStartingThread", Check::Boolean, DefaultValue::Boolean(false)),
     opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto")),
+    opt(
+        "timelineSamples",
+        Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
+        DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
+    ),
 ];
 
 /// Lua's type name of a value.
@@ -311,6 +320,7 @@ pub(super) struct StartOptions {
     pub(super) resolve_c: bool,
     pub(super) precision: Precision,
     pub(super) skip_starting_thread: bool,
+    pub(super) timeline_samples: usize,
     pub(super) env: StartEnv,
 }
 
@@ -400,6 +410,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
         skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
+        timeline_samples: number("timelineSamples") as usize,
         env,
     })
 }

@@ -57,7 +57,7 @@ fn err(msg: impl Into<String>) -> mlua::Error {
 
 /// `{ [file] = { main = label, lines = n, { first, last, label }, ... } }`;
 /// a file that could not be read is `{ missing = reason }`.
-fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
+pub(super) fn read_funcmap(t: Option<Table>) -> mlua::Result<FunctionMap> {
     let mut m = FunctionMap::default();
     let Some(t) = t else { return Ok(m) };
     for pair in t.pairs::<String, Table>() {
@@ -164,6 +164,11 @@ impl UserData for ProfileData {
             let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
             p.filter_zone(&parts);
             Ok(ProfileData(p, this.1.clone()))
+        });
+        // Self samples by function, largest first (see `timeline`).
+        methods.add_method("selfByFunction", |lua, this, funcs: Option<Table>| {
+            let m = this.function_map(funcs)?;
+            super::timeline::self_by_function_table(lua, &this.0, &m)
         });
     }
 }

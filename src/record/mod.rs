@@ -1,8 +1,9 @@
 //! What runs while a session records: the tick source that decides when a
 //! sample is taken, the callback LuaJIT calls with each sample, and the
-//! stack table it counts into.
+//! stack table it counts into, and the time line of its samples.
 
 pub mod identity;
 pub mod sampler;
 pub mod stack_table;
 pub mod tick_source;
+pub mod timeline;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
+use crate::record::timeline::{TimedSample, Timeline};
 use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
 use std::collections::HashMap;
 
@@ -102,6 +103,9 @@ pub struct Sampler {
     /// The Lua thread whose samples are not recorded (`skipStartingThread`:
     /// the command line's launcher runs there, the program on a coroutine).
     pub skipped_thread: Option<usize>,
+    /// When each recorded sample was taken (`timelineSamples`; empty
+    /// unless the session sets a capacity).
+    pub timeline: Timeline,
 }
 
 impl Sampler {
@@ -130,6 +134,7 @@ impl Sampler {
             scratch: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
             skipped_thread: None,
+            timeline: Timeline::new(0),
         }
     }
 
@@ -202,9 +207,13 @@ impl SampleSink for Sampler {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
         let stacks = self.table.len();
-        self.table.add(key, state_index(vmstate), samples);
+        let state = state_index(vmstate);
+        let entry = self.table.add(key, state, samples);
         if self.table.len() > stacks {
             record_identities(&mut self.identities, vm, &self.scratch[stack_start..]);
+        }
+        if self.timeline.enabled() {
+            self.timeline.push(TimedSample::new(crate::sys::monotonic_ns(), entry, state, samples));
         }
         #[cfg(feature = "bench-timing")]
         {

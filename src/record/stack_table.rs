@@ -150,25 +150,26 @@ impl StackTable {
         Some((chunk as u32, start))
     }
 
-    /// Adds `samples` to the count of `state` for `key`.
+    /// Adds `samples` to the count of `state` for `key`; returns the key's
+    /// entry index, or None when the samples went to the overflow.
     #[inline]
-    pub fn add(&mut self, key: &[u8], state: usize, samples: u32) {
+    pub fn add(&mut self, key: &[u8], state: usize, samples: u32) -> Option<u32> {
         let hash = self.hasher.hash_one(key);
         let (arena, entries) = (&self.arena, &self.entries);
         if let Some(&i) = self.index.find(hash, |&i| Self::key_of(arena, Self::entry(entries, i)) == key) {
             let e = &mut self.entries[(i >> ENTRY_CHUNK_BITS) as usize][i as usize & (ENTRY_CHUNK - 1)];
             let c = &mut e.counts[state];
             *c = c.saturating_add(samples);
-            return;
+            return Some(i);
         }
         if self.len >= self.max_entries || self.len >= u32::MAX as usize || self.key_bytes + key.len() > self.max_bytes
         {
             self.overflow[state] += samples as u64;
-            return;
+            return None;
         }
         let Some((chunk, start)) = self.store(key) else {
             self.overflow[state] += samples as u64;
-            return;
+            return None;
         };
         let mut counts = [0u32; 5];
         counts[state] = samples;
@@ -186,6 +187,7 @@ impl StackTable {
         self.key_bytes += key.len();
         let (arena, entries, hasher) = (&self.arena, &self.entries, &self.hasher);
         self.index.insert_unique(hash, idx, |&i| hasher.hash_one(Self::key_of(arena, Self::entry(entries, i))));
+        Some(idx)
     }
 
     pub fn len(&self) -> usize {
@@ -238,7 +240,9 @@ impl StackTable {
                         moved.extend_from_slice(new_leaf);
                         out.add(&moved, state, n);
                     }
-                    _ => out.add(key, state, n),
+                    _ => {
+                        out.add(key, state, n);
+                    }
                 }
             }
         }

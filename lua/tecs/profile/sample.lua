@@ -12,6 +12,7 @@ local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
 local output = require("tecs.profile.output")
 local session_base = require("tecs.profile.session")
+local timeline = require("tecs.profile.timeline")
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
@@ -29,6 +30,7 @@ local lifecycle = {
 }
 local SampleSession = session_base.class(lifecycle)
 M.SampleSession = SampleSession
+timeline.install(SampleSession)
 
 local active -- the running session of this Lua state, if any
 
@@ -53,7 +55,9 @@ end
 --   only those on other coroutines; default false),
 --   `format` of files written by stop/write ("auto" default: by extension,
 --   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
---   else collapsed; or "collapsed", "svg", "speedscope", "pprof")
+--   else collapsed; or "collapsed", "svg", "speedscope", "pprof"),
+--   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
+--   the oldest dropped past it; 16 bytes each; default 262144, 0 for none)
 -- @treturn SampleSession
 function M.start(opts)
   if not native_ok then
@@ -86,11 +90,13 @@ function M.start(opts)
     clock = settings.clock,
     precision = settings.precision,
     format = settings.format,
+    timelineSamples = settings.timelineSamples,
     _started_at = os.time(),
     _delta_wall = os.time(),
     _delta_at = clock.now(),
   }, SampleSession)
   active = session
+  timeline.attach(handle)
   return session
 end
 
@@ -116,6 +122,7 @@ local function name_c_functions(self)
 end
 
 function lifecycle.finish(self)
+  timeline.detach(self._native)
   self._native:stop()
   name_c_functions(self)
   local warning = self._native:stats().warning
@@ -211,7 +218,10 @@ end
 --- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
 -- `filteredSamples`, `overflowSamples`, `stacks`, `durationSec`, `cpuSec`,
 -- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
--- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`, and
+-- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`,
+-- `timelineSamples` and `timelineDroppedSamples` (held by the time line,
+-- and overwritten once it was full), `timelineBytes`, `frames` and
+-- `droppedFrames` (frame marks kept and dropped), and
 -- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
 -- profiler over.
 -- @treturn table

@@ -1,0 +1,126 @@
+--- The time axis of a sampling session: frame marks and the slowest frames.
+--
+--    profile.frame()            -- once per frame, at its start
+--    s:frames()                 -- { { index, startMs, ms, samples, gcSamples }, ... }
+--    s:hitches(3)               -- the 3 slowest frames, with what ran in them
+--
+-- The session keeps when each sample was taken (native, in a bounded ring:
+-- the `timelineSamples` option); a frame runs from its mark to the next one,
+-- the last to the end of the session. Inside LÖVE, a session marks frames by
+-- itself: it wraps `love.timer.step`, which the standard `love.run` calls
+-- once per frame, for as long as it runs.
+-- @module tecs.profile.timeline
+
+local check = require("tecs.profile.check")
+local funcmap = require("tecs.profile.funcmap")
+
+local M = {}
+
+-- The native handle of the running session, while one runs: the only
+-- state `mark` reads, so that a mark without a session costs one test.
+local marking
+-- How the handle marks a frame (its `frame` method, looked up once).
+local mark_frame
+
+--- Mark the start of a frame (and the end of the previous one). Does
+-- nothing when no sampling session runs.
+function M.mark()
+  if marking then mark_frame(marking) end
+end
+
+-- `love.timer.step` as found and as wrapped, while the wrapper is in its
+-- chain: { timer = love.timer, original = fn, wrapper = fn }.
+local love_hook
+
+local function hook_love()
+  local timer = type(love) == "table" and type(love.timer) == "table" and love.timer
+  if not timer or type(timer.step) ~= "function" then return end
+  -- A wrapper another library wrapped in turn is still in the chain of
+  -- this `love.timer`, and marks again as soon as a session runs: a second
+  -- one would mark twice.
+  if love_hook and love_hook.timer == timer then return end
+  local original = timer.step
+  local function step(...)
+    if marking then mark_frame(marking) end
+    return original(...)
+  end
+  timer.step = step
+  love_hook = { timer = timer, original = original, wrapper = step }
+end
+
+local function unhook_love()
+  if love_hook and love_hook.timer.step == love_hook.wrapper then
+    love_hook.timer.step = love_hook.original
+    love_hook = nil
+  end
+  -- Otherwise something wrapped the wrapper since: putting the original
+  -- back would drop that library's wrapper, so ours stays in the chain and
+  -- passes calls through while no session runs.
+end
+
+--- Start marking frames for a session's native handle (at its start).
+function M.attach(handle)
+  marking, mark_frame = handle, handle.frame
+  hook_love()
+end
+
+--- Stop marking frames (at the session's stop).
+function M.detach(handle)
+  if marking ~= handle then return end
+  marking, mark_frame = nil, nil
+  unhook_love()
+end
+
+--- Add `frames` and `hitches` to the class of sampling sessions.
+function M.install(SampleSession)
+  --- One record per frame marked (see `profile.frame`), in order:
+  -- `index` (from 1; frames past the oldest kept mark are dropped, the
+  -- others keep their index), `startMs` (from the session's start), `ms`
+  -- (its duration: to the next mark, or to the end of the session),
+  -- `samples` and `gcSamples` (taken in it, of those the time line holds).
+  -- @treturn table
+  function SampleSession:frames()
+    check.self(self, SampleSession, "SampleSession", "frames", 2)
+    return self._native:frames()
+  end
+
+  --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,
+  -- `samples`, `gcSamples` as in `frames`, and `top`, a list of
+  -- `{ name = function, share = fraction of the frame's samples }` ranked
+  -- by self samples, functions named as the by-function report names them.
+  -- @tparam integer n how many frames (fewer when fewer were marked)
+  -- @treturn table
+  function SampleSession:hitches(n)
+    check.self(self, SampleSession, "SampleSession", "hitches", 2)
+    if type(n) ~= "number" or n < 1 or n ~= math.floor(n) or n == math.huge then
+      check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
+        check.describe(n))
+    end
+    local frames = self._native:frames()
+    table.sort(frames, function(a, b)
+      if a.ms ~= b.ms then return a.ms > b.ms end
+      return a.index < b.index
+    end)
+    local maps = {} -- file -> function ranges, built once per file
+    local out = {}
+    for i = 1, math.min(n, #frames) do
+      local f = frames[i]
+      local prof = self._native:frameProfile(f.index)
+      local map = {}
+      for _, file in ipairs(prof:files()) do
+        if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end
+        map[file] = maps[file] or nil
+      end
+      local total = prof:samples()
+      local top = {}
+      for j, r in ipairs(prof:selfByFunction(map)) do
+        top[j] = { name = r.name, share = r.samples / total }
+      end
+      out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
+        top = top }
+    end
+    return out
+  end
+end
+
+return M

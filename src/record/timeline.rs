@@ -1,0 +1,309 @@
+//! The time axis of a session: when each sample was taken, and where the
+//! frames of the program begin.
+//!
+//! The sampler appends one [`TimedSample`] per recorded callback to a ring
+//! allocated when the session starts: the callback never allocates, and once
+//! the ring is full the oldest samples are overwritten (and counted as
+//! dropped). A sample points at its stack-table entry, so the time line
+//! costs 16 bytes per sample whatever the stack depth.
+//!
+//! Frame marks (`profile.frame()`) are kept apart, outside the callback, in
+//! a bounded list of their own ([`FrameMarks`]). Frame `i` runs from its mark
+//! to the next one; the last frame runs to the end of the session (or to
+//! now while it runs).
+
+use std::collections::VecDeque;
+
+use crate::record::stack_table::VM_STATES;
+
+/// Frame marks kept per session; older ones are dropped (their frames
+/// leave `frames()`, and the frame indices of the rest do not change).
+pub const MAX_FRAME_MARKS: usize = 100_000;
+
+/// The entry of a sample whose stack did not fit the stack table (it is
+/// counted in the table's overflow).
+pub const OVERFLOW_ENTRY: u32 = u32::MAX;
+
+/// Bits of [`TimedSample`]'s packed word that hold the sample count; the
+/// VM state's index is in the bits above.
+const COUNT_BITS: u32 = 29;
+const COUNT_MASK: u32 = (1 << COUNT_BITS) - 1;
+
+/// One recorded callback: when, which stack-table entry, VM state, count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedSample {
+    /// Monotonic clock, nanoseconds.
+    pub t_ns: u64,
+    /// Stack-table entry index, or [`OVERFLOW_ENTRY`].
+    pub entry: u32,
+    state_and_count: u32,
+}
+
+impl TimedSample {
+    pub fn new(t_ns: u64, entry: Option<u32>, state: usize, count: u32) -> Self {
+        let state = (state.min(VM_STATES.len() - 1) as u32) << COUNT_BITS;
+        TimedSample { t_ns, entry: entry.unwrap_or(OVERFLOW_ENTRY), state_and_count: state | count.min(COUNT_MASK) }
+    }
+
+    /// Index of the VM state in [`VM_STATES`].
+    pub fn state(&self) -> usize {
+        (self.state_and_count >> COUNT_BITS) as usize
+    }
+
+    /// Ticks this callback carried.
+    pub fn count(&self) -> u32 {
+        self.state_and_count & COUNT_MASK
+    }
+}
+
+/// The bounded ring of timestamped samples.
+pub struct Timeline {
+    ring: Vec<TimedSample>,
+    capacity: usize,
+    /// Once full, the slot the next sample overwrites (the oldest one).
+    head: usize,
+    /// Ticks held by the ring, and ticks whose samples were overwritten.
+    pub kept_samples: u64,
+    pub dropped_samples: u64,
+}
+
+impl Timeline {
+    /// A ring of `capacity` samples, allocated now; 0 records nothing.
+    pub fn new(capacity: usize) -> Self {
+        Timeline { ring: Vec::with_capacity(capacity), capacity, head: 0, kept_samples: 0, dropped_samples: 0 }
+    }
+
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.capacity > 0
+    }
+
+    /// Appends a sample, overwriting the oldest when full. Never allocates:
+    /// the ring's capacity was reserved by `new`.
+    #[inline]
+    pub fn push(&mut self, sample: TimedSample) {
+        if self.ring.len() < self.capacity {
+            self.ring.push(sample);
+        } else if self.capacity > 0 {
+            let old = std::mem::replace(&mut self.ring[self.head], sample);
+            self.kept_samples -= old.count() as u64;
+            self.dropped_samples += old.count() as u64;
+            self.head = (self.head + 1) % self.capacity;
+        } else {
+            return;
+        }
+        self.kept_samples += sample.count() as u64;
+    }
+
+    /// Samples held.
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.is_empty()
+    }
+
+    /// The samples held, oldest first, as two slices (the ring's halves).
+    pub fn halves(&self) -> (&[TimedSample], &[TimedSample]) {
+        let (newer, older) = self.ring.split_at(self.head);
+        (older, newer)
+    }
+
+    /// The samples held, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &TimedSample> {
+        let (older, newer) = self.halves();
+        older.iter().chain(newer.iter())
+    }
+
+    /// The samples taken in `[from_ns, to_ns)`, oldest first. Times never
+    /// decrease along the ring, so each half is searched, not scanned.
+    pub fn window(&self, from_ns: u64, to_ns: u64) -> impl Iterator<Item = &TimedSample> {
+        let cut = |s: &'_ [TimedSample]| {
+            let a = s.partition_point(|x| x.t_ns < from_ns);
+            let b = s.partition_point(|x| x.t_ns < to_ns).max(a);
+            (a, b)
+        };
+        let (older, newer) = self.halves();
+        let ((a, b), (c, d)) = (cut(older), cut(newer));
+        older[a..b].iter().chain(newer[c..d].iter())
+    }
+
+    /// Bytes reserved for the ring.
+    pub fn memory_bytes(&self) -> usize {
+        self.ring.capacity() * std::mem::size_of::<TimedSample>()
+    }
+}
+
+/// One frame: its index (from 1, in marking order), its time span and the
+/// samples taken in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameSpan {
+    pub index: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Ticks of the samples the time line holds in the frame.
+    pub samples: u64,
+    /// Of those, ticks taken while the garbage collector ran.
+    pub gc_samples: u64,
+}
+
+/// The frame marks of a session, and its start and end on the same clock.
+pub struct FrameMarks {
+    marks: VecDeque<u64>,
+    /// Marks dropped to stay within [`MAX_FRAME_MARKS`].
+    pub dropped: u64,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+}
+
+impl FrameMarks {
+    pub fn new(start_ns: u64) -> Self {
+        FrameMarks { marks: VecDeque::new(), dropped: 0, start_ns, end_ns: None }
+    }
+
+    /// Marks the start of a frame (the end of the previous one) at `t_ns`.
+    pub fn mark(&mut self, t_ns: u64) {
+        if self.end_ns.is_some() {
+            return;
+        }
+        if self.marks.len() >= MAX_FRAME_MARKS {
+            self.marks.pop_front();
+            self.dropped += 1;
+        }
+        self.marks.push_back(t_ns);
+    }
+
+    /// Ends the last frame at `t_ns` (the session stopped).
+    pub fn finish(&mut self, t_ns: u64) {
+        self.end_ns.get_or_insert(t_ns);
+    }
+
+    /// Marks kept.
+    pub fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.marks.is_empty()
+    }
+
+    /// The frames kept, in order, with their samples counted from
+    /// `timeline`; `now_ns` ends the last frame of a running session.
+    pub fn spans(&self, timeline: &Timeline, now_ns: u64) -> Vec<FrameSpan> {
+        let end = self.end_ns.unwrap_or(now_ns);
+        let mut out: Vec<FrameSpan> = self
+            .marks
+            .iter()
+            .enumerate()
+            .map(|(i, &start_ns)| FrameSpan {
+                index: self.dropped + i as u64 + 1,
+                start_ns,
+                end_ns: self.marks.get(i + 1).copied().unwrap_or(end).max(start_ns),
+                samples: 0,
+                gc_samples: 0,
+            })
+            .collect();
+        let (Some(first), Some(last)) = (out.first(), out.last()) else { return out };
+        // One pass: samples and frames are both in time order.
+        let mut f = 0;
+        for s in timeline.window(first.start_ns, last.end_ns.max(last.start_ns + 1)) {
+            while f + 1 < out.len() && s.t_ns >= out[f].end_ns {
+                f += 1;
+            }
+            if s.t_ns < out[f].start_ns {
+                continue;
+            }
+            out[f].samples += s.count() as u64;
+            if VM_STATES[s.state()] == b'G' {
+                out[f].gc_samples += s.count() as u64;
+            }
+        }
+        out
+    }
+
+    /// The span of the frame with this index, if it is kept.
+    pub fn span(&self, index: u64, now_ns: u64) -> Option<(u64, u64)> {
+        let i = index.checked_sub(self.dropped + 1)? as usize;
+        let start = *self.marks.get(i)?;
+        let end = self.marks.get(i + 1).copied().unwrap_or(self.end_ns.unwrap_or(now_ns));
+        Some((start, end.max(start)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(t: u64, count: u32) -> TimedSample {
+        TimedSample::new(t, Some(t as u32), 1, count)
+    }
+
+    #[test]
+    fn packs_state_and_count() {
+        let s = TimedSample::new(5, None, 3, 7);
+        assert_eq!((s.t_ns, s.entry, s.state(), s.count()), (5, OVERFLOW_ENTRY, 3, 7));
+        assert_eq!(TimedSample::new(0, Some(1), 4, u32::MAX).count(), COUNT_MASK);
+        assert_eq!(std::mem::size_of::<TimedSample>(), 16);
+    }
+
+    #[test]
+    fn a_full_ring_drops_the_oldest() {
+        let mut t = Timeline::new(3);
+        for i in 1..=5 {
+            t.push(sample(i * 10, i as u32));
+        }
+        let times: Vec<u64> = t.iter().map(|s| s.t_ns).collect();
+        assert_eq!(times, [30, 40, 50]);
+        assert_eq!(t.kept_samples, 3 + 4 + 5);
+        assert_eq!(t.dropped_samples, 1 + 2);
+        let win: Vec<u64> = t.window(35, 50).map(|s| s.t_ns).collect();
+        assert_eq!(win, [40]);
+        assert_eq!(t.window(0, 100).count(), 3);
+        assert_eq!(t.window(60, 100).count(), 0);
+        let mut off = Timeline::new(0);
+        off.push(sample(1, 1));
+        assert!(off.is_empty() && !off.enabled());
+        assert_eq!(off.kept_samples + off.dropped_samples, 0);
+    }
+
+    #[test]
+    fn frames_split_samples_at_their_marks() {
+        let mut t = Timeline::new(100);
+        for time in [5, 10, 15, 20, 25, 30, 45] {
+            t.push(sample(time, 1));
+        }
+        t.push(TimedSample::new(50, None, 3, 2)); // a GC sample
+        let mut m = FrameMarks::new(0);
+        m.mark(10);
+        m.mark(20);
+        m.mark(40);
+        let spans = m.spans(&t, 60);
+        let got: Vec<(u64, u64, u64, u64, u64)> =
+            spans.iter().map(|s| (s.index, s.start_ns, s.end_ns, s.samples, s.gc_samples)).collect();
+        // The sample at 5 is before the first mark; each mark opens a frame.
+        assert_eq!(got, [(1, 10, 20, 2, 0), (2, 20, 40, 3, 0), (3, 40, 60, 3, 2)]);
+        m.finish(48);
+        assert_eq!(m.spans(&t, 60)[2].samples, 1, "the session's end closes the last frame");
+        m.mark(55);
+        assert_eq!(m.len(), 3, "no mark after the end");
+        assert_eq!(m.span(2, 0), Some((20, 40)));
+        assert_eq!(m.span(4, 0), None);
+        assert_eq!(m.span(0, 0), None);
+    }
+
+    #[test]
+    fn frame_marks_are_bounded_and_keep_their_indices() {
+        let mut m = FrameMarks::new(0);
+        for i in 0..(MAX_FRAME_MARKS as u64 + 2) {
+            m.mark(i);
+        }
+        assert_eq!(m.len(), MAX_FRAME_MARKS);
+        assert_eq!(m.dropped, 2);
+        let spans = m.spans(&Timeline::new(0), MAX_FRAME_MARKS as u64 + 5);
+        assert_eq!(spans[0].index, 3);
+        assert_eq!(spans[0].start_ns, 2);
+        assert_eq!(m.span(3, 0), Some((2, 3)));
+        assert_eq!(m.span(2, 0), None);
+    }
+}
