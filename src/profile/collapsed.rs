@@ -28,20 +28,16 @@ pub fn write(profile: &Profile) -> String {
         .collect();
     // The rows in storage order, with what the passes below need of each
     // (read from the rows once, in text order, not once per pass at random).
-    let mut stored: Vec<Stored> = profile
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Stored {
-            start: r.start,
-            len: r.len,
-            row: i as u32,
-            zone: r.zone,
-            state: r.dominant_state(),
-            total: r.total(),
-            place: (0, 0),
-        })
-        .collect();
+    let mut stored: Vec<Stored> = super::large_vec(profile.rows.len());
+    stored.extend(profile.rows.iter().enumerate().map(|(i, r)| Stored {
+        start: r.start,
+        len: r.len,
+        row: i as u32,
+        zone: r.zone,
+        state: r.dominant_state(),
+        total: r.total(),
+        place: (0, 0),
+    }));
     stored.sort_unstable_by_key(|s| s.start);
 
     // Bytes of the first k frames of the previous stack, separators included.

@@ -40,14 +40,21 @@ struct Pending<'t> {
 
 /// A raw frame or zone name that is already its final name, as a `str`.
 fn final_name(raw: &[u8]) -> Option<&str> {
+    if is_final(raw) {
+        std::str::from_utf8(raw).ok()
+    } else {
+        None
+    }
+}
+
+/// Whether raw bytes, if valid UTF-8, are already their final name: not
+/// empty, not a builtin number or a C address, no `;` or control bytes.
+fn is_final(raw: &[u8]) -> bool {
     if raw.is_empty() || raw[0] == b'@' || raw.starts_with(b"[builtin#") {
-        return None;
+        return false;
     }
     // One branch-free pass (vectorised) over the bytes.
-    if raw.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b';')) {
-        return None;
-    }
-    std::str::from_utf8(raw).ok()
+    !raw.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b';'))
 }
 
 /// Length of the common prefix of two byte strings.
@@ -112,10 +119,19 @@ impl Profile {
                         .count();
                     ends.extend_from_slice(&prev_ends[..reuse]);
                     let mut at = if reuse == 0 { 0 } else { prev_ends[reuse - 1] + 1 };
+                    // The frames not shared are checked for UTF-8 at once
+                    // (the separator is ASCII, so each frame of valid text
+                    // is valid text); frame by frame only when that fails.
+                    let text = std::str::from_utf8(&stack[at.min(stack.len())..]).ok();
+                    let text_at = at;
                     while at <= stack.len() {
                         let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |i| at + i);
                         let raw = &stack[at..end];
-                        let name = final_name(raw).map(|name| (name, p.names.hash(name)));
+                        let name = match text {
+                            Some(text) => is_final(raw).then(|| &text[at - text_at..end - text_at]),
+                            None => final_name(raw),
+                        };
+                        let name = name.map(|name| (name, p.names.hash(name)));
                         fresh.push(Fresh { raw, name });
                         ends.push(end);
                         at = end + 1;

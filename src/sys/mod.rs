@@ -323,14 +323,14 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
 }
 
 /// Asks the kernel to back the spare capacity of `buf` with huge pages when
-/// it is first touched: a large output buffer then takes hundreds of times
-/// fewer page faults. Only a hint; nothing changes if it is refused.
-pub fn advise_huge_pages(buf: &mut Vec<u8>) {
+/// it is first touched: a large buffer then takes hundreds of times fewer
+/// page faults. Only a hint; nothing changes if it is refused.
+pub fn advise_huge_pages<T>(buf: &mut Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let start = buf.as_mut_ptr() as usize;
-        let end = start + buf.capacity();
+        let end = start + buf.capacity() * std::mem::size_of::<T>();
         let aligned = (start + HUGE - 1) & !(HUGE - 1);
         if end > aligned + HUGE {
             let len = (end - aligned) & !(HUGE - 1);
