@@ -75,8 +75,16 @@ impl Profile {
     pub fn from_table(table: &StackTable, namer: &mut FrameNamer) -> Profile {
         // Most keys bring a few frames of their own (leaf lines): room for
         // four new names each, so the name index seldom grows (it rehashes
-        // when it does).
-        let names = Names::with_capacity(table.len() * 4, table.len() * 64);
+        // when it does), of the length frames of the first keys have (the
+        // text would be copied as it grows).
+        let (mut bytes, mut frames) = (0, 0);
+        for i in 0..table.len().min(64) {
+            let stack = Key::stack(table.get(i).0);
+            bytes += stack.len();
+            frames += memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
+        }
+        let name_bytes = if frames == 0 { 64 } else { bytes / frames + 1 };
+        let names = Names::with_capacity(table.len() * 4, table.len() * 4 * name_bytes);
         let mut p = Profile::with_capacity(table.len() + 1, table.len() * 16, names);
         // Raw frames that needed naming, by their raw bytes.
         let mut named: HashMap<&[u8], u32, ahash::RandomState> = HashMap::default();
