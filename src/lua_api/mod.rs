@@ -299,8 +299,16 @@ impl NativeSession {
         })
     }
 
-    fn collapsed_text(&mut self) -> String {
-        collapsed::write(&self.profile())
+    /// The collapsed text (valid UTF-8: every name is), written from the
+    /// kept profile once the session has stopped, without copying it.
+    fn collapsed_text(&mut self) -> Vec<u8> {
+        if self.running() {
+            return collapsed::write_bytes(&self.build_profile());
+        }
+        if self.finished.is_none() {
+            self.finished = Some(self.build_profile());
+        }
+        collapsed::write_bytes(self.finished.as_ref().expect("kept just above"))
     }
 
     /// The profile of the samples so far. Once the session has stopped it
@@ -310,12 +318,16 @@ impl NativeSession {
         if let Some(p) = &self.finished {
             return p.clone();
         }
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        let p = self.with_table(|t| Profile::from_table(t, &mut namer));
+        let p = self.build_profile();
         if !self.running() {
             self.finished = Some(p.clone());
         }
         p
+    }
+
+    fn build_profile(&self) -> Profile {
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 
     /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,

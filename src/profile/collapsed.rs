@@ -6,6 +6,13 @@ use crate::profile::Profile;
 use crate::record::stack_table::VM_STATES;
 
 /// Renders a profile as collapsed text (rows in the profile's order).
+pub fn write(profile: &Profile) -> String {
+    // Every name is valid UTF-8, and so is the text made of them.
+    String::from_utf8(write_bytes(profile)).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// [`write`] as bytes, which are valid UTF-8 (what `stop()` hands to Lua:
+/// checking tens of MB of text again costs milliseconds).
 ///
 /// The rows' stacks and the names they use lie in memory in the order the
 /// rows were made, which after sorting is not the order of the text. So
@@ -14,7 +21,7 @@ use crate::record::stack_table::VM_STATES;
 /// read front to back, and each line is stored to its place. Stacks stored
 /// next to each other usually start with the same frames; those are
 /// measured and copied as one piece from the line written before.
-pub fn write(profile: &Profile) -> String {
+pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     let names = &profile.names;
     let zone_prefixes: Vec<String> = (0..profile.zone_path_count() as u32)
         .map(|z| {
@@ -125,8 +132,7 @@ pub fn write(profile: &Profile) -> String {
         prev_frames_at = frames_at;
         std::mem::swap(&mut prev_ends, &mut ends);
     }
-    // Every name is valid UTF-8, and so is the text made of them.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    out
 }
 
 /// A row as [`write`] reads it, in storage order.
