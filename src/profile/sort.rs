@@ -57,10 +57,17 @@ impl Profile {
         // frame starts with.
         let mut stacks = self.rows.iter().map(|r| self.stack(r));
         let first = stacks.next().unwrap_or(&[]);
-        let shared = stacks.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s)));
+        let shared =
+            stacks.fold(first.len(), |n, s| if s.starts_with(&first[..n]) { n } else { common_prefix(&first[..n], s) });
         let mut names_at = self.rows.iter().filter_map(|r| self.stack(r).get(shared).map(|&id| self.name(id)));
         let first = names_at.next().unwrap_or("").as_bytes();
-        let lcp = names_at.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s.as_bytes())));
+        let lcp = names_at.fold(first.len(), |n, s| {
+            if s.as_bytes().starts_with(&first[..n]) {
+                n
+            } else {
+                common_prefix(&first[..n], s.as_bytes())
+            }
+        });
 
         let mut keys: Vec<SortKey> = super::large_vec(self.rows.len());
         keys.extend(self.rows.iter().enumerate().map(|(i, r)| {
@@ -83,9 +90,26 @@ impl Profile {
                 })
                 .then(a.row.cmp(&b.row))
         });
-        let mut rows = super::large_vec(self.rows.len());
-        rows.extend(keys.iter().map(|k| self.rows[k.row as usize]));
-        self.rows = rows;
+        // Row `keys[k].row` goes to place `k`: moved in place, cycle by
+        // cycle (no second row list), each place marked done by pointing
+        // its key at itself.
+        for i in 0..keys.len() {
+            if keys[i].row as usize == i {
+                continue;
+            }
+            let held = self.rows[i];
+            let mut j = i;
+            loop {
+                let from = keys[j].row as usize;
+                keys[j].row = j as u32;
+                if from == i {
+                    self.rows[j] = held;
+                    break;
+                }
+                self.rows[j] = self.rows[from];
+                j = from;
+            }
+        }
     }
 
     /// Compares two lists of name ids as lists of names.
