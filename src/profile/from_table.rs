@@ -98,7 +98,10 @@ impl Profile {
             frames += memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
         }
         let name_bytes = if frames == 0 { 64 } else { bytes / frames + 1 };
-        let names = Names::with_capacity(table.len() * 4, table.len() * 4 * name_bytes);
+        // Never more than the keys hold (a few long first frames must not
+        // reserve memory for every key).
+        let text_bytes = (table.len() * 4 * name_bytes).min(table.key_bytes() + 4096);
+        let names = Names::with_capacity(table.len() * 4, text_bytes);
         let mut p = Profile::with_capacity(table.len() + 1, table.len() * 16, names);
         // Raw frames that needed naming, by their raw bytes.
         let mut named: HashMap<&[u8], u32, ahash::RandomState> = HashMap::default();
