@@ -97,7 +97,7 @@ impl Profile {
             bytes += stack.len();
             frames += memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
         }
-        let name_bytes = if frames == 0 { 64 } else { bytes / frames + 1 };
+        let name_bytes = bytes.checked_div(frames).map_or(64, |b| b + 1);
         // Never more than the keys hold (a few long first frames must not
         // reserve memory for every key).
         let text_bytes = (table.len() * 4 * name_bytes).min(table.key_bytes() + 4096);
