@@ -35,17 +35,31 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
         .collect();
     // The rows in storage order, with what the passes below need of each
     // (read from the rows once, in text order, not once per pass at random).
-    let mut stored: Vec<Stored> = super::large_vec(profile.rows.len());
-    stored.extend(profile.rows.iter().enumerate().map(|(i, r)| Stored {
-        start: r.start,
-        len: r.len,
-        row: i as u32,
-        zone: r.zone,
-        state: r.dominant_state(),
-        total: r.total(),
-        place: (0, 0),
-    }));
-    stored.sort_unstable_by_key(|s| s.start);
+    let rows = &profile.rows;
+    let stored_row = |i: usize| {
+        let r = &rows[i];
+        Stored {
+            start: r.start,
+            len: r.len,
+            row: i as u32,
+            zone: r.zone,
+            state: r.dominant_state(),
+            total: r.total(),
+            place: (0, 0),
+        }
+    };
+    let mut stored: Vec<Stored> = super::large_vec(rows.len());
+    if profile.frames.len() <= u32::MAX as usize {
+        // The order from 8-byte keys (where the stack starts, the row):
+        // sorting those moves a sixth of the bytes sorting rows would.
+        let mut order: Vec<u64> = super::large_vec(rows.len());
+        order.extend(rows.iter().enumerate().map(|(i, r)| ((r.start as u64) << 32) | i as u64));
+        order.sort_unstable();
+        stored.extend(order.iter().map(|&o| stored_row(o as u32 as usize)));
+    } else {
+        stored.extend((0..rows.len()).map(stored_row));
+        stored.sort_unstable_by_key(|s| s.start);
+    }
 
     // Bytes of the first k frames of the previous stack, separators included.
     let mut prev: &[u32] = &[];
