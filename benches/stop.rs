@@ -3,7 +3,8 @@
 //!
 //! The table is filled with generated keys shaped like real ones (a zone
 //! path, then 16 `path:line` frames as LuaJIT's dumpstack writes them), then
-//! the same code `SampleSession:stop()` runs produces the text. A counting
+//! the same code `SampleSession:stop()` runs produces the text (as the bytes
+//! handed to Lua). A counting
 //! allocator records the peak of live heap bytes above what the table
 //! already held. Runs are repeated; medians are printed.
 //!
@@ -27,6 +28,17 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let p = System.alloc(l);
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    // Forwarded too (the default would allocate and then write zeros):
+    // zeroed buffers come from the system allocator as fresh zero pages,
+    // as they do in the library.
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(l);
         if !p.is_null() {
             let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
@@ -93,7 +105,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// One way to turn a stack table into collapsed text.
-type Render<'a> = dyn Fn(&mut FrameNamer) -> String + 'a;
+type Render<'a> = dyn Fn(&mut FrameNamer) -> Vec<u8> + 'a;
 
 fn main() {
     let counts: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -110,10 +122,10 @@ fn main() {
             fill(&mut table, n, dir);
             assert_eq!(table.len(), n, "generated keys must be unique");
             let table_bytes = table.memory_bytes();
-            let ways: [(&str, &Render); 1] = [("stop(): Profile::from_table + collapsed::write", &|namer| {
-                collapsed::write(&Profile::from_table(&table, namer))
+            let ways: [(&str, &Render); 1] = [("stop(): Profile::from_table + collapsed::write_bytes", &|namer| {
+                collapsed::write_bytes(&Profile::from_table(&table, namer))
             })];
-            let mut reference: Option<String> = None;
+            let mut reference: Option<Vec<u8>> = None;
             for (label, way) in ways {
                 let (mut ms, mut cpu_ms, mut peaks, mut text_len) = (vec![], vec![], vec![], 0usize);
                 for _ in 0..reps {
@@ -127,7 +139,7 @@ fn main() {
                     cpu_ms.push((thread_cpu_ns() - c0) as f64 / 1e6);
                     peaks.push((PEAK.load(Ordering::Relaxed) - base) as f64);
                     text_len = text.len();
-                    assert_eq!(text.lines().count(), n);
+                    assert_eq!(text.iter().filter(|&&b| b == b'\n').count(), n);
                     match &reference {
                         None => reference = Some(text),
                         Some(r) => assert!(*r == text, "every run must give the same text"),

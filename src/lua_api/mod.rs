@@ -15,7 +15,6 @@
 //! profiler) is a set of guards in `lifecycle`.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
@@ -30,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 mod frame_names;
 mod lifecycle;
 mod options;
+mod stats;
 pub mod report_options;
 mod timeline;
 pub mod views;
@@ -37,6 +37,7 @@ pub mod views;
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
 pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS};
 use options::{describe, StartOptions};
+use stats::Timing;
 
 /// The names of `profile.sample`'s options, sorted.
 pub fn start_option_names() -> Vec<&'static str> {
@@ -44,68 +45,6 @@ pub fn start_option_names() -> Vec<&'static str> {
 }
 
 const NO_PROFILER_API: &str = "this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)";
-
-struct Timing {
-    started: Instant,
-    ended: Option<Instant>,
-    cpu_clock: Option<libc::clockid_t>,
-    cpu_start: u64,
-    cpu_end: Option<u64>,
-    /// The whole process's CPU time (every thread), beside the profiled
-    /// thread's: a game whose render threads do the work shows it here.
-    process_start: Option<u64>,
-    process_end: Option<u64>,
-}
-
-impl Timing {
-    fn start() -> Timing {
-        #[cfg(target_os = "linux")]
-        let cpu_clock = sys::posix::thread_cpu_clock();
-        #[cfg(not(target_os = "linux"))]
-        let cpu_clock = None;
-        let cpu_start = cpu_clock.and_then(cpu_now).unwrap_or(0);
-        let process_start = cpu_now(libc::CLOCK_PROCESS_CPUTIME_ID);
-        Timing {
-            started: Instant::now(),
-            ended: None,
-            cpu_clock,
-            cpu_start,
-            cpu_end: None,
-            process_start,
-            process_end: None,
-        }
-    }
-
-    fn finish(&mut self) {
-        self.ended = Some(Instant::now());
-        self.cpu_end = self.cpu_clock.and_then(cpu_now);
-        self.process_end = cpu_now(libc::CLOCK_PROCESS_CPUTIME_ID);
-    }
-
-    fn process_cpu_sec(&self) -> Option<f64> {
-        let start = self.process_start?;
-        let end = self.process_end.or_else(|| cpu_now(libc::CLOCK_PROCESS_CPUTIME_ID))?;
-        Some(end.saturating_sub(start) as f64 / 1e9)
-    }
-
-    fn wall_sec(&self) -> f64 {
-        self.ended.unwrap_or_else(Instant::now).duration_since(self.started).as_secs_f64()
-    }
-
-    fn cpu_sec(&self) -> Option<f64> {
-        let end = self.cpu_end.or_else(|| self.cpu_clock.and_then(cpu_now))?;
-        Some(end.saturating_sub(self.cpu_start) as f64 / 1e9)
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn cpu_now(c: libc::clockid_t) -> Option<u64> {
-    sys::posix::clock_ns(c)
-}
-#[cfg(not(target_os = "linux"))]
-fn cpu_now(_c: libc::clockid_t) -> Option<u64> {
-    None
-}
 
 pub struct NativeSession {
     sampler: SamplerBox<Sampler>,
@@ -318,8 +257,16 @@ impl NativeSession {
         })
     }
 
-    fn collapsed_text(&mut self) -> String {
-        collapsed::write(&self.profile())
+    /// The collapsed text (valid UTF-8: every name is), written from the
+    /// kept profile once the session has stopped, without copying it.
+    fn collapsed_text(&mut self) -> Vec<u8> {
+        if self.running() {
+            return collapsed::write_bytes(&self.build_profile());
+        }
+        if self.finished.is_none() {
+            self.finished = Some(self.build_profile());
+        }
+        collapsed::write_bytes(self.finished.as_ref().expect("kept just above"))
     }
 
     /// The profile of the samples so far. Once the session has stopped it
@@ -329,8 +276,7 @@ impl NativeSession {
         if let Some(p) = &self.finished {
             return p.clone();
         }
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        let p = self.with_table(|t| Profile::from_table(t, &mut namer));
+        let p = self.build_profile();
         if !self.running() {
             self.finished = Some(p.clone());
         }
@@ -346,6 +292,12 @@ impl NativeSession {
         let since = if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
         Profile::from_table(&since, &mut namer)
+    }
+
+    /// The profile of every sample so far, named and sorted.
+    fn build_profile(&self) -> Profile {
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 
     /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,
@@ -369,58 +321,6 @@ impl NativeSession {
         Ok(())
     }
 
-    fn stats_table(&self, lua: &Lua) -> mlua::Result<Table> {
-        // Copy first: building the Lua table may run the GC (and so Lua code).
-        let (st, stacks, overflow, mem) = self.sampler.with(|s| {
-            (s.stats, s.table.len(), s.table.overflow_total(), s.table.memory_bytes() + s.identities.memory_bytes())
-        });
-        let t = lua.create_table()?;
-        let wall = self.timing.wall_sec();
-        let cpu = self.timing.cpu_sec();
-        t.set("samples", st.samples)?;
-        t.set("callbacks", st.callbacks)?;
-        t.set("pausedSamples", st.paused)?;
-        t.set("filteredSamples", st.filtered)?;
-        t.set("recordedSamples", st.samples - st.paused - st.filtered)?;
-        t.set("stacks", stacks)?;
-        t.set("overflowSamples", overflow)?;
-        t.set("memoryBytes", mem)?;
-        self.timeline_stats(&t)?;
-        t.set("durationSec", wall)?;
-        if let Some(c) = cpu {
-            t.set("cpuSec", c)?;
-        }
-        if let Some(p) = self.timing.process_cpu_sec() {
-            t.set("processCpuSec", p)?;
-        }
-        let kind = self.ticks.kind();
-        t.set("clock", kind.describe())?;
-        t.set("signal", signal_name(self.ticks.signal()))?;
-        if let Some(note) = &self.ticks.note {
-            t.set("clockNote", note.as_str())?;
-        }
-        t.set("interruptsWaits", kind.interrupts_waits())?;
-        #[cfg(target_os = "linux")]
-        if kind == TickKind::WallTaskClock {
-            t.set("blockedSamples", sys::posix::blocked_ticks())?;
-        }
-        t.set("precision", if self.precision == Precision::Line { "line" } else { "function" })?;
-        t.set("linesCorrected", self.call_site_lines.len())?;
-        t.set("intervalMs", self.interval_ns as f64 / 1e6)?;
-        t.set("requestedRate", 1e9 / self.interval_ns as f64)?;
-        let basis = if kind.is_wall() { wall } else { cpu.unwrap_or(wall) };
-        t.set("rate", if basis > 0.0 { st.samples as f64 / basis } else { 0.0 })?;
-        t.set("running", self.running())?;
-        if let Some(w) = self.warning() {
-            t.set("warning", w)?;
-        }
-        #[cfg(feature = "bench-timing")]
-        {
-            t.set("callbackNs", st.callback_ns)?;
-            t.set("dumpNs", st.dump_ns)?;
-        }
-        Ok(t)
-    }
 }
 
 impl Drop for NativeSession {
@@ -467,18 +367,6 @@ impl UserData for NativeSession {
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
         timeline::add_methods(methods);
-    }
-}
-
-/// `SIGRTMIN+n` for a real-time tick signal, `SIGPROF` for LuaJIT's timer.
-fn signal_name(sig: i32) -> String {
-    #[cfg(target_os = "linux")]
-    if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) {
-        return format!("SIGRTMIN+{}", sig - libc::SIGRTMIN());
-    }
-    match sig {
-        libc::SIGTRAP => "SIGTRAP".into(),
-        _ => "SIGPROF".into(),
     }
 }
 

@@ -22,6 +22,9 @@ use crate::record::stack_table::{Key, StackTable};
 /// Keys per batch (see the loop in [`Profile::from_table`]).
 const BATCH: usize = 128;
 
+/// Zone paths found without hashing (see [`Profile::from_table`]).
+const RECENT_ZONES: usize = 8;
+
 /// A frame of a key that the previous key does not share: its raw bytes,
 /// and its name and the name's hash when the raw bytes are the name.
 struct Fresh<'t> {
@@ -40,14 +43,28 @@ struct Pending<'t> {
 
 /// A raw frame or zone name that is already its final name, as a `str`.
 fn final_name(raw: &[u8]) -> Option<&str> {
-    if raw.is_empty() || raw[0] == b'@' || raw.starts_with(b"[builtin#") {
-        return None;
+    if is_final(raw) {
+        std::str::from_utf8(raw).ok()
+    } else {
+        None
     }
+}
+
+/// Whether raw bytes, if valid UTF-8, are already their final name: not
+/// empty, not a builtin number or a C address, no `;` or control bytes.
+fn is_final(raw: &[u8]) -> bool {
+    is_final_kind(raw) && !has_bad_bytes(raw, 0x20)
+}
+
+/// Not empty, not a builtin number, not a C address.
+fn is_final_kind(raw: &[u8]) -> bool {
+    !(raw.is_empty() || raw[0] == b'@' || raw.starts_with(b"[builtin#"))
+}
+
+/// Whether `raw` holds a `;` or a control byte other than `allowed`.
+fn has_bad_bytes(raw: &[u8], allowed: u8) -> bool {
     // One branch-free pass (vectorised) over the bytes.
-    if raw.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b';')) {
-        return None;
-    }
-    std::str::from_utf8(raw).ok()
+    raw.iter().fold(false, |acc, &b| acc | ((b < 0x20) & (b != allowed)) | (b == b';'))
 }
 
 /// Length of the common prefix of two byte strings.
@@ -55,6 +72,11 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len());
     let word = |s: &[u8], i: usize| u128::from_ne_bytes(s[i..i + 16].try_into().expect("16 bytes"));
     let mut i = 0;
+    // Long shared prefixes (the outer frames of deep stacks) a block at a time.
+    let block = |i: usize| (0..4).fold(0u128, |acc, k| acc | (word(a, i + 16 * k) ^ word(b, i + 16 * k)));
+    while i + 64 <= n && block(i) == 0 {
+        i += 64;
+    }
     while i + 16 <= n && word(a, i) == word(b, i) {
         i += 16;
     }
@@ -68,12 +90,26 @@ impl Profile {
     pub fn from_table(table: &StackTable, namer: &mut FrameNamer) -> Profile {
         // Most keys bring a few frames of their own (leaf lines): room for
         // four new names each, so the name index seldom grows (it rehashes
-        // when it does).
-        let names = Names::with_capacity(table.len() * 4, table.len() * 64);
+        // when it does), of the length frames of the first keys have (the
+        // text would be copied as it grows).
+        let (mut bytes, mut frames) = (0, 0);
+        for i in 0..table.len().min(64) {
+            let stack = Key::stack(table.get(i).0);
+            bytes += stack.len();
+            frames += memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
+        }
+        let name_bytes = bytes.checked_div(frames).map_or(64, |b| b + 1);
+        // Never more than the keys hold (a few long first frames must not
+        // reserve memory for every key).
+        let text_bytes = (table.len() * 4 * name_bytes).min(table.key_bytes() + 4096);
+        let names = Names::with_capacity(table.len() * 4, text_bytes);
         let mut p = Profile::with_capacity(table.len() + 1, table.len() * 16, names);
         // Raw frames that needed naming, by their raw bytes.
         let mut named: HashMap<&[u8], u32, ahash::RandomState> = HashMap::default();
         let mut zone_ids: HashMap<&[u8], u32, ahash::RandomState> = HashMap::default();
+        // The first zone paths met, looked up by comparing bytes: most
+        // profiles have a few, and hashing each key's path costs more.
+        let mut recent_zones: Vec<(&[u8], u32)> = Vec::with_capacity(RECENT_ZONES);
         // Set when two different raw frames or zone paths got one name
         // (a name that existed when a raw frame was named, or a final frame
         // equal to a name given before): only then can two keys give equal rows.
@@ -112,10 +148,21 @@ impl Profile {
                         .count();
                     ends.extend_from_slice(&prev_ends[..reuse]);
                     let mut at = if reuse == 0 { 0 } else { prev_ends[reuse - 1] + 1 };
+                    // The frames not shared are checked for UTF-8 and for
+                    // bytes that need naming at once (the separator is
+                    // ASCII, so each frame of valid text is valid text);
+                    // frame by frame only when that fails.
+                    let region = &stack[at.min(stack.len())..];
+                    let text = std::str::from_utf8(region).ok().filter(|_| !has_bad_bytes(region, FRAME_SEP));
+                    let text_at = at;
                     while at <= stack.len() {
                         let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |i| at + i);
                         let raw = &stack[at..end];
-                        let name = final_name(raw).map(|name| (name, p.names.hash(name)));
+                        let name = match text {
+                            Some(text) => is_final_kind(raw).then(|| &text[at - text_at..end - text_at]),
+                            None => final_name(raw),
+                        };
+                        let name = name.map(|name| (name, p.names.hash(name)));
                         fresh.push(Fresh { raw, name });
                         ends.push(end);
                         at = end + 1;
@@ -134,8 +181,9 @@ impl Profile {
             // Second pass: the rows.
             for row in &pending {
                 let path = Key::path(row.key);
-                let zone = match zone_ids.get(path) {
-                    Some(&z) => z,
+                let recent = recent_zones.iter().find(|(known, _)| *known == path).map(|&(_, z)| z);
+                let zone = match recent.or_else(|| zone_ids.get(path).copied()) {
+                    Some(z) => z,
                     None => {
                         zone_parts.clear();
                         if !path.is_empty() {
@@ -151,6 +199,9 @@ impl Profile {
                         let z = p.zone_path_id(&zone_parts);
                         may_merge |= (z as usize) < known;
                         zone_ids.insert(path, z);
+                        if recent_zones.len() < RECENT_ZONES {
+                            recent_zones.push((path, z));
+                        }
                         z
                     }
                 };

@@ -18,6 +18,16 @@ pub use names::Names;
 
 use crate::record::stack_table::VM_STATES;
 
+/// An empty vector with room for `n` items, whose memory the kernel is asked
+/// to back with huge pages: a profile of many stacks fills tens of MB of
+/// fresh memory, and taking it 4 KiB page fault by page fault costs about as
+/// much as the work done in it.
+pub(crate) fn large_vec<T>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    crate::sys::advise_huge_pages(&mut v);
+    v
+}
+
 /// Frame name given to samples that arrived once the stack table was full.
 pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
 
@@ -171,7 +181,7 @@ pub fn sanitize(raw: &[u8]) -> String {
 impl Profile {
     /// An empty profile with room for `rows` rows of `frames` frames in all.
     pub fn with_capacity(rows: usize, frames: usize, names: Names) -> Profile {
-        Profile { names, rows: Vec::with_capacity(rows), frames: Vec::with_capacity(frames), ..Default::default() }
+        Profile { names, rows: large_vec(rows), frames: large_vec(frames), ..Default::default() }
     }
 
     /// The id of a zone path (a list of name ids), added when new.

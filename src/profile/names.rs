@@ -32,10 +32,13 @@ impl std::fmt::Debug for Names {
 impl Names {
     /// Room for `names` names of `bytes` bytes in all.
     pub fn with_capacity(names: usize, bytes: usize) -> Names {
+        let slots = (names * 2).max(16).next_power_of_two();
+        let mut index = super::large_vec(slots);
+        index.resize(slots, (0, 0));
         Names {
-            text: String::with_capacity(bytes),
-            spans: Vec::with_capacity(names),
-            index: vec![(0, 0); (names * 2).max(16).next_power_of_two()],
+            text: String::from_utf8(super::large_vec(bytes)).unwrap_or_default(),
+            spans: super::large_vec(names),
+            index,
             // Fixed seeds: the same input always gives the same ids.
             hasher: ahash::RandomState::with_seeds(0x6e61, 0x6d65, 0x7374, 0x6162),
         }
@@ -43,6 +46,10 @@ impl Names {
 
     pub fn len(&self) -> usize {
         self.spans.len()
+    }
+
+    pub fn text_len(&self) -> usize {
+        self.text.len()
     }
 
     pub fn is_empty(&self) -> bool {

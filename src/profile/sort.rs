@@ -6,8 +6,9 @@
 //! differ and comparing those two names, which are anywhere in memory. So
 //! each row carries a sort key that settles most comparisons without
 //! touching its stack: the frames every stack starts with are skipped, and
-//! the key holds 16 bytes of the name at the first frame where stacks can
-//! differ, from the first byte where those names can differ.
+//! the key holds 15 bytes of the name at the first frame where stacks can
+//! differ, from the first byte where those names can differ. The key is 32
+//! bytes, and comparing two is three integer comparisons.
 
 use std::cmp::Ordering;
 
@@ -15,23 +16,26 @@ use super::Profile;
 
 #[derive(Clone, Copy)]
 struct SortKey {
-    total: u64,
-    /// 16 bytes of the name at frame `shared`, from byte `lcp`, zero padded.
+    /// 15 bytes of the name at frame `shared`, from byte `lcp`, zero padded,
+    /// then one byte: how many bytes the name has from `lcp`, capped at 16
+    /// (meaning "more than the chunk holds"). Zero for a stack without
+    /// frame `shared`.
     chunk: u128,
-    zone_rank: u32,
+    total: u64,
+    /// Zone path rank, times two, plus one when the stack has frame `shared`
+    /// (stacks that end before it come first).
+    zone: u32,
     row: u32,
-    /// 0: the stack has no frame `shared`; else 1 + how many bytes the name
-    /// has from `lcp`, capped at 17 (meaning "more than the chunk holds").
-    rem: u8,
 }
 
-/// 16 bytes of `name` from `at` (zero padded), and [`SortKey::rem`].
-fn chunk_key(name: &[u8], at: usize) -> (u128, u8) {
+/// The [`SortKey::chunk`] of `name`, from byte `at`.
+fn chunk_key(name: &[u8], at: usize) -> u128 {
     let tail = &name[at.min(name.len())..];
     let mut buf = [0u8; 16];
-    let n = tail.len().min(16);
+    let n = tail.len().min(15);
     buf[..n].copy_from_slice(&tail[..n]);
-    (u128::from_be_bytes(buf), 1 + tail.len().min(17) as u8)
+    buf[15] = tail.len().min(16) as u8;
+    u128::from_be_bytes(buf)
 }
 
 fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
@@ -53,30 +57,29 @@ impl Profile {
         // frame starts with.
         let mut stacks = self.rows.iter().map(|r| self.stack(r));
         let first = stacks.next().unwrap_or(&[]);
-        let shared = stacks.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s)));
+        let shared =
+            stacks.fold(first.len(), |n, s| if s.starts_with(&first[..n]) { n } else { common_prefix(&first[..n], s) });
         let mut names_at = self.rows.iter().filter_map(|r| self.stack(r).get(shared).map(|&id| self.name(id)));
         let first = names_at.next().unwrap_or("").as_bytes();
-        let lcp = names_at.fold(first.len(), |n, s| n.min(common_prefix(&first[..n], s.as_bytes())));
+        let lcp = names_at.fold(first.len(), |n, s| {
+            if s.as_bytes().starts_with(&first[..n]) {
+                n
+            } else {
+                common_prefix(&first[..n], s.as_bytes())
+            }
+        });
 
-        let mut keys: Vec<SortKey> = self
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (chunk, rem) = match self.stack(r).get(shared) {
-                    Some(&id) => chunk_key(self.name(id).as_bytes(), lcp),
-                    None => (0, 0),
-                };
-                SortKey { total: r.total(), chunk, zone_rank: zone_rank[r.zone as usize], row: i as u32, rem }
-            })
-            .collect();
+        let mut keys: Vec<SortKey> = super::large_vec(self.rows.len());
+        keys.extend(self.rows.iter().enumerate().map(|(i, r)| {
+            let (chunk, present) = match self.stack(r).get(shared) {
+                Some(&id) => (chunk_key(self.name(id).as_bytes(), lcp), 1),
+                None => (0, 0),
+            };
+            SortKey { chunk, total: r.total(), zone: zone_rank[r.zone as usize] * 2 + present, row: i as u32 }
+        }));
         keys.sort_unstable_by(|a, b| {
-            b.total
-                .cmp(&a.total)
-                .then(a.zone_rank.cmp(&b.zone_rank))
-                .then(a.rem.min(1).cmp(&b.rem.min(1)))
-                .then(a.chunk.cmp(&b.chunk))
-                .then(a.rem.cmp(&b.rem))
+            (b.total, a.zone, a.chunk)
+                .cmp(&(a.total, b.zone, b.chunk))
                 .then_with(|| {
                     // Equal keys: the names at `shared` are equal unless
                     // they go on past the chunk; compare from there on.
@@ -87,7 +90,26 @@ impl Profile {
                 })
                 .then(a.row.cmp(&b.row))
         });
-        self.rows = keys.iter().map(|k| self.rows[k.row as usize]).collect();
+        // Row `keys[k].row` goes to place `k`: moved in place, cycle by
+        // cycle (no second row list), each place marked done by pointing
+        // its key at itself.
+        for i in 0..keys.len() {
+            if keys[i].row as usize == i {
+                continue;
+            }
+            let held = self.rows[i];
+            let mut j = i;
+            loop {
+                let from = keys[j].row as usize;
+                keys[j].row = j as u32;
+                if from == i {
+                    self.rows[j] = held;
+                    break;
+                }
+                self.rows[j] = self.rows[from];
+                j = from;
+            }
+        }
     }
 
     /// Compares two lists of name ids as lists of names.

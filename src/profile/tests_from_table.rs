@@ -88,6 +88,9 @@ fn matches_the_reference_on_awkward_keys() {
         key(b"", &[b"m.lua:1", b"tab\there"]),
         key(b"", &[b"m.lua:1", b"tab here"]),
         key(b"", &[b"m.lua:1", b"bad\xffutf8"]),
+        // Frames that need naming among ones that do not, in one key.
+        key(b"", &[b"m.lua:2", b"bad\xffutf8", b"t.lua:9", b"caf\xc3\xa9.lua:1"]),
+        key(b"", &[b"m.lua:2", b"t.lua:9", b"tab\there", b"caf\xc3\xa9.lua:1"]),
         key(b"", &[b"m.lua:1", b"", b"e.lua:3"]),
         key(b"", &[b"m.lua:1", b"?", b"e.lua:3"]),
         key(b"w//x", &[b"m.lua:1"]),

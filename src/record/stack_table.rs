@@ -198,6 +198,11 @@ impl StackTable {
         self.len == 0
     }
 
+    /// Bytes of the keys stored.
+    pub fn key_bytes(&self) -> usize {
+        self.key_bytes
+    }
+
     pub fn overflow_total(&self) -> u64 {
         self.overflow.iter().sum()
     }

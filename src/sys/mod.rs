@@ -13,6 +13,9 @@ use std::sync::OnceLock;
 use mlua::ffi;
 use mlua::Lua;
 
+mod functions;
+pub use functions::{FunctionAnchor, FunctionSlots};
+
 /// `luaJIT_profile_callback` from `luajit.h`.
 pub type ProfileCallback =
     unsafe extern "C" fn(data: *mut c_void, l: *mut ffi::lua_State, samples: c_int, vmstate: c_int);
@@ -211,80 +214,6 @@ impl<'a> FrameFunction<'a> {
     }
 }
 
-/// A registry-anchored coroutine whose stack keeps captured Lua functions
-/// alive until the session ends.
-pub struct FunctionAnchor {
-    thread: *mut ffi::lua_State,
-    thread_ref: c_int,
-    capacity: i32,
-    len: i32,
-}
-
-impl FunctionAnchor {
-    pub fn new(lua: &Lua, capacity: i32) -> mlua::Result<FunctionAnchor> {
-        let mut anchor = FunctionAnchor { thread: std::ptr::null_mut(), thread_ref: 0, capacity: 0, len: 0 };
-        let out = &mut anchor;
-        // SAFETY: exec_raw gives a valid state; the new coroutine is popped
-        // into a registry reference, which keeps it (and its stack) alive.
-        unsafe {
-            lua.exec_raw::<()>((), |l| {
-                let t = ffi::lua_newthread(l);
-                if ffi::lua_checkstack(t, capacity + 8) != 0 {
-                    out.capacity = capacity;
-                }
-                out.thread_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
-                out.thread = t;
-            })?;
-        }
-        Ok(anchor)
-    }
-
-    /// A copy of what `FunctionSlots::get` needs, to use outside the
-    /// sampler's borrow (getting a value may run the GC, hence Lua code).
-    pub fn slots(&self) -> FunctionSlots {
-        FunctionSlots { thread: self.thread, len: self.len }
-    }
-
-    /// Releases the coroutine. Must run while the state is open.
-    pub fn release(&mut self, lua: &Lua) {
-        if self.thread.is_null() {
-            return;
-        }
-        let r = self.thread_ref;
-        // SAFETY: the reference was created on this VM's registry.
-        unsafe {
-            let _ = lua.exec_raw::<()>((), |l| ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, r));
-        }
-        self.thread = std::ptr::null_mut();
-    }
-}
-
-/// The captured functions of a [`FunctionAnchor`], readable by slot.
-#[derive(Clone, Copy)]
-pub struct FunctionSlots {
-    thread: *mut ffi::lua_State,
-    len: i32,
-}
-
-impl FunctionSlots {
-    /// The function captured in `slot`, as a Lua value.
-    pub fn get(&self, lua: &Lua, slot: i32) -> mlua::Result<mlua::Value> {
-        if self.thread.is_null() || slot < 1 || slot > self.len {
-            return Ok(mlua::Value::Nil);
-        }
-        let t = self.thread;
-        // SAFETY: `slot` indexes a value on the anchored coroutine's stack;
-        // it is copied there and moved to the calling state, which exec_raw
-        // returns as the result.
-        unsafe {
-            lua.exec_raw::<mlua::Value>((), |l| {
-                ffi::lua_pushvalue(t, slot);
-                ffi::lua_xmove(t, l, 1);
-            })
-        }
-    }
-}
-
 /// A state object handed to LuaJIT as the callback's `data` pointer.
 pub trait SampleSink {
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8);
@@ -398,14 +327,14 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
 }
 
 /// Asks the kernel to back the spare capacity of `buf` with huge pages when
-/// it is first touched: a large output buffer then takes hundreds of times
-/// fewer page faults. Only a hint; nothing changes if it is refused.
-pub fn advise_huge_pages(buf: &mut Vec<u8>) {
+/// it is first touched: a large buffer then takes hundreds of times fewer
+/// page faults. Only a hint; nothing changes if it is refused.
+pub fn advise_huge_pages<T>(buf: &mut Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let start = buf.as_mut_ptr() as usize;
-        let end = start + buf.capacity();
+        let end = start + buf.capacity() * std::mem::size_of::<T>();
         let aligned = (start + HUGE - 1) & !(HUGE - 1);
         if end > aligned + HUGE {
             let len = (end - aligned) & !(HUGE - 1);
