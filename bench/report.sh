@@ -29,7 +29,7 @@ section "Where samples land: truth suite" truth \
   "bench/truth.lua: workloads whose true shares are measured unprofiled in the same process (spec/fixtures/truth/); share of each part under tecs-profile (defaults, and at line precision) and under a jit.profile Lua callback at 1 ms in function (f) and line (l) mode."
 section "Whole programs: overhead" programs
 section "stop(): unique stacks to collapsed text" stop \
-  "benches/stop.rs: a stack table filled with generated 16-frame stacks (zone paths, file:line frames, builtins), then the code stop() runs. Peak transient = highest live heap above the table during it (counting allocator), which includes the text itself."
+  "bench/native/stop.rs: a stack table filled with generated 16-frame stacks (zone paths, file:line frames, builtins), then the code stop() runs. Peak transient = highest live heap above the table during it (counting allocator), which includes the text itself."
 section "Zones: push+pop cost" zones \
   "bench/zones.lua: CPU time per pair in a JIT-compiled loop; the empty-function case is inlined by the JIT."
 echo >>"$gen"
