@@ -29,8 +29,8 @@ use std::collections::{HashMap, HashSet};
 mod frame_names;
 mod lifecycle;
 mod options;
-mod stats;
 pub mod report_options;
+mod stats;
 mod timeline;
 pub mod views;
 
@@ -289,7 +289,8 @@ impl NativeSession {
     fn delta_profile(&mut self) -> Profile {
         let (since, mark) = self.sampler.with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
         self.delta_mark = mark;
-        let since = if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
+        let since =
+            if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
         Profile::from_table(&since, &mut namer)
     }
@@ -320,7 +321,6 @@ impl NativeSession {
         }
         Ok(())
     }
-
 }
 
 impl Drop for NativeSession {

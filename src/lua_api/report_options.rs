@@ -91,8 +91,7 @@ pub const PPROF_OPTIONS: &[Declared] = &[
 
 /// `profile.trace`: the tracker itself is Lua (`jit.attach` calls Lua),
 /// but its options are declared here with every other function's.
-pub const TRACE_OPTIONS: &[Declared] =
-    &[opt("includeBenign", Check::Boolean, DefaultValue::Boolean(false))];
+pub const TRACE_OPTIONS: &[Declared] = &[opt("includeBenign", Check::Boolean, DefaultValue::Boolean(false))];
 
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {

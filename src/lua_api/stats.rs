@@ -140,4 +140,3 @@ fn signal_name(sig: i32) -> String {
         _ => "SIGPROF".into(),
     }
 }
-

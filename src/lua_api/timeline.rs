@@ -6,8 +6,8 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
-use crate::profile::{FrameNamer, Profile};
 use crate::profile::frames::FunctionMap;
+use crate::profile::{FrameNamer, Profile};
 use crate::record::stack_table::StackTable;
 use crate::record::timeline::OVERFLOW_ENTRY;
 use crate::sys;

@@ -114,7 +114,8 @@ fn self_counts(profile: &Profile) -> HashMap<&str, [u64; 5]> {
 /// `compiled 80%, C 20%`: the VM states of self samples, largest first.
 fn state_shares(counts: &[u64; 5]) -> String {
     let total = sum_counts(*counts) as f64;
-    let mut states: Vec<(u64, u8)> = counts.iter().zip(VM_STATES).filter(|(&n, _)| n > 0).map(|(&n, s)| (n, s)).collect();
+    let mut states: Vec<(u64, u8)> =
+        counts.iter().zip(VM_STATES).filter(|(&n, _)| n > 0).map(|(&n, s)| (n, s)).collect();
     states.sort_by(|a, b| b.0.cmp(&a.0));
     let mut out = String::new();
     for (n, s) in states {
@@ -127,7 +128,11 @@ fn state_shares(counts: &[u64; 5]) -> String {
 }
 
 fn xml_unescape(s: &str) -> String {
-    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&#39;", "'")
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&#39;", "'")
         .replace("&amp;", "&")
 }
 
@@ -229,7 +234,13 @@ mod tests {
         let p = collapsed::parse(text).unwrap();
         let svg = render(&p, &FlameOptions::default()).unwrap();
         assert!(!svg.contains("_[C]") && !svg.contains("_[N]"), "{}", svg);
-        assert!(svg.contains("<title>chain.draw (90 samples, 100.00%; self time, all its boxes: C 75%, compiled 25%)</title>"), "{}", svg);
+        assert!(
+            svg.contains(
+                "<title>chain.draw (90 samples, 100.00%; self time, all its boxes: C 75%, compiled 25%)</title>"
+            ),
+            "{}",
+            svg
+        );
         assert!(svg.contains("<title>a.lua:1 (90 samples, 100.00%)</title>"), "no self time, no shares: {}", svg);
         assert!(svg.contains("rgb(200,190,140)"), "chain.draw in C's colour");
     }
