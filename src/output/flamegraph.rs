@@ -116,7 +116,7 @@ fn state_shares(counts: &[u64; 5]) -> String {
     let total = sum_counts(*counts) as f64;
     let mut states: Vec<(u64, u8)> =
         counts.iter().zip(VM_STATES).filter(|(&n, _)| n > 0).map(|(&n, s)| (n, s)).collect();
-    states.sort_by(|a, b| b.0.cmp(&a.0));
+    states.sort_by_key(|&(n, _)| std::cmp::Reverse(n));
     let mut out = String::new();
     for (n, s) in states {
         if !out.is_empty() {

@@ -84,6 +84,9 @@ struct Decoded {
     top: Vec<(u32, Val)>,
 }
 
+/// A decoded sample: leaf-first function names with lines, values, labels.
+type DecodedSample = (Vec<String>, Vec<u64>, Vec<(String, String)>);
+
 impl Decoded {
     fn new(raw: &[u8]) -> Self {
         let top = fields(raw);
@@ -103,7 +106,7 @@ impl Decoded {
     }
 
     /// Each sample as (leaf-first function names with lines, values, labels).
-    fn samples(&self) -> Vec<(Vec<String>, Vec<u64>, Vec<(String, String)>)> {
+    fn samples(&self) -> Vec<DecodedSample> {
         let functions: HashMap<u64, String> = msgs(&self.top, field::PROFILE_FUNCTION)
             .iter()
             .map(|f| (one(f, field::FUNCTION_ID), self.s(one(f, field::FUNCTION_NAME)).to_string()))
