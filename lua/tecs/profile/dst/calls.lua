@@ -2,7 +2,9 @@
 -- function, from a `debug.sethook` call/return hook.
 --
 -- LuaJIT runs every hook with the JIT off (each hook call aborts the trace
--- being recorded), so code profiled this way runs interpreted.
+-- being recorded), so code profiled this way runs interpreted; traces
+-- compiled before `start` would run without calling the hook, so `start`
+-- flushes them (`jit.flush()`).
 --
 -- What LuaJIT reports, and how this module copes:
 --
@@ -189,6 +191,10 @@ function M.new(prevented)
   local recorder = {}
 
   function recorder.start()
+    -- Code compiled before the hook was set runs without calling it: drop
+    -- it, so that every call is seen. (While the hook is set, no trace that
+    -- calls a function can be compiled again.)
+    if jit and jit.flush then jit.flush() end
     last = clock.now()
     current = nil
     debug.sethook(hook, "cr")
