@@ -174,7 +174,11 @@ function M.new(prevented)
     end
     if current then charge(current, now - last) end
     current = stack
-    local level = level_from(stack.guess)
+    -- A call is most likely one level above the top frame, a return at it.
+    local top = stack[stack.n]
+    local guess = top and top.level or stack.guess
+    if event ~= "return" then guess = guess + 1 end
+    local level = level_from(guess)
     stack.guess = level
     local info = getinfo(2, "fS")
     if event == "return" then
