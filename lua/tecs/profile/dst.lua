@@ -91,6 +91,8 @@ function Profiler:start()
     for fn, level in pairs(self._prevented) do prevented[fn] = level end
     -- The profiler's own calls are not profiled.
     prevented[Profiler.stop] = 2
+    prevented[Profiler.report] = 2
+    prevented[Profiler.lua_report] = 2
     self._recorder = calls.new(prevented)
     self._session = nil
     active = self
