@@ -1,10 +1,12 @@
 --- The "call" variant of `newProfiler`: exact call counts and times per
 -- function, from a `debug.sethook` call/return hook.
 --
--- LuaJIT runs every hook with the JIT off (each hook call aborts the trace
--- being recorded), so code profiled this way runs interpreted; traces
--- compiled before `start` would run without calling the hook, so `start`
--- flushes them (`jit.flush()`).
+-- Code profiled this way runs interpreted: LuaJIT aborts the trace being
+-- recorded at every hook call, and traces compiled before `start` would
+-- run without calling the hook. So `start` flushes the compiled code and
+-- turns the JIT off (`jit.flush()`, `jit.off()`), and `stop` turns it back
+-- on if it was on: trace attempts aborted by the hook would otherwise get
+-- hot loops blacklisted, and slow for the rest of the program.
 --
 -- What LuaJIT reports, and how this module copes:
 --
@@ -66,6 +68,7 @@ function M.new(prevented)
   local records = {} -- fn -> { fn, calls, self, total, timed, callers, callees }
   local stacks = setmetatable({}, { __mode = "k" }) -- thread -> stack
   local main_stack = { n = 0, active = {}, guess = 2 }
+  local kinds = setmetatable({}, { __mode = "k" }) -- function -> "Lua", "C" or "main"
   local current -- the stack of the coroutine of the previous event
   local last -- time of the previous event
 
@@ -180,25 +183,38 @@ function M.new(prevented)
     if event ~= "return" then guess = guess + 1 end
     local level = level_from(guess)
     stack.guess = level
-    local info = getinfo(2, "fS")
     if event == "return" then
       while stack.n > 0 and stack[stack.n].level > level do pop(stack) end
       if stack.n > 0 and stack[stack.n].level == level then pop(stack) end
     else -- "call", and "tail call" where a VM reports it
       while stack.n > 0 and stack[stack.n].level >= level do pop(stack) end
-      push(stack, info.func, level, info.what)
+      local fn = getinfo(2, "f").func
+      local what = kinds[fn]
+      if not what then
+        what = getinfo(fn, "S").what
+        kinds[fn] = what
+      end
+      push(stack, fn, level, what)
     end
     -- The time the hook itself took is nobody's.
     last = clock.now()
   end
 
   local recorder = {}
+  local jit_was_on -- whether the JIT was on at start (it is off while the hook runs)
 
   function recorder.start()
     -- Code compiled before the hook was set runs without calling it: drop
-    -- it, so that every call is seen. (While the hook is set, no trace that
-    -- calls a function can be compiled again.)
-    if jit and jit.flush then jit.flush() end
+    -- it, so that every call is seen. The JIT is off while the hook runs:
+    -- every trace it started would abort at the next call, and loops whose
+    -- traces abort often are blacklisted for good (left interpreted after
+    -- the profiler stopped).
+    jit_was_on = false
+    if jit and jit.flush and jit.status then
+      jit_was_on = jit.status()
+      jit.flush()
+      jit.off()
+    end
     last = clock.now()
     current = nil
     debug.sethook(hook, "cr")
@@ -207,6 +223,7 @@ function M.new(prevented)
   --- Stops the hook and ends every open frame (of every coroutine).
   function recorder.stop()
     debug.sethook()
+    if jit_was_on then jit.on() end
     if current then charge(current, clock.now() - last) end
     current = nil
     while main_stack.n > 0 do pop(main_stack) end
