@@ -14,8 +14,8 @@
 --   and its new frame takes the stack level of the frame it replaces. Each
 --   frame is kept with its level; a call at a level already held ends the
 --   frames at and above it.
--- * A frame left by an error gets no "return" event. The next event at a
---   lower level ends it, so an error unwinding through frames never leaves
+-- * A frame left by an error gets no "return" event. The next event at its
+--   level or below ends it, so an error unwinding through frames never leaves
 --   them open.
 -- * A C function gets a "call" event but no "return" event. Its calls are
 --   counted exactly; its time is not measured: it stays in its caller's self
