@@ -60,6 +60,15 @@ describe("golden outputs", function()
     assert.equal("spec/golden/game.lua:14", trace.sites[ranked[1].site].location)
   end)
 
+  it("annotated source with a trace report's abort sites", function()
+    local trace = assert(trace_report.read_csv(read(dir .. "trace.csv")))
+    golden("annotate-trace.txt", profile.report(input, { annotate = "hot", context = 1, minPercent = 1, trace = trace }))
+    -- a session's report carries the trace counts too
+    trace.tracesStarted, trace.tracesCompleted, trace.tracesAborted, trace.blacklistings = 30, 10, 20, 1
+    local text = profile.report(input, { annotate = "hot", context = 1, minPercent = 1, trace = trace })
+    assert.matches("# traces: 30 started, 10 completed, 20 aborted, 1 loops blacklisted", text, 1, true)
+  end)
+
   it("flamegraph.svg", function()
     golden("flamegraph.svg", profile.flamegraph(input, { title = "golden" }))
   end)

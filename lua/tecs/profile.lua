@@ -57,6 +57,11 @@ end
 -- @function frame
 profile.frame = require("tecs.profile.timeline").mark
 
+--- Create a profiler with the classic `newProfiler(variant, sampledelay)`
+-- API ("time" or "call"; see `tecs.profile.dst`).
+-- @function newProfiler
+profile.newProfiler = require("tecs.profile.dst").newProfiler
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

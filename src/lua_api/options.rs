@@ -53,6 +53,8 @@ pub enum Check {
     Text(&'static str),
     /// A zone path: a string that is not empty once trailing slashes go.
     ZonePath(&'static str),
+    /// A table (its fields are read by the function that takes it).
+    Table(&'static str),
 }
 
 /// An option's value when the caller gives none.
@@ -178,7 +180,8 @@ impl Check {
             | Check::Integer { expected, .. }
             | Check::NonZeroInteger { expected, .. }
             | Check::Text(expected)
-            | Check::ZonePath(expected) => expected.to_string(),
+            | Check::ZonePath(expected)
+            | Check::Table(expected) => expected.to_string(),
             Check::Boolean => "a boolean".into(),
             Check::OneOf(names) => names.iter().map(|n| format!("\"{}\"", n)).collect::<Vec<_>>().join(" or "),
         }
@@ -200,6 +203,7 @@ impl Check {
                 _ => false,
             },
             Check::Text(_) => matches!(v, Value::String(_)),
+            Check::Table(_) => matches!(v, Value::Table(_)),
             Check::ZonePath(_) => match v {
                 Value::String(s) => !trim_zone(&s.to_string_lossy()).is_empty(),
                 _ => false,

@@ -49,6 +49,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
     opt("zone", ZONE, DefaultValue::None),
     opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
     opt("mode", Check::Text("a -jp style mode string such as \"vf\" or \"3si\""), DefaultValue::None),
+    opt("trace", Check::Table("a TraceReport from profile.trace (a table with a 'sites' list)"), DefaultValue::None),
 ];
 
 /// `profile.hotAborts`.

@@ -94,6 +94,30 @@ fn read_report_options(t: Option<Table>) -> mlua::Result<ReportOptions> {
     super::report_options::read(t)
 }
 
+/// The annotated source's notes from the report options: `trace`, a
+/// TraceReport (`sites` and its trace counts).
+fn read_line_notes(opts: Option<&Table>) -> mlua::Result<views::LineNotes> {
+    let Some(trace) = opts.map(|t| t.get::<Option<Table>>("trace")).transpose()?.flatten() else {
+        return Ok(views::LineNotes::default());
+    };
+    let sites = match trace.get::<Value>("sites")? {
+        Value::Table(t) => read_sites(t)?,
+        _ => return Err(err("option 'trace' must be a TraceReport from profile.trace (no 'sites' list)")),
+    };
+    let count =
+        |name: &str| -> mlua::Result<Option<u64>> { Ok(trace.get::<Option<f64>>(name)?.map(|n| n.max(0.0) as u64)) };
+    let counts = match (count("tracesStarted")?, count("tracesCompleted")?, count("tracesAborted")?) {
+        (Some(started), Some(completed), Some(aborted)) => Some(views::TraceCounts {
+            started,
+            completed,
+            aborted,
+            blacklistings: count("blacklistings")?.unwrap_or(0),
+        }),
+        _ => None,
+    };
+    Ok(views::LineNotes { trace: Some(views::TraceNotes { sites, counts }) })
+}
+
 fn read_sites(t: Table) -> mlua::Result<Vec<AbortSite>> {
     let mut v = Vec::new();
     for s in t.sequence_values::<Table>() {
@@ -123,9 +147,13 @@ impl UserData for ProfileData {
             lua.create_sequence_from(files)
         });
         methods.add_method("report", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
+            let notes = read_line_notes(opts.as_ref())?;
             let o = read_report_options(opts)?;
+            if notes.trace.is_some() && o.annotate.is_none() {
+                return Err(err("option 'trace' goes with option 'annotate' (\"hot\" or \"full\")"));
+            }
             let m = this.function_map(funcs)?;
-            lua.create_string(views::render(&this.0, &m, &o))
+            lua.create_string(views::render_with(&this.0, &m, &o, &notes))
         });
         methods.add_method("hotAborts", |lua, this, (sites, opts, funcs): (Table, Option<Table>, Option<Table>)| {
             let sites = read_sites(sites)?;

@@ -1,12 +1,45 @@
-//! Source annotated with per-line shares, like `luajit -jp=a` / `-jp=A`.
+//! Source annotated with per-line shares, like `luajit -jp=a` / `-jp=A`;
+//! with a trace session's report, also where trace recording aborted and
+//! why, under each line, and each line's compiled share.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::*;
 
-/// Per-line counts of one file: (self, total).
-type LineCounts = HashMap<u32, (u64, u64)>;
+/// Per-line counts of one file: (self, total, self samples in compiled code).
+type LineCounts = HashMap<u32, (u64, u64, u64)>;
+
+/// What an annotated line shows beside its sampled shares. Every field is
+/// optional; with none, the view is the sampled one alone. Another per-line
+/// source (exact hit counts, say) is one more field here and one more column.
+#[derive(Clone, Debug, Default)]
+pub struct LineNotes {
+    /// A trace session's report: abort sites go under their lines, and a
+    /// `jit` column gives each line's compiled share.
+    pub trace: Option<TraceNotes>,
+}
+
+/// The parts of a trace report the annotated source shows.
+#[derive(Clone, Debug, Default)]
+pub struct TraceNotes {
+    pub sites: Vec<AbortSite>,
+    /// Traces started, completed and aborted, and loops blacklisted; None
+    /// when the report does not say (one read back from CSV).
+    pub counts: Option<TraceCounts>,
+}
+
+/// A trace session's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceCounts {
+    pub started: u64,
+    pub completed: u64,
+    pub aborted: u64,
+    pub blacklistings: u64,
+}
+
+/// Index of the compiled state (`N`) in a row's counts.
+pub(super) const COMPILED: usize = 0;
 
 /// Source annotated with each line's self and total share. `read` supplies a
 /// file's text (the file system, or a test double in unit tests).
@@ -14,6 +47,17 @@ pub fn annotate(
     profile: &Profile,
     opts: &ReportOptions,
     mode: Annotate,
+    read: &mut dyn FnMut(&str) -> std::io::Result<String>,
+) -> String {
+    annotate_with(profile, opts, mode, &LineNotes::default(), read)
+}
+
+/// [`annotate`] with `notes` beside the shares.
+pub fn annotate_with(
+    profile: &Profile,
+    opts: &ReportOptions,
+    mode: Annotate,
+    notes: &LineNotes,
     read: &mut dyn FnMut(&str) -> std::io::Result<String>,
 ) -> String {
     let total = profile.total();
@@ -27,11 +71,30 @@ pub fn annotate(
             let c = files.entry(file).or_default().entry(line).or_default();
             if is_leaf {
                 c.0 = c.0.saturating_add(n);
+                c.2 = c.2.saturating_add(row.counts[COMPILED]);
             }
             if !seen.contains(f) {
                 c.1 = c.1.saturating_add(n);
                 seen.push(f);
             }
+        }
+    }
+    // Abort sites by source line; sites elsewhere (inside a builtin with no
+    // Lua caller) are listed in the header.
+    let mut aborts: HashMap<(&str, u32), Vec<&AbortSite>> = HashMap::new();
+    let mut elsewhere: Vec<&AbortSite> = Vec::new();
+    if let Some(t) = &notes.trace {
+        for s in &t.sites {
+            match frames::file_line(&s.location) {
+                Some((file, line)) => {
+                    files.entry(file).or_default();
+                    aborts.entry((file, line)).or_default().push(s);
+                }
+                None => elsewhere.push(s),
+            }
+        }
+        for list in aborts.values_mut() {
+            list.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
         }
     }
     let mut out = String::new();
@@ -40,41 +103,79 @@ pub fn annotate(
         "# {} samples; annotated source; lines below {}% self and total left blank",
         total, opts.min_percent
     );
-    if total == 0 {
+    if let Some(t) = &notes.trace {
+        match t.counts {
+            Some(c) => {
+                let _ = writeln!(
+                    out,
+                    "# traces: {} started, {} completed, {} aborted, {} loops blacklisted; abort sites under their lines (^)",
+                    c.started, c.completed, c.aborted, c.blacklistings
+                );
+            }
+            None => out.push_str("# traces: counts not in the report; abort sites under their lines (^)\n"),
+        }
+        let _ = writeln!(
+            out,
+            "# jit: the share of a line's self samples in compiled code (compiled samples name lines only at precision \"line\")"
+        );
+        for s in &elsewhere {
+            let _ = writeln!(out, "# {}", abort_text(s));
+        }
+    }
+    if total == 0 && aborts.is_empty() {
         out.push_str("[no samples]\n");
         return out;
     }
-    if !opts.raw {
+    if !opts.raw && total > 0 {
         let _ = writeln!(out, "# {}", error_note(total));
     }
-    let shown = |c: (u64, u64)| pct(c.0, total) >= opts.min_percent || pct(c.1, total) >= opts.min_percent;
+    let shown = |c: (u64, u64, u64)| pct(c.0, total) >= opts.min_percent || pct(c.1, total) >= opts.min_percent;
+    let marked = |file: &str, line: u32, lines: &LineCounts| {
+        lines.get(&line).is_some_and(|&c| shown(c)) || aborts.contains_key(&(file, line))
+    };
     let mut order: Vec<(&str, u64, u64)> = files
         .iter()
-        .filter(|(_, lines)| lines.values().any(|&c| shown(c)))
+        .filter(|(f, lines)| lines.values().any(|&c| shown(c)) || aborts.keys().any(|(af, _)| af == *f))
         .map(|(f, lines)| (*f, sum_counts(lines.values().map(|c| c.0)), lines.values().map(|c| c.1).max().unwrap_or(0)))
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
+    let with_jit = notes.trace.is_some();
     for (file, self_sum, _) in order {
         let lines = &files[file];
         let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_share(self_sum, total, opts.raw));
+        // Abort sites of lines this view cannot show, listed by line.
+        let unplaced = |out: &mut String, from: u32| {
+            let mut at: Vec<(&u32, &Vec<&AbortSite>)> =
+                aborts.iter().filter(|((f, l), _)| *f == file && *l >= from).map(|((_, l), v)| (l, v)).collect();
+            at.sort_by_key(|(l, _)| **l);
+            for (line, list) in at {
+                for s in list {
+                    let _ = writeln!(out, "^ line {}: {}", line, abort_text(s));
+                }
+            }
+        };
         let text = match read(file) {
             Ok(t) => t,
             Err(e) => {
                 let _ = writeln!(out, "[cannot read {}: {}]", file, e);
+                unplaced(&mut out, 0);
                 continue;
             }
         };
         if text.as_bytes().first() == Some(&0x1b) {
             out.push_str("[bytecode file: cannot annotate]\n");
+            unplaced(&mut out, 0);
             continue;
         }
-        let _ = writeln!(out, "{:>7} {:>7} | {:>5} | source", "self", "total", "line");
+        let jit_head = if with_jit { format!(" {:>5}", "jit") } else { String::new() };
+        let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | source", "self", "total", jit_head, "line");
         let src: Vec<&str> = text.lines().collect();
-        let hot: Vec<usize> = (1..=src.len()).filter(|n| lines.get(&(*n as u32)).is_some_and(|&c| shown(c))).collect();
+        let hot: Vec<usize> = (1..=src.len()).filter(|n| marked(file, *n as u32, lines)).collect();
         let visible = |n: usize| match mode {
             Annotate::Full => true,
             Annotate::Excerpts(ctx) => hot.iter().any(|&h| h.abs_diff(n) <= ctx),
         };
+        let blank_jit = if with_jit { format!(" {:>5}", "") } else { String::new() };
         let mut gap = true;
         for (idx, code) in src.iter().enumerate() {
             let n = idx + 1;
@@ -88,20 +189,50 @@ pub fn annotate(
             gap = false;
             match lines.get(&(n as u32)) {
                 Some(&c) if shown(c) => {
+                    let jit = if !with_jit {
+                        String::new()
+                    } else if c.0 == 0 {
+                        blank_jit.clone()
+                    } else if opts.raw {
+                        format!(" {:>5}", c.2)
+                    } else {
+                        format!(" {:>4.0}%", pct(c.2, c.0))
+                    };
                     let _ = writeln!(
                         out,
-                        "{:>7} {:>7} | {:>5} | {}",
+                        "{:>7} {:>7}{} | {:>5} | {}",
                         fmt_share(c.0, total, opts.raw),
                         fmt_share(c.1, total, opts.raw),
+                        jit,
                         n,
                         code
                     );
                 }
                 _ => {
-                    let _ = writeln!(out, "{:>7} {:>7} | {:>5} | {}", "", "", n, code);
+                    let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | {}", "", "", blank_jit, n, code);
                 }
             }
+            for s in aborts.get(&(file, n as u32)).into_iter().flatten() {
+                let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | ^ {}", "", "", blank_jit, "", abort_text(s));
+            }
         }
+        // Past the end: the file changed since, or the site's line is off.
+        unplaced(&mut out, src.len() as u32 + 1);
     }
     out
+}
+
+/// One abort site as a note: count, severity, reason and zone.
+fn abort_text(s: &AbortSite) -> String {
+    let zone = if s.zone.is_empty() { String::new() } else { format!(" [{}]", s.zone) };
+    let at = if frames::file_line(&s.location).is_some() { String::new() } else { format!(" at {}", s.location) };
+    format!(
+        "trace aborted {} time{} ({}){}: {}{}",
+        s.count,
+        if s.count == 1 { "" } else { "s" },
+        s.severity,
+        at,
+        s.reason,
+        zone
+    )
 }

@@ -20,7 +20,7 @@ use crate::record::stack_table::VM_STATES;
 mod annotate;
 mod hot_aborts;
 
-pub use annotate::annotate;
+pub use annotate::{annotate, annotate_with, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};
 
 /// What a level of a view groups samples by.
@@ -444,8 +444,13 @@ fn with_changed_files(text: String, funcs: &FunctionMap) -> String {
 
 /// Renders a view (or, with `annotate`, the annotated source).
 pub fn render(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> String {
+    render_with(profile, funcs, opts, &LineNotes::default())
+}
+
+/// [`render`], with `notes` beside the annotated source's shares.
+pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions, notes: &LineNotes) -> String {
     if let Some(a) = opts.annotate {
-        let text = annotate(profile, opts, a, &mut |p| std::fs::read_to_string(p));
+        let text = annotate_with(profile, opts, a, notes, &mut |p| std::fs::read_to_string(p));
         return with_changed_files(text, funcs);
     }
     let t = aggregate(profile, funcs, opts);

@@ -213,3 +213,41 @@ fn share_error_is_the_wilson_half_width() {
     assert!(error_note(12).starts_with("only 12 samples: too few to rank"));
     assert!(error_note(1000).starts_with("shares ±3.1 points at most"));
 }
+
+#[test]
+fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
+    // Line 5: 6 samples, 4 of them compiled; line 7: none, but an abort.
+    let p = crate::profile::collapsed::parse("main.lua:1;phys.lua:5_[N] 4\nmain.lua:1;phys.lua:5_[I] 2\n").unwrap();
+    let src: String = (1..=20).map(|i| format!("code{}\n", i)).collect();
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let site = |count: u64, location: &str, reason: &str| AbortSite {
+        severity: "warn".into(),
+        count,
+        reason: reason.into(),
+        location: location.into(),
+        zone: "update".into(),
+    };
+    let notes = LineNotes {
+        trace: Some(TraceNotes {
+            sites: vec![
+                site(3, "phys.lua:7", "NYI: bytecode FNEW"),
+                site(9, "phys.lua:7", "loop unroll limit reached"),
+            ],
+            counts: Some(TraceCounts { started: 20, completed: 8, aborted: 12, blacklistings: 1 }),
+        }),
+    };
+    let text = annotate_with(&p, &o, Annotate::Excerpts(0), &notes, &mut |_| Ok(src.clone()));
+    assert_eq!(crate::record::stack_table::VM_STATES[annotate::COMPILED], b'N');
+    assert!(text.contains("# traces: 20 started, 8 completed, 12 aborted, 1 loops blacklisted"), "{}", text);
+    assert!(text.contains(" 100.0%  100.0%   67% |     5 | code5"), "{}", text);
+    // The abort line is shown though it has no samples; the most frequent reason first.
+    let at7 = text.find("|     7 | code7\n").expect("line 7 shown");
+    let many = text.find("^ trace aborted 9 times (warn): loop unroll limit reached [update]").unwrap();
+    let few = text.find("^ trace aborted 3 times (warn): NYI: bytecode FNEW [update]").unwrap();
+    assert!(at7 < many && many < few, "{}", text);
+    assert!(!text.contains("code6"), "{}", text);
+    // Without notes, the view is the sampled one alone.
+    let plain = annotate(&p, &o, Annotate::Excerpts(0), &mut |_| Ok(src.clone()));
+    assert!(plain.contains(" 100.0%  100.0% |     5 | code5"), "{}", plain);
+    assert!(!plain.contains("code7"));
+}

@@ -171,6 +171,8 @@ end
 --   "total"), `minPercent` (default 3), `depth` (frames per key, negative for
 --   caller first), `raw` (counts instead of percentages), `limit` (rows),
 --   `annotate` ("hot" excerpts or "full" files, with `context` lines),
+--   `trace` (with `annotate`: a TraceReport whose abort sites go under
+--   their lines, with each line's compiled share),
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from
 --   the source, default true), `mode` (a `-jp` mode string such as "vf")
 -- @treturn string the view; from a SampleSession, its second line gives
