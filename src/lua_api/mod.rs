@@ -35,7 +35,9 @@ mod timeline;
 pub mod views;
 
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
-pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS};
+pub use options::{
+    check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS, TIMELINE_FORMATS,
+};
 use options::{describe, StartOptions};
 use stats::Timing;
 
@@ -463,6 +465,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("available", lua.create_function(available)?)?;
     t.set("options", option_tables(lua)?)?;
     t.set("formats", lua.create_sequence_from(FORMATS.iter().copied())?)?;
+    t.set("timelineFormats", lua.create_sequence_from(TIMELINE_FORMATS.iter().copied())?)?;
     let extensions = lua.create_table()?;
     for (i, (ending, format)) in FORMAT_EXTENSIONS.iter().enumerate() {
         extensions.raw_set(i + 1, lua.create_sequence_from([*ending, *format])?)?;

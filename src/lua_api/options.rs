@@ -18,12 +18,22 @@ pub const DEFAULT_MAX_STACKS: usize = 100_000;
 pub const DEFAULT_TIMELINE_SAMPLES: usize = 262_144;
 
 /// The file formats `stop` and `write` write (the `format` option).
-pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope", "pprof"];
+pub const FORMATS: &[&str] =
+    &["auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace"];
 
-/// File-name endings that choose a format under "auto" (anything else is
-/// collapsed text).
-pub const FORMAT_EXTENSIONS: &[(&str, &str)] =
-    &[(".svg", "svg"), (".speedscope.json", "speedscope"), (".pb.gz", "pprof")];
+/// Of [`FORMATS`], those written from a session's time line (samples in the
+/// order they were taken, frames): a profile object has no time line.
+pub const TIMELINE_FORMATS: &[&str] = &["speedscope-timeline", "chrome-trace"];
+
+/// File-name endings that choose a format under "auto", the first that
+/// matches (anything else is collapsed text).
+pub const FORMAT_EXTENSIONS: &[(&str, &str)] = &[
+    (".svg", "svg"),
+    (".timeline.speedscope.json", "speedscope-timeline"),
+    (".speedscope.json", "speedscope"),
+    (".pb.gz", "pprof"),
+    (".trace.json", "chrome-trace"),
+];
 
 /// What an option accepts.
 #[derive(Clone, Copy, Debug)]

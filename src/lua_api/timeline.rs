@@ -6,9 +6,10 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
+use crate::output::timed::{TimedFrame, TimedPoint, TimedProfile, TimedStack};
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
-use crate::record::stack_table::StackTable;
+use crate::record::stack_table::{StackTable, VM_STATES};
 use crate::record::timeline::OVERFLOW_ENTRY;
 use crate::sys;
 
@@ -51,6 +52,78 @@ impl NativeSession {
         Profile::from_table(&table, &mut namer)
     }
 
+    /// The time line as the time-line formats take it: every sample the
+    /// ring holds, oldest first, with its stack named as the profile names
+    /// it, and the frames; times from the session's start.
+    pub(super) fn timed_profile(&self, name: String) -> TimedProfile {
+        let now = sys::monotonic_ns();
+        let start = self.frame_marks.start_ns;
+        // Under the sampler's borrow only copies: the distinct (entry, VM
+        // state) keys, and the samples pointing at them.
+        let (keys, points, spans) = self.sampler.with(|s| {
+            let mut ids: std::collections::HashMap<(u32, usize), u32> = std::collections::HashMap::new();
+            let mut keys: Vec<(Option<Vec<u8>>, usize)> = Vec::new();
+            let mut points = Vec::with_capacity(s.timeline.len());
+            for ts in s.timeline.iter() {
+                let state = ts.state();
+                let id = *ids.entry((ts.entry, state)).or_insert_with(|| {
+                    let key = (ts.entry != OVERFLOW_ENTRY && (ts.entry as usize) < s.table.len())
+                        .then(|| s.table.get(ts.entry as usize).0.to_vec());
+                    keys.push((key, state));
+                    (keys.len() - 1) as u32
+                });
+                points.push(TimedPoint {
+                    t_ns: ts.t_ns.saturating_sub(start),
+                    stack: id,
+                    state: VM_STATES[state],
+                    count: ts.count(),
+                });
+            }
+            (keys, points, self.frame_marks.spans(&s.timeline, now))
+        });
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let stacks = keys
+            .iter()
+            .map(|(key, state)| {
+                let mut one = StackTable::new(u32::MAX as usize);
+                match key {
+                    Some(key) => {
+                        one.add(key, *state, 1);
+                    }
+                    None => one.overflow[*state] = 1,
+                }
+                if !self.call_site_lines.is_empty() {
+                    one = one.with_leaves_replaced(&self.call_site_lines);
+                }
+                let p = Profile::from_table(&one, &mut namer);
+                let stack = p.named_rows().next().map(|r| TimedStack {
+                    zones: r.zones.iter().map(|z| z.to_string()).collect(),
+                    frames: r.stack.iter().map(|f| f.to_string()).collect(),
+                });
+                stack.unwrap_or_default()
+            })
+            .collect();
+        let frames = spans
+            .iter()
+            .map(|f| TimedFrame {
+                index: f.index,
+                start_ns: f.start_ns.saturating_sub(start),
+                end_ns: f.end_ns.saturating_sub(start),
+                samples: f.samples,
+                gc_samples: f.gc_samples,
+            })
+            .collect();
+        TimedProfile {
+            name,
+            stacks,
+            samples: points,
+            frames,
+            events: Vec::new(),
+            interval_ns: self.interval_ns,
+            end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
+        }
+    }
+
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua) -> mlua::Result<Table> {
@@ -77,6 +150,22 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(())
     });
     methods.add_method("frames", |lua, this, ()| this.frames_table(lua));
+    // `timeline(format, name)`: the time line rendered in a time-line format.
+    methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| {
+        this.resolve_call_sites(lua);
+        let tp = this.timed_profile(name.unwrap_or_else(|| "tecs-profile".into()));
+        match format.as_str() {
+            #[cfg(feature = "speedscope")]
+            "chrome-trace" => Ok(crate::output::chrome_trace::render(&tp)),
+            #[cfg(feature = "speedscope")]
+            "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&tp)),
+            _ => Err(runtime(format!(
+                "bad argument #1 'format' ({} expected, got {:?})",
+                super::options::TIMELINE_FORMATS.iter().map(|f| format!("{:?}", f)).collect::<Vec<_>>().join(" or "),
+                format
+            ))),
+        }
+    });
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.resolve_call_sites(lua);
         let (from, to) = this

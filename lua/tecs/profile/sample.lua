@@ -55,7 +55,9 @@ end
 --   only those on other coroutines; default false),
 --   `format` of files written by stop/write ("auto" default: by extension,
 --   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
---   else collapsed; or "collapsed", "svg", "speedscope", "pprof"),
+--   ".timeline.speedscope.json" speedscope in time order, ".trace.json"
+--   Chrome trace events, else collapsed; or "collapsed", "svg",
+--   "speedscope", "pprof", "speedscope-timeline", "chrome-trace"),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
 --   the oldest dropped past it; 16 bytes each; default 262144, 0 for none)
 -- @treturn SampleSession
@@ -153,6 +155,8 @@ function SampleSession:_write_file(filename, format)
   local content, err
   if fmt == "collapsed" then
     content = self:collapsed()
+  elseif output.is_timeline_format(fmt) then
+    content = self._native:timeline(fmt, "tecs-profile")
   else
     local st = self._native:stats()
     content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
@@ -165,9 +169,11 @@ end
 --- Write the profile to `filename` (atomically); for retrying a failed
 -- `:stop(filename)` or saving a snapshot of a running session. The format
 -- follows `format`, else the session's `format` option, else the extension
--- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, anything else collapsed).
+-- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, `.timeline.speedscope.json`
+-- and `.trace.json` from the time line, anything else collapsed).
 -- @tparam string filename
--- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof" or "auto"
+-- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof",
+--   "speedscope-timeline", "chrome-trace" or "auto"
 -- @treturn string the collapsed text
 function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)
@@ -196,10 +202,10 @@ end
 -- @return profile object, or string
 function SampleSession:delta(format)
   check.self(self, SampleSession, "SampleSession", "delta", 2)
-  if format ~= nil and (format == "auto" or not output.is_format(format)) then
+  if format ~= nil and (format == "auto" or not output.is_format(format) or output.is_timeline_format(format)) then
     local names = {}
     for _, f in ipairs(output.formats) do
-      if f ~= "auto" then names[#names + 1] = '"' .. f .. '"' end
+      if f ~= "auto" and not output.is_timeline_format(f) then names[#names + 1] = '"' .. f .. '"' end
     end
     check.fail(2, "SampleSession:delta: bad argument #1 'format' (nil or %s expected, got %s)",
       table.concat(names, " or "), check.describe(format))

@@ -3,6 +3,8 @@
 --    profile.frame()            -- once per frame, at its start
 --    s:frames()                 -- { { index, startMs, ms, samples, gcSamples }, ... }
 --    s:hitches(3)               -- the 3 slowest frames, with what ran in them
+--    s:timeline("chrome-trace") -- the time line as Chrome trace events (Perfetto)
+--    s:write("run.trace.json")  -- the same, by extension
 --
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
@@ -13,6 +15,7 @@
 
 local check = require("tecs.profile.check")
 local funcmap = require("tecs.profile.funcmap")
+local output = require("tecs.profile.output")
 
 local M = {}
 
@@ -82,6 +85,26 @@ function M.install(SampleSession)
   function SampleSession:frames()
     check.self(self, SampleSession, "SampleSession", "frames", 2)
     return self._native:frames()
+  end
+
+  --- The time line rendered in a time-line format: "chrome-trace" (the
+  -- Chrome trace event JSON that Perfetto, chrome://tracing and speedscope
+  -- read: consecutive samples merged into nested ranges, frames on a track
+  -- of their own, runs of GC samples as instant events) or
+  -- "speedscope-timeline" (a speedscope file whose samples are in the order
+  -- they were taken, for its "Time Order" view). Holds the samples the time
+  -- line holds (see `timelineSamples`); the aggregate outputs hold them all.
+  -- @tparam string format
+  -- @treturn string
+  function SampleSession:timeline(format)
+    check.self(self, SampleSession, "SampleSession", "timeline", 2)
+    if not output.is_timeline_format(format) then
+      local names = {}
+      for i, f in ipairs(output.timeline_formats) do names[i] = '"' .. f .. '"' end
+      check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
+        table.concat(names, " or "), check.describe(format))
+    end
+    return self._native:timeline(format, "tecs-profile")
   end
 
   --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,
