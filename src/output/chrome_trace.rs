@@ -58,8 +58,17 @@ struct Event<'a> {
     args: BTreeMap<&'a str, Value>,
 }
 
+/// Nanoseconds to whole microseconds (the unit of `ts` and `dur`).
 fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
+    (ns.saturating_add(500) / 1000) as f64
+}
+
+/// The duration from `start_ns` to `end_ns` in microseconds. Times are
+/// whole microseconds, so readers that add `ts` and `dur` as floats (or
+/// shift every `ts`) get exactly the end: ranges that end where the next
+/// begins, or where their parent ends, stay nested.
+fn dur_us(start_ns: u64, end_ns: u64) -> f64 {
+    us(end_ns.max(start_ns)) - us(start_ns)
 }
 
 fn event<'a>(name: &'a str, cat: &'static str, ph: &'static str, ts_ns: u64, tid: u32) -> Event<'a> {
@@ -72,19 +81,16 @@ fn metadata<'a>(kind: &'a str, tid: u32, name: &str) -> Event<'a> {
     e
 }
 
-/// A frame of the open stack: its name, where it began, samples so far.
-struct Open<'a> {
-    name: &'a str,
-    cat: &'static str,
+/// A frame of the open stack: where it began, and its event (written when
+/// it opens, so that a caller comes before its callees even when their
+/// ranges are equal; its duration is set when it closes).
+struct Open {
     start_ns: u64,
-    samples: u64,
+    event: usize,
 }
 
-fn close<'a>(open: Open<'a>, end_ns: u64) -> Event<'a> {
-    let mut e = event(open.name, open.cat, "X", open.start_ns, LUA_TID);
-    e.dur = Some(us(end_ns.saturating_sub(open.start_ns)));
-    e.args.insert("samples", Value::from(open.samples));
-    e
+fn close(open: Open, end_ns: u64, out: &mut [Event]) {
+    out[open.event].dur = Some(dur_us(open.start_ns, end_ns));
 }
 
 /// The names (and categories) of a sample's ranges, outermost first.
@@ -97,7 +103,7 @@ fn names<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], p: &TimedPoint
 /// The sampled stacks as nested complete events, and runs of GC samples as
 /// instant events.
 fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &mut Vec<Event<'a>>) {
-    let mut open: Vec<Open<'a>> = Vec::new();
+    let mut open: Vec<Open> = Vec::new();
     let mut prev_end = 0u64;
     // The GC run being extended: start, end, samples.
     let mut gc: Option<(u64, u64, u64)> = None;
@@ -113,24 +119,26 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
     for p in &tp.samples {
         let end = p.t_ns;
         let start = end.saturating_sub(tp.weight_ns(p)).max(prev_end);
-        if start >= end {
-            // Taken at the same nanosecond as the one before: nothing to draw.
+        if us(start) >= us(end) {
+            // Within the microsecond of the one before: nothing to draw
+            // (readers do not order empty ranges among their neighbours).
             continue;
         }
         // A gap (the thread did not run on the CPU clock, samples were
         // dropped, the session was paused) ends every range.
         let contiguous = start == prev_end;
         let names = names(tp, zone_names, p);
-        let keep = if contiguous { open.iter().zip(&names).take_while(|(o, n)| o.name == n.0).count() } else { 0 };
+        let keep =
+            if contiguous { open.iter().zip(&names).take_while(|(o, n)| out[o.event].name == n.0).count() } else { 0 };
         while open.len() > keep {
             let o = open.pop().expect("longer than keep");
-            out.push(close(o, prev_end));
+            close(o, prev_end, out);
         }
         for &(name, cat) in &names[keep..] {
-            open.push(Open { name, cat, start_ns: start, samples: 0 });
-        }
-        for o in &mut open {
-            o.samples += p.count as u64;
+            // No args: speedscope makes them part of the name, and a
+            // function would then be a new frame in every range.
+            open.push(Open { start_ns: start, event: out.len() });
+            out.push(event(name, cat, "X", start, LUA_TID));
         }
         if p.state == b'G' {
             match &mut gc {
@@ -149,7 +157,7 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
         prev_end = end;
     }
     while let Some(o) = open.pop() {
-        out.push(close(o, prev_end));
+        close(o, prev_end, out);
     }
     flush_gc(&mut gc, out);
 }
@@ -165,9 +173,10 @@ pub fn render(tp: &TimedProfile) -> String {
         metadata("thread_name", FRAMES_TID, "frames"),
     ];
     sample_events(tp, &zone_names, &mut events);
-    for (f, name) in tp.frames.iter().zip(&frame_names) {
+    // Frames shorter than a microsecond are left out, as empty ranges are.
+    for (f, name) in tp.frames.iter().zip(&frame_names).filter(|(f, _)| dur_us(f.start_ns, f.end_ns) > 0.0) {
         let mut e = event(name, "frame", "X", f.start_ns, FRAMES_TID);
-        e.dur = Some(us(f.end_ns.saturating_sub(f.start_ns)));
+        e.dur = Some(dur_us(f.start_ns, f.end_ns));
         e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns) as f64 / 1e6));
         e.args.insert("samples", Value::from(f.samples));
         e.args.insert("gcSamples", Value::from(f.gc_samples));
@@ -264,8 +273,6 @@ mod tests {
         want.sort_by(|a, b| (a.1, a.2.to_bits(), &a.0).cmp(&(b.1, b.2.to_bits(), &b.0)));
         assert_eq!(got, want);
         let events = v["traceEvents"].as_array().unwrap();
-        let main = events.iter().find(|e| e["name"] == "main.lua:1").unwrap();
-        assert_eq!(main["args"]["samples"], 3);
         let gc: Vec<&Value> = events.iter().filter(|e| e["ph"] == "i").collect();
         assert_eq!(gc.len(), 1);
         assert_eq!(
@@ -275,6 +282,16 @@ mod tests {
         let names: Vec<&str> =
             events.iter().filter(|e| e["ph"] == "M").map(|e| e["args"]["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["t", "Lua", "frames"]);
+    }
+
+    #[test]
+    fn ranges_never_end_past_their_end() {
+        for (a, b, c) in [(3_066u64, 3_266u64, 28_918_045u64), (1, 2, 3_000_000_000_000), (7, 7, 7)] {
+            // Two ranges that share an end, and one that begins there.
+            assert_eq!(us(a) + dur_us(a, c), us(b) + dur_us(b, c));
+            assert_eq!(us(a) + dur_us(a, b), us(b));
+            assert_eq!(us(c) - us(a) + dur_us(a, b) - (us(b) - us(a)), us(c) - us(b) + dur_us(b, b));
+        }
     }
 
     #[test]
