@@ -1,0 +1,135 @@
+-- The time-line outputs, read back by a real consumer: speedscope's own
+-- importer (spec/support/import_speedscope.js) opens the Chrome trace
+-- events and the time-ordered speedscope file, and what it shows must run
+-- in the order the program ran. Phases are set by construction (CPU time
+-- burned in known functions); bounds come from sample counts, never from
+-- the machine's speed.
+local profile = require("tecs.profile")
+local sample = require("tecs.profile.sample")
+local run = require("spec.support.run")
+
+local work = dofile("spec/fixtures/frames_work.lua")
+
+-- Which workload a stack is in: its innermost frame of frames_work.lua,
+-- by line (slow_work is defined above quick_work), or nil.
+local QUICK_FROM = 15
+local function phase_of(stack)
+  local kind
+  for line in stack:gmatch("frames_work%.lua:(%d+)") do
+    kind = tonumber(line) < QUICK_FROM and "slow" or "quick"
+  end
+  return kind
+end
+
+-- What speedscope's importer made of `path`: { { name, weight, calls = { {start, stack} } } }.
+local function import(path)
+  local rc, out, err = run.run3("node spec/support/import_speedscope.js " .. run.quote(path))
+  assert.equal(0, rc, err)
+  local profiles = {}
+  for line in out:gmatch("[^\n]+") do
+    local kind, a, b = line:match("^(%a+)\t([^\t]*)\t(.*)$")
+    if kind == "profile" then
+      profiles[#profiles + 1] = { name = a, weight = tonumber(b), calls = {} }
+    elseif kind == "call" then
+      local calls = profiles[#profiles].calls
+      calls[#calls + 1] = { start = tonumber(a), stack = b }
+    end
+  end
+  return profiles
+end
+
+-- The phases the calls run through, in order, repeats merged.
+local function phases(calls)
+  local seq = {}
+  for _, c in ipairs(calls) do
+    local p = phase_of(c.stack)
+    if p and seq[#seq] ~= p then seq[#seq + 1] = p end
+  end
+  return seq
+end
+
+local function find(profiles, pattern)
+  for _, p in ipairs(profiles) do
+    if p.name:match(pattern) then return p end
+  end
+end
+
+describe("time-line outputs", function()
+  local dir, s
+
+  setup(function()
+    work.quick_work(0.05)
+    work.slow_work(0.05)
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. run.quote(dir)) == 0)
+    -- Three frames: quick, slow, quick.
+    s = profile.sample({ intervalMs = 1 })
+    profile.frame()
+    work.quick_work(0.04)
+    profile.frame()
+    work.slow_work(0.08)
+    profile.frame()
+    work.quick_work(0.04)
+    s:stop()
+  end)
+
+  teardown(function()
+    local active = sample.active()
+    if active then active:stop() end
+    os.execute("rm -rf " .. run.quote(dir))
+  end)
+
+  it("speedscope in time order: the samples in the order they were taken", function()
+    local path = dir .. "/run.timeline.speedscope.json"
+    s:write(path)
+    local rc, out = run.run("node spec/support/validate_speedscope.js " .. run.quote(path))
+    assert.equal(0, rc, out)
+    local profiles = import(path)
+    assert.equal(1, #profiles)
+    local st = s:stats()
+    assert.equal(0, st.timelineDroppedSamples)
+    -- Every sample the time line holds, weighted in milliseconds.
+    assert.is_true(math.abs(profiles[1].weight - st.timelineSamples * s.intervalMs) < 1e-6,
+      profiles[1].weight .. " vs " .. st.timelineSamples)
+    assert.same({ "quick", "slow", "quick" }, phases(profiles[1].calls))
+    -- The same text from the method.
+    assert.equal(run.read(path), s:timeline("speedscope-timeline"))
+  end)
+
+  it("Chrome trace events: nested ranges in time order, and the frames on their own track", function()
+    local path = dir .. "/run.trace.json"
+    s:write(path)
+    local text = assert(run.read(path))
+    local profiles = import(path)
+    local lua = assert(find(profiles, "Lua %(tid 1%)"), "a Lua track")
+    assert.same({ "quick", "slow", "quick" }, phases(lua.calls))
+    -- A range per stack frame: the calls below a range start inside it.
+    for i, c in ipairs(lua.calls) do
+      if i > 1 and c.stack:find(lua.calls[i - 1].stack .. ";", 1, true) == 1 then
+        assert.is_true(c.start >= lua.calls[i - 1].start)
+      end
+    end
+    local track = assert(find(profiles, "frames %(tid 2%)"), "a frames track")
+    local frames = s:frames()
+    assert.equal(3, #frames)
+    assert.equal(#frames, #track.calls)
+    for i, c in ipairs(track.calls) do
+      assert.matches("^frame " .. frames[i].index .. " ", c.stack)
+      assert.equal(frames[i].samples, tonumber(c.stack:match('"samples":(%d+)')))
+    end
+    -- 80 ms of CPU time at 1 ms: tens of samples in the slow frame.
+    assert.is_true(frames[2].samples >= 20, "samples in the slow frame: " .. frames[2].samples)
+    assert.matches('"traceEvents"', text)
+    assert.equal(text, s:timeline("chrome-trace"))
+  end)
+
+  it("timeline(format) and delta(format) reject what does not apply", function()
+    assert.has_error(function() s:timeline("svg") end,
+      'SampleSession:timeline: bad argument #1 \'format\' ("speedscope-timeline" or "chrome-trace" expected, ' ..
+      'got string "svg")')
+    assert.has_error(function() s:delta("chrome-trace") end,
+      'SampleSession:delta: bad argument #1 \'format\' (nil or "collapsed" or "svg" or "speedscope" or "pprof" ' ..
+      'expected, got string "chrome-trace")')
+  end)
+end)
