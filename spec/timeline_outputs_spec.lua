@@ -132,4 +132,28 @@ describe("time-line outputs", function()
       'SampleSession:delta: bad argument #1 \'format\' (nil or "collapsed" or "svg" or "speedscope" or "pprof" ' ..
       'expected, got string "chrome-trace")')
   end)
+
+  it("tecs-profile run --timeline FILE --hitches N", function()
+    local trace, ss = dir .. "/game.trace.json", dir .. "/game.timeline.speedscope.json"
+    local rc, out, err = run.run3(run.cli .. " run -q --hitches 2 --timeline " .. run.quote(trace) ..
+      " spec/fixtures/frames_game.lua")
+    assert.equal(0, rc, err)
+    local lines = {}
+    for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.equal("Slowest 2 of 12 frames:", lines[1])
+    assert.equal(4, #lines, out)
+    -- The slow frame first, named by the function that burned its time.
+    assert.matches("^%s+8%s+[%d.]+%s+%d+%s+%d+  %d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", lines[3])
+    assert.matches("M%.quick_work", lines[4])
+    local track = assert(find(import(trace), "frames %(tid 2%)"))
+    assert.equal(12, #track.calls)
+    assert.equal(0, (run.run3(run.cli .. " run -q --timeline " .. run.quote(ss) .. " spec/fixtures/frames_game.lua 0.02")))
+    assert.matches('"$schema": "https://www.speedscope.app/file-format-schema.json"', run.read(ss), 1, true)
+    rc, out, err = run.run3(run.cli .. " run -q --hitches 1 spec/fixtures/cli_script.lua x 0.01")
+    assert.equal(0, rc, err)
+    assert.matches("No frames marked: call profile.frame() once per frame", out, 1, true)
+    rc, _, err = run.run3(run.cli .. " run --hitches 0 spec/fixtures/frames_game.lua")
+    assert.equal(2, rc)
+    assert.matches("--hitches needs a positive integer, got 0", err, 1, true)
+  end)
 end)

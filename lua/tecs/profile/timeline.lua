@@ -74,6 +74,28 @@ function M.detach(handle)
   unhook_love()
 end
 
+--- The hitches of a session as text: one line per frame, slowest first,
+-- with the functions that ran in it (at most three, by self samples).
+-- @tparam table hitches as `SampleSession:hitches` returns them
+-- @tparam integer frames how many frames were marked in all
+-- @treturn string
+function M.hitches_text(hitches, frames)
+  if frames == 0 then
+    return "No frames marked: call profile.frame() once per frame (LÖVE games are marked by themselves).\n"
+  end
+  local out = { string.format("Slowest %d of %d frames:\n", #hitches, frames),
+    string.format("%8s %9s %8s %5s  %s\n", "frame", "ms", "samples", "gc", "what ran (share of its samples)") }
+  for _, h in ipairs(hitches) do
+    local top = {}
+    for i = 1, math.min(3, #h.top) do
+      top[i] = string.format("%.0f%% %s", h.top[i].share * 100, h.top[i].name)
+    end
+    out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples,
+      #top > 0 and table.concat(top, ", ") or "(no samples)")
+  end
+  return table.concat(out)
+end
+
 --- Add `frames` and `hitches` to the class of sampling sessions.
 function M.install(SampleSession)
   --- One record per frame marked (see `profile.frame`), in order:
