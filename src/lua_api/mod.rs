@@ -161,7 +161,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
         delta_mark: CountsMark::default(),
-        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
+        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()).keeping_slow_frames(o.slow_frame_ns),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"
@@ -194,7 +194,8 @@ impl NativeSession {
             lifecycle::release_anchors(lua, &self.sampler);
         }
         self.timing.finish();
-        self.frame_marks.finish(sys::monotonic_ns());
+        let marks = &mut self.frame_marks;
+        self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
     }
 
     fn running(&self) -> bool {

@@ -114,6 +114,11 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
         DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
     ),
+    opt(
+        "slowFrameMs",
+        Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
+        DefaultValue::None,
+    ),
 ];
 
 /// Lua's type name of a value.
@@ -331,6 +336,8 @@ pub(super) struct StartOptions {
     pub(super) precision: Precision,
     pub(super) skip_starting_thread: bool,
     pub(super) timeline_samples: usize,
+    /// Frames shorter than this leave the time line once counted.
+    pub(super) slow_frame_ns: Option<u64>,
     pub(super) env: StartEnv,
 }
 
@@ -421,6 +428,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
         skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
         timeline_samples: number("timelineSamples") as usize,
+        slow_frame_ns: get("slowFrameMs").number().map(|ms| (ms * 1e6).round() as u64),
         env,
     })
 }

@@ -21,10 +21,13 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 impl NativeSession {
     /// The time line's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
-        let (kept, dropped, bytes) =
-            self.sampler.with(|s| (s.timeline.kept_samples, s.timeline.dropped_samples, s.timeline.memory_bytes()));
+        let (kept, dropped, fast, bytes) = self.sampler.with(|s| {
+            let tl = &s.timeline;
+            (tl.kept_samples, tl.dropped_samples, tl.fast_frame_samples, tl.memory_bytes())
+        });
         t.set("timelineSamples", kept)?;
         t.set("timelineDroppedSamples", dropped)?;
+        t.set("timelineFastFrameSamples", fast)?;
         t.set("timelineBytes", bytes)?;
         t.set("frames", self.frame_marks.len())?;
         t.set("droppedFrames", self.frame_marks.dropped)?;
@@ -146,7 +149,8 @@ impl NativeSession {
 /// The session methods of the time axis.
 pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frame", |_, this, ()| {
-        this.frame_marks.mark(sys::monotonic_ns());
+        let marks = &mut this.frame_marks;
+        this.sampler.with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
         Ok(())
     });
     methods.add_method("frames", |lua, this, ()| this.frames_table(lua));

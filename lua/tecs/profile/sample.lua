@@ -59,7 +59,10 @@ end
 --   Chrome trace events, else collapsed; or "collapsed", "svg",
 --   "speedscope", "pprof", "speedscope-timeline", "chrome-trace"),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
---   the oldest dropped past it; 16 bytes each; default 262144, 0 for none)
+--   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
+--   `slowFrameMs` (frames shorter than this keep their duration and sample
+--   counts in `frames`, but their samples leave the time line when they
+--   end, so that long sessions keep the slow frames; default: keep all)
 -- @treturn SampleSession
 function M.start(opts)
   if not native_ok then
@@ -93,6 +96,7 @@ function M.start(opts)
     precision = settings.precision,
     format = settings.format,
     timelineSamples = settings.timelineSamples,
+    slowFrameMs = settings.slowFrameMs,
     _started_at = os.time(),
     _delta_wall = os.time(),
     _delta_at = clock.now(),
@@ -226,7 +230,8 @@ end
 -- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
 -- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`,
 -- `timelineSamples` and `timelineDroppedSamples` (held by the time line,
--- and overwritten once it was full), `timelineBytes`, `frames` and
+-- and overwritten once it was full), `timelineFastFrameSamples` (taken out
+-- with their frame, shorter than `slowFrameMs`), `timelineBytes`, `frames` and
 -- `droppedFrames` (frame marks kept and dropped), and
 -- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
 -- profiler over.

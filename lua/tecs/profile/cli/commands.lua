@@ -161,7 +161,7 @@ function M.run(opts, pos)
   local program = coroutine.create(chunk)
   local ok_s, session = pcall(profile.sample, {
     intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
-    precision = opts.precision, skipStartingThread = true,
+    precision = opts.precision, skipStartingThread = true, slowFrameMs = opts.slowFrameMs,
   })
   if not ok_s then usage_error("%s", clean(session)) end
 

@@ -60,6 +60,9 @@ local SAMPLING = {
       "order when FILE ends in .timeline.speedscope.json" },
   { "hitches", key = "hitches", arg = "N", number = true,
     help = "after the report, the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
+  { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
+    help = "keep the samples of frames of at least MS milliseconds only on the time line (the others stay " ..
+      "counted, and in the profile)" },
   HELP,
 }
 
