@@ -156,4 +156,27 @@ describe("time-line outputs", function()
     assert.equal(2, rc)
     assert.matches("--hitches needs a positive integer, got 0", err, 1, true)
   end)
+
+  it("trace aborts of a trace session running beside are instant events on the time line", function()
+    local trace, csv = dir .. "/aborts.trace.json", dir .. "/aborts.csv"
+    local rc, _, err = run.run3(run.cli .. " run -q --trace --trace-output " .. run.quote(csv) .. " --timeline " ..
+      run.quote(trace) .. " spec/fixtures/trace_nyi.lua")
+    assert.equal(0, rc, err)
+    local sites, reported = {}, 0
+    for line in assert(run.read(csv)):gmatch("[^\n]+") do
+      local severity, count, reason, location = line:match("^(%a+),(%d+),([^,]*),([^,]*),")
+      if severity and severity ~= "severity" then
+        sites[location .. " " .. reason] = severity
+        reported = reported + tonumber(count)
+      end
+    end
+    assert.is_true(reported >= 2, "aborts reported: " .. reported)
+    local events = 0
+    for args in assert(run.read(trace)):gmatch('"name":"trace abort"[^{}]*"args":(%b{})') do
+      events = events + 1
+      local location, reason = args:match('"location":"([^"]*)"'), args:match('"reason":"([^"]*)"')
+      assert.equal(sites[location .. " " .. reason], args:match('"severity":"([^"]*)"'), args)
+    end
+    assert.equal(reported, events)
+  end)
 end)

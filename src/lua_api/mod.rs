@@ -79,6 +79,8 @@ pub struct NativeSession {
     delta_mark: CountsMark,
     /// Where frames begin (`profile.frame()`), on the time line's clock.
     frame_marks: crate::record::timeline::FrameMarks,
+    /// Events on the time line (trace aborts), on its clock.
+    timeline_events: crate::record::timeline::Events,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -162,6 +164,7 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_site_lines: HashMap::new(),
         delta_mark: CountsMark::default(),
         frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()).keeping_slow_frames(o.slow_frame_ns),
+        timeline_events: Default::default(),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"

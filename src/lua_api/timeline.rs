@@ -6,7 +6,7 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
-use crate::output::timed::{TimedFrame, TimedPoint, TimedProfile, TimedStack};
+use crate::output::timed::{TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack};
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::stack_table::{StackTable, VM_STATES};
@@ -31,6 +31,8 @@ impl NativeSession {
         t.set("timelineBytes", bytes)?;
         t.set("frames", self.frame_marks.len())?;
         t.set("droppedFrames", self.frame_marks.dropped)?;
+        t.set("timelineEvents", self.timeline_events.list.len())?;
+        t.set("droppedTimelineEvents", self.timeline_events.dropped)?;
         Ok(())
     }
 
@@ -121,7 +123,12 @@ impl NativeSession {
             stacks,
             samples: points,
             frames,
-            events: Vec::new(),
+            events: self
+                .timeline_events
+                .list
+                .iter()
+                .map(|e| TimedEvent { t_ns: e.t_ns.saturating_sub(start), name: e.name.clone(), args: e.args.clone() })
+                .collect(),
             interval_ns: self.interval_ns,
             end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
         }
@@ -154,6 +161,24 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(())
     });
     methods.add_method("frames", |lua, this, ()| this.frames_table(lua));
+    // `event(name, details)`: an event at this moment (a trace abort), with
+    // its details (string keys and values; others are skipped).
+    methods.add_method_mut("event", |_, this, (name, details): (String, Option<Table>)| {
+        if !this.running() {
+            return Ok(());
+        }
+        let mut args = Vec::new();
+        if let Some(t) = details {
+            for (k, v) in t.pairs::<mlua::Value, mlua::Value>().flatten() {
+                if let (mlua::Value::String(k), mlua::Value::String(v)) = (k, v) {
+                    args.push((k.to_string_lossy(), v.to_string_lossy()));
+                }
+            }
+            args.sort();
+        }
+        this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
+        Ok(())
+    });
     // `timeline(format, name)`: the time line rendered in a time-line format.
     methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| {
         this.resolve_call_sites(lua);

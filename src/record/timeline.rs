@@ -174,6 +174,35 @@ impl Timeline {
     }
 }
 
+/// Events kept per session (trace aborts); later ones are counted only.
+pub const MAX_EVENTS: usize = 10_000;
+
+/// A moment of interest on the time line: when, a name, details.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub t_ns: u64,
+    pub name: String,
+    pub args: Vec<(String, String)>,
+}
+
+/// The events of a session, the first [`MAX_EVENTS`] of them.
+#[derive(Default)]
+pub struct Events {
+    pub list: Vec<Event>,
+    /// Events past the bound.
+    pub dropped: u64,
+}
+
+impl Events {
+    pub fn add(&mut self, event: Event) {
+        if self.list.len() < MAX_EVENTS {
+            self.list.push(event);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
 /// One frame: its index (from 1, in marking order), its time span and the
 /// samples taken in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

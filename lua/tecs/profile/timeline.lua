@@ -31,6 +31,14 @@ function M.mark()
   if marking then mark_frame(marking) end
 end
 
+--- Put an event on the time line of the running sampling session (a trace
+-- abort): `details` is a table of strings. Does nothing without a session.
+-- @tparam string name
+-- @tparam[opt] table details
+function M.event(name, details)
+  if marking then marking:event(name, details) end
+end
+
 -- `love.timer.step` as found and as wrapped, while the wrapper is in its
 -- chain: { timer = love.timer, original = fn, wrapper = fn }.
 local love_hook
@@ -91,7 +99,7 @@ function M.hitches_text(hitches, frames)
       top[i] = string.format("%.0f%% %s", h.top[i].share * 100, h.top[i].name)
     end
     out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples,
-      #top > 0 and table.concat(top, ", ") or "(no samples)")
+      #top > 0 and table.concat(top, ", ") or (h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"))
   end
   return table.concat(out)
 end
