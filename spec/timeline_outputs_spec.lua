@@ -126,7 +126,7 @@ describe("time-line outputs", function()
 
   it("timeline(format) and delta(format) reject what does not apply", function()
     assert.has_error(function() s:timeline("svg") end,
-      'SampleSession:timeline: bad argument #1 \'format\' ("speedscope-timeline" or "chrome-trace" expected, ' ..
+      'SampleSession:timeline: bad argument #1 \'format\' ("speedscope-timeline" or "chrome-trace" or "html" expected, ' ..
       'got string "svg")')
     assert.has_error(function() s:delta("chrome-trace") end,
       'SampleSession:delta: bad argument #1 \'format\' (nil or "collapsed" or "svg" or "speedscope" or "pprof" ' ..
@@ -178,5 +178,19 @@ describe("time-line outputs", function()
       assert.equal(sites[location .. " " .. reason], args:match('"severity":"([^"]*)"'), args)
     end
     assert.equal(reported, events)
+  end)
+
+  it("the report page: its data as JSON that no text can break out of", function()
+    local page = require("tecs.profile.page")
+    assert.equal('{"a":[1,2.5,"x\\u003c/script\\u003e\\u0022\\u000a"],"b":[],"c":true}',
+      page.json({ b = {}, a = { 1, 2.5, 'x</script>"\n' }, c = true }))
+    local html = s:timeline("html")
+    assert.matches("^<!DOCTYPE html>", html)
+    local data = assert(html:match('<script type="application/json" id="tecs%-data">(.-)</script>'))
+    assert.not_matches("<", data)
+    assert.equal(3, select(2, data:gsub('"index":', "")) - #s:hitches(20))
+    local path = dir .. "/run.html"
+    s:write(path)
+    assert.equal(html, run.read(path))
   end)
 end)

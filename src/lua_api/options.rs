@@ -19,11 +19,12 @@ pub const DEFAULT_TIMELINE_SAMPLES: usize = 262_144;
 
 /// The file formats `stop` and `write` write (the `format` option).
 pub const FORMATS: &[&str] =
-    &["auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace"];
+    &["auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace", "html"];
 
 /// Of [`FORMATS`], those written from a session's time line (samples in the
-/// order they were taken, frames): a profile object has no time line.
-pub const TIMELINE_FORMATS: &[&str] = &["speedscope-timeline", "chrome-trace"];
+/// order they were taken, frames): a profile object has no time line. The
+/// report page ("html") is made in Lua (`tecs.profile.page`).
+pub const TIMELINE_FORMATS: &[&str] = &["speedscope-timeline", "chrome-trace", "html"];
 
 /// File-name endings that choose a format under "auto", the first that
 /// matches (anything else is collapsed text).
@@ -33,6 +34,7 @@ pub const FORMAT_EXTENSIONS: &[(&str, &str)] = &[
     (".speedscope.json", "speedscope"),
     (".pb.gz", "pprof"),
     (".trace.json", "chrome-trace"),
+    (".html", "html"),
 ];
 
 /// What an option accepts.

@@ -161,6 +161,22 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(())
     });
     methods.add_method("frames", |lua, this, ()| this.frames_table(lua));
+    // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
+    methods.add_method("events", |lua, this, ()| {
+        let list = lua.create_table_with_capacity(this.timeline_events.list.len(), 0)?;
+        for (i, e) in this.timeline_events.list.iter().enumerate() {
+            let r = lua.create_table_with_capacity(0, 3)?;
+            r.set("tMs", ms_between(this.frame_marks.start_ns, e.t_ns))?;
+            r.set("name", e.name.as_str())?;
+            let details = lua.create_table_with_capacity(0, e.args.len())?;
+            for (k, v) in &e.args {
+                details.set(k.as_str(), v.as_str())?;
+            }
+            r.set("details", details)?;
+            list.raw_set(i + 1, r)?;
+        }
+        Ok(list)
+    });
     // `event(name, details)`: an event at this moment (a trace abort), with
     // its details (string keys and values; others are skipped).
     methods.add_method_mut("event", |_, this, (name, details): (String, Option<Table>)| {
@@ -189,8 +205,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             #[cfg(feature = "speedscope")]
             "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&tp)),
             _ => Err(runtime(format!(
-                "bad argument #1 'format' ({} expected, got {:?})",
-                super::options::TIMELINE_FORMATS.iter().map(|f| format!("{:?}", f)).collect::<Vec<_>>().join(" or "),
+                "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected, got {:?})",
                 format
             ))),
         }

@@ -2,8 +2,8 @@
 -- gzipped pprof, and from a session's time line speedscope in time order
 -- and Chrome trace events. The format is the one asked for, or else follows
 -- the file name (`.svg`, `.speedscope.json`, `.pb.gz`,
--- `.timeline.speedscope.json`, `.trace.json`; anything else is collapsed
--- text). Names and endings are declared by the native module.
+-- `.timeline.speedscope.json`, `.trace.json`, `.html` the report page;
+-- anything else is collapsed text). Names and endings are declared by the native module.
 -- @module tecs.profile.output
 
 local native_ok, native = pcall(require, "tecs.profile.native")

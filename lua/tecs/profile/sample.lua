@@ -56,8 +56,9 @@ end
 --   `format` of files written by stop/write ("auto" default: by extension,
 --   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
 --   ".timeline.speedscope.json" speedscope in time order, ".trace.json"
---   Chrome trace events, else collapsed; or "collapsed", "svg",
---   "speedscope", "pprof", "speedscope-timeline", "chrome-trace"),
+--   Chrome trace events, ".html" the report page, else collapsed; or
+--   "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline",
+--   "chrome-trace", "html"),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
 --   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
 --   `slowFrameMs` (frames shorter than this keep their duration and sample
@@ -160,7 +161,9 @@ function SampleSession:_write_file(filename, format)
   if fmt == "collapsed" then
     content = self:collapsed()
   elseif output.is_timeline_format(fmt) then
-    content = self._native:timeline(fmt, "tecs-profile")
+    local ok
+    ok, content = pcall(self.timeline, self, fmt)
+    if not ok then return nil, string.format("cannot write '%s': %s", filename, content) end
   else
     local st = self._native:stats()
     content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
@@ -173,11 +176,11 @@ end
 --- Write the profile to `filename` (atomically); for retrying a failed
 -- `:stop(filename)` or saving a snapshot of a running session. The format
 -- follows `format`, else the session's `format` option, else the extension
--- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, `.timeline.speedscope.json`
--- and `.trace.json` from the time line, anything else collapsed).
+-- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, `.timeline.speedscope.json`,
+-- `.trace.json` and `.html` from the time line, anything else collapsed).
 -- @tparam string filename
 -- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof",
---   "speedscope-timeline", "chrome-trace" or "auto"
+--   "speedscope-timeline", "chrome-trace", "html" or "auto"
 -- @treturn string the collapsed text
 function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)

@@ -5,6 +5,7 @@
 --    s:hitches(3)               -- the 3 slowest frames, with what ran in them
 --    s:timeline("chrome-trace") -- the time line as Chrome trace events (Perfetto)
 --    s:write("run.trace.json")  -- the same, by extension
+--    s:write("run.html")        -- the report page (tecs.profile.page)
 --
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
@@ -122,8 +123,11 @@ function M.install(SampleSession)
   -- read: consecutive samples merged into nested ranges, frames on a track
   -- of their own, runs of GC samples as instant events) or
   -- "speedscope-timeline" (a speedscope file whose samples are in the order
-  -- they were taken, for its "Time Order" view). Holds the samples the time
-  -- line holds (see `timelineSamples`); the aggregate outputs hold them all.
+  -- they were taken, for its "Time Order" view), or "html" (the report
+  -- page of `tecs.profile.page`: flamegraph, top functions, zones, the
+  -- frame-time chart, the slowest frames and the trace aborts). Holds the
+  -- samples the time line holds (see `timelineSamples`); the aggregate
+  -- outputs hold them all.
   -- @tparam string format
   -- @treturn string
   function SampleSession:timeline(format)
@@ -134,6 +138,7 @@ function M.install(SampleSession)
       check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
         table.concat(names, " or "), check.describe(format))
     end
+    if format == "html" then return require("tecs.profile.page").render(self) end
     return self._native:timeline(format, "tecs-profile")
   end
 
