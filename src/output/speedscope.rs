@@ -23,16 +23,18 @@ pub struct SpeedscopeOptions {
     pub interval_ms: Option<f64>,
 }
 
+// Fields in name order: the files are written with their keys sorted, as
+// earlier versions wrote them (byte for byte the same files).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct File<'a> {
     #[serde(rename = "$schema")]
     schema: &'static str,
-    name: &'a str,
-    exporter: &'static str,
     active_profile_index: usize,
-    shared: Shared,
+    exporter: &'static str,
+    name: &'a str,
     profiles: [SampledProfile<'a>; 1],
+    shared: Shared,
 }
 
 #[derive(Serialize)]
@@ -42,23 +44,24 @@ struct Shared {
 
 #[derive(Serialize)]
 struct Frame {
-    name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u32>,
+    name: String,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SampledProfile<'a> {
+    end_value: f64,
+    name: &'a str,
+    samples: Vec<Vec<usize>>,
+    /// Always 0.
+    start_value: u32,
     #[serde(rename = "type")]
     kind: &'static str,
-    name: &'a str,
     unit: &'static str,
-    start_value: f64,
-    end_value: f64,
-    samples: Vec<Vec<usize>>,
     weights: Vec<f64>,
 }
 
@@ -107,7 +110,7 @@ fn document(name: &str, unit: &'static str, frames: Frames, samples: Vec<Vec<usi
         exporter: concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
         active_profile_index: 0,
         shared: Shared { frames: frames.list },
-        profiles: [SampledProfile { kind: "sampled", name, unit, start_value: 0.0, end_value: end, samples, weights }],
+        profiles: [SampledProfile { kind: "sampled", name, unit, start_value: 0, end_value: end, samples, weights }],
     };
     let mut s = serde_json::to_string_pretty(&file).expect("a speedscope file always serialises");
     s.push('\n');

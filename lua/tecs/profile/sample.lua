@@ -234,7 +234,8 @@ end
 -- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`,
 -- `timelineSamples` and `timelineDroppedSamples` (held by the time line,
 -- and overwritten once it was full), `timelineFastFrameSamples` (taken out
--- with their frame, shorter than `slowFrameMs`), `timelineBytes`, `frames` and
+-- with their frame, shorter than `slowFrameMs`), `timelineEvents` and
+-- `droppedTimelineEvents` (trace aborts on the time line), `timelineBytes`, `frames` and
 -- `droppedFrames` (frame marks kept and dropped), and
 -- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
 -- profiler over.
