@@ -118,8 +118,8 @@ describe("time-line outputs", function()
       assert.matches("^frame " .. frames[i].index .. " ", c.stack)
       assert.equal(frames[i].samples, tonumber(c.stack:match('"samples":(%d+)')))
     end
-    -- 80 ms of CPU time at 1 ms: tens of samples in the slow frame.
-    assert.is_true(frames[2].samples >= 20, "samples in the slow frame: " .. frames[2].samples)
+    -- 80 ms of CPU time: tens of ticks even at a 250 Hz kernel tick.
+    assert.is_true(frames[2].samples >= 10, "samples in the slow frame: " .. frames[2].samples)
     assert.matches('"traceEvents"', text)
     assert.equal(text, s:timeline("chrome-trace"))
   end)

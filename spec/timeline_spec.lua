@@ -136,7 +136,8 @@ describe("the time axis", function()
     local frames = s:frames()
     assert.equal(4, #frames)
     assert.equal(st.recordedSamples - before, sum_samples(frames))
-    assert.is_true(sum_samples(frames) >= 20, "samples in frames: " .. sum_samples(frames))
+    -- 80 ms of CPU time: tens of ticks even at a 250 Hz kernel tick.
+    assert.is_true(sum_samples(frames) >= 10, "samples in frames: " .. sum_samples(frames))
     assert.equal(sum_samples(frames), st.timelineFastFrameSamples)
     assert.equal(before, st.timelineSamples)
     assert.equal(st.recordedSamples, st.timelineSamples + st.timelineFastFrameSamples)
@@ -162,7 +163,7 @@ describe("the time axis", function()
     local frames = s:frames()
     assert.equal(7, #frames)
     assert.is_true(frames[4].ms >= 50)
-    assert.is_true(frames[4].samples >= 50, "samples in the slow frame: " .. frames[4].samples)
+    assert.is_true(frames[4].samples >= 20, "samples in the slow frame: " .. frames[4].samples)
     local fast = 0
     for _, f in ipairs(frames) do
       local held = s._native:frameProfile(f.index):samples()
@@ -174,7 +175,12 @@ describe("the time axis", function()
       end
     end
     assert.equal(fast, st.timelineFastFrameSamples)
-    assert.equal(4, s:hitches(1)[1].index)
+    -- The slowest frame (frame 4, unless the machine stalled a short one
+    -- for longer) has its samples, and what ran in it.
+    local h = s:hitches(1)[1]
+    for _, f in ipairs(frames) do assert.is_true(f.ms <= h.ms) end
+    assert.equal(frames[h.index].samples, h.samples)
+    if h.samples > 0 then assert.is_true(#h.top > 0) end
     assert.equal(st.recordedSamples, st.timelineSamples + st.timelineFastFrameSamples)
   end)
 
