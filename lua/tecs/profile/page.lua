@@ -156,10 +156,13 @@ local SCRIPT = [[
       r.addEventListener("click", function () { select(f.index); });
       svg.appendChild(r);
     });
-    var first = data.frames[0].startMs, last = data.frames[n - 1].startMs + data.frames[n - 1].ms;
+    // An abort is drawn in the bar of its frame, at its time in the frame.
     data.aborts.forEach(function (a) {
-      if (a.tMs < first || a.tMs > last || last <= first) return;
-      var x = (a.tMs - first) / (last - first) * W;
+      var i = -1;
+      data.frames.forEach(function (f, k) { if (a.tMs >= f.startMs && a.tMs < f.startMs + f.ms) i = k; });
+      if (i < 0) return;
+      var f = data.frames[i];
+      var x = (i + (f.ms > 0 ? (a.tMs - f.startMs) / f.ms : 0)) * bw;
       var l = document.createElementNS(SVG, "line");
       l.setAttribute("x1", x); l.setAttribute("x2", x); l.setAttribute("y1", 0); l.setAttribute("y2", H);
       l.setAttribute("class", "abort-mark");
@@ -219,6 +222,11 @@ function M.render(session, opts)
   -- script and styles address the whole document they are in.
   local svg = report.flamegraph(session, { title = title })
   local svg_height = tonumber(svg:match('<svg[^>]-height="(%d+)"')) or 600
+  -- An HTML document (no XML prolog or SVG doctype) in which the graph
+  -- takes the frame's width (its script draws to the width it is given).
+  svg = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>svg { width: 100%; }</style></head>" ..
+    "<body style=\"margin:0\">" ..
+    svg:gsub("^%s*<%?xml.-%?>%s*", ""):gsub("^%s*<!DOCTYPE.->%s*", "") .. "</body></html>"
   local functions = report.report(session, { limit = 30 })
   local zones = report.report(session, { by = "zone", limit = 30 })
   local data = M.json({ frames = frames, hitches = hitches, aborts = aborts })
@@ -234,7 +242,7 @@ function M.render(session, opts)
     string.format("<h2>Slowest frames</h2>\n<table id=\"hitches\"><thead><tr><th>frame</th><th>time</th>" ..
       "<th>samples</th><th>GC</th><th>what ran (share of its samples)</th></tr></thead><tbody></tbody></table>\n"),
     "<h2>Flamegraph</h2>\n<iframe class=\"flamegraph\" title=\"flamegraph\" style=\"width:100%;border:0;height:",
-    tostring(svg_height + 20), "px\" srcdoc=\"", escape_html(svg), "\"></iframe>\n",
+    tostring(svg_height + 4), "px\" srcdoc=\"", escape_html(svg), "\"></iframe>\n",
     "<h2>Top functions</h2>\n<pre id=\"functions\">", escape_html(functions), "</pre>\n",
     "<h2>Zones</h2>\n<pre id=\"zones\">", escape_html(zones), "</pre>\n",
     "<h2>Trace aborts</h2>\n<table id=\"aborts\"><thead><tr><th>at (ms)</th><th>severity</th><th>location</th>" ..
