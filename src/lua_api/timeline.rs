@@ -60,6 +60,7 @@ impl NativeSession {
     /// The time line as the time-line formats take it: every sample the
     /// ring holds, oldest first, with its stack named as the profile names
     /// it, and the frames; times from the session's start.
+    #[cfg_attr(not(feature = "speedscope"), allow(dead_code))]
     pub(super) fn timed_profile(&self, name: String) -> TimedProfile {
         let now = sys::monotonic_ns();
         let start = self.frame_marks.start_ns;
@@ -196,18 +197,23 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(())
     });
     // `timeline(format, name)`: the time line rendered in a time-line format.
-    methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| {
+    // (Both are JSON, built with the `speedscope` feature.)
+    methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| -> mlua::Result<String> {
         this.resolve_call_sites(lua);
-        let tp = this.timed_profile(name.unwrap_or_else(|| "tecs-profile".into()));
+        let name = name.unwrap_or_else(|| "tecs-profile".into());
         match format.as_str() {
             #[cfg(feature = "speedscope")]
-            "chrome-trace" => Ok(crate::output::chrome_trace::render(&tp)),
+            "chrome-trace" => Ok(crate::output::chrome_trace::render(&this.timed_profile(name))),
             #[cfg(feature = "speedscope")]
-            "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&tp)),
-            _ => Err(runtime(format!(
-                "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected, got {:?})",
-                format
-            ))),
+            "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&this.timed_profile(name))),
+            _ => {
+                drop(name);
+                Err(runtime(format!(
+                    "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected in a build \
+                     with the speedscope feature, got {:?})",
+                    format
+                )))
+            }
         }
     });
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
