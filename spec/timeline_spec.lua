@@ -214,6 +214,15 @@ describe("the time axis", function()
     local f = s:frames()[1]
     assert.is_true(f.samples >= 50, "samples: " .. f.samples)
     assert.is_true(f.gcSamples > f.samples / 2, ("%d of %d samples in the GC"):format(f.gcSamples, f.samples))
+    -- On the Chrome trace, runs of GC samples are instant events that
+    -- together hold every GC sample of the time line.
+    local in_runs = 0
+    for args in s:timeline("chrome-trace"):gmatch('"name":"GC","cat":"gc","ph":"i"[^{}]*"args":(%b{})') do
+      in_runs = in_runs + tonumber(args:match('"samples":(%d+)'))
+    end
+    local gc_total = 0
+    for _, fr in ipairs(s:frames()) do gc_total = gc_total + fr.gcSamples end
+    assert.is_true(in_runs >= gc_total and in_runs > 0, in_runs .. " GC samples in runs, " .. gc_total .. " in frames")
   end)
 
   it("profile.frame() without a session does nothing", function()

@@ -119,14 +119,30 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
     for p in &tp.samples {
         let end = p.t_ns;
         let start = end.saturating_sub(tp.weight_ns(p)).max(prev_end);
-        if us(start) >= us(end) {
-            // Within the microsecond of the one before: nothing to draw
-            // (readers do not order empty ranges among their neighbours).
+        // Within the microsecond of the one before, a sample has nothing to
+        // draw (readers do not order empty ranges among their neighbours);
+        // otherwise a gap (the thread did not run on the CPU clock, samples
+        // were dropped, the session was paused) ends every range.
+        let empty = us(start) >= us(end);
+        let contiguous = empty || start == prev_end;
+        // Runs of GC samples count every GC sample, drawn or not.
+        if p.state == b'G' {
+            match &mut gc {
+                Some((_, e, n)) if contiguous => {
+                    *e = end.max(*e);
+                    *n += p.count as u64;
+                }
+                _ => {
+                    flush_gc(&mut gc, out);
+                    gc = Some((start, end, p.count as u64));
+                }
+            }
+        } else {
+            flush_gc(&mut gc, out);
+        }
+        if empty {
             continue;
         }
-        // A gap (the thread did not run on the CPU clock, samples were
-        // dropped, the session was paused) ends every range.
-        let contiguous = start == prev_end;
         let names = names(tp, zone_names, p);
         let keep =
             if contiguous { open.iter().zip(&names).take_while(|(o, n)| out[o.event].name == n.0).count() } else { 0 };
@@ -139,20 +155,6 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
             // function would then be a new frame in every range.
             open.push(Open { start_ns: start, event: out.len() });
             out.push(event(name, cat, "X", start, LUA_TID));
-        }
-        if p.state == b'G' {
-            match &mut gc {
-                Some((_, e, n)) if contiguous => {
-                    *e = end;
-                    *n += p.count as u64;
-                }
-                _ => {
-                    flush_gc(&mut gc, out);
-                    gc = Some((start, end, p.count as u64));
-                }
-            }
-        } else {
-            flush_gc(&mut gc, out);
         }
         prev_end = end;
     }
@@ -304,6 +306,18 @@ mod tests {
         };
         let v: Value = serde_json::from_str(&render(&tp)).unwrap();
         assert_eq!(ranges(&v), [("a.lua:1".to_string(), 1, 0.0, 1000.0)]);
+        // A GC sample within the microsecond of the one before is not
+        // drawn, but its run counts it.
+        let gc = TimedProfile {
+            stacks: vec![stack(&[], &["a.lua:1"])],
+            samples: vec![point(1, 0, b'G'), point(1, 0, b'G'), point(2, 0, b'N')],
+            interval_ns: 1_000_000,
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&render(&gc)).unwrap();
+        let runs: Vec<&Value> = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "GC").collect();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0]["args"]["samples"], 2);
         let empty: Value = serde_json::from_str(&render(&TimedProfile::default())).unwrap();
         assert!(ranges(&empty).is_empty());
     }
