@@ -32,6 +32,12 @@ function M.mark()
   if marking then mark_frame(marking) end
 end
 
+--- Whether a sampling session runs (and takes events).
+-- @treturn boolean
+function M.running()
+  return marking ~= nil
+end
+
 --- Put an event on the time line of the running sampling session (a trace
 -- abort): `details` is a table of strings. Does nothing without a session.
 -- @tparam string name
@@ -99,8 +105,11 @@ function M.hitches_text(hitches, frames)
     for i = 1, math.min(3, #h.top) do
       top[i] = string.format("%.0f%% %s", h.top[i].share * 100, h.top[i].name)
     end
-    out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples,
-      #top > 0 and table.concat(top, ", ") or (h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"))
+    local what = table.concat(top, ", ")
+    if #top == 0 then
+      what = h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"
+    end
+    out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples, what)
   end
   return table.concat(out)
 end
