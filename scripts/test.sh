@@ -78,6 +78,8 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   else cat "$logdir/lupa-setup.log"; record "luajit 2.0 (lupa): no API" 0 1 1; fi
   busted --lua="$LUAJIT" -o TAP platform_spec/love_spec.lua >"$logdir/love.log" 2>&1
   record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
+  busted --lua="$LUAJIT" -o TAP platform_spec/page_spec.lua >"$logdir/report-page.log" 2>&1
+  record_tap "report page (chromium)" "$logdir/report-page.log" $?
   if ngx=$(bash scripts/nginx-lua.sh 2>"$logdir/nginx-lua-setup.log"); then
     timeout 300 python3 platform_spec/openresty_check.py "$ngx" >"$logdir/openresty.log" 2>&1
     record_tap "nginx lua module (openresty)" "$logdir/openresty.log" $?

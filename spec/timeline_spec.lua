@@ -119,6 +119,71 @@ describe("the time axis", function()
     assert.equal(st.timelineSamples, frames[1].samples + frames[2].samples)
   end)
 
+  it("slowFrameMs: fast frames keep their counts, their samples leave the time line", function()
+    -- Every frame is fast at 60 s: the time line keeps only the samples
+    -- taken outside any frame; the frames still count theirs.
+    local s = profile.sample({ intervalMs = 1, slowFrameMs = 60000 })
+    assert.equal(60000, s.slowFrameMs)
+    work.quick_work(0.02)
+    local before = mark_between(s)
+    for _ = 1, 3 do
+      work.quick_work(0.02)
+      profile.frame()
+    end
+    work.quick_work(0.02)
+    s:stop()
+    local st = s:stats()
+    local frames = s:frames()
+    assert.equal(4, #frames)
+    assert.equal(st.recordedSamples - before, sum_samples(frames))
+    -- 80 ms of CPU time: tens of ticks even at a 250 Hz kernel tick.
+    assert.is_true(sum_samples(frames) >= 10, "samples in frames: " .. sum_samples(frames))
+    assert.equal(sum_samples(frames), st.timelineFastFrameSamples)
+    assert.equal(before, st.timelineSamples)
+    assert.equal(st.recordedSamples, st.timelineSamples + st.timelineFastFrameSamples)
+    for _, f in ipairs(frames) do
+      assert.equal(0, s._native:frameProfile(f.index):samples())
+    end
+    -- Nothing of the aggregate is lost.
+    assert.equal(st.recordedSamples, s._native:profile():samples())
+  end)
+
+  it("slowFrameMs: a frame at least that long keeps its samples", function()
+    -- A frame of 0.2 s of CPU time lasts at least 50 ms on any machine;
+    -- the short ones are fast or slow depending on the machine, and each
+    -- is consistent with its duration.
+    local s = profile.sample({ intervalMs = 1, slowFrameMs = 50 })
+    profile.frame()
+    for i = 1, 6 do
+      if i == 4 then work.slow_work(0.2) else work.quick_work(0.005) end
+      profile.frame()
+    end
+    s:stop()
+    local st = s:stats()
+    local frames = s:frames()
+    assert.equal(7, #frames)
+    assert.is_true(frames[4].ms >= 50)
+    assert.is_true(frames[4].samples >= 20, "samples in the slow frame: " .. frames[4].samples)
+    local fast = 0
+    for _, f in ipairs(frames) do
+      local held = s._native:frameProfile(f.index):samples()
+      if f.ms < 50 then
+        assert.equal(0, held)
+        fast = fast + f.samples
+      else
+        assert.equal(f.samples, held)
+      end
+    end
+    assert.equal(fast, st.timelineFastFrameSamples)
+    -- The slowest frame (frame 4, unless the machine stalled a short one
+    -- for longer) has its samples, and what ran in it.
+    local h = s:hitches(1)[1]
+    for _, f in ipairs(frames) do assert.is_true(f.ms <= h.ms) end
+    assert.equal(frames[h.index].samples, h.samples)
+    if h.samples > 0 then assert.is_true(#h.top > 0) end
+    assert.equal(st.recordedSamples, st.timelineSamples + st.timelineFastFrameSamples)
+  end)
+
   it("keeps frames but no samples with timelineSamples = 0", function()
     local s = profile.sample({ intervalMs = 1, timelineSamples = 0 })
     profile.frame()
@@ -149,6 +214,15 @@ describe("the time axis", function()
     local f = s:frames()[1]
     assert.is_true(f.samples >= 50, "samples: " .. f.samples)
     assert.is_true(f.gcSamples > f.samples / 2, ("%d of %d samples in the GC"):format(f.gcSamples, f.samples))
+    -- On the Chrome trace, runs of GC samples are instant events that
+    -- together hold every GC sample of the time line.
+    local in_runs = 0
+    for args in s:timeline("chrome-trace"):gmatch('"name":"GC","cat":"gc","ph":"i"[^{}]*"args":(%b{})') do
+      in_runs = in_runs + tonumber(args:match('"samples":(%d+)'))
+    end
+    local gc_total = 0
+    for _, fr in ipairs(s:frames()) do gc_total = gc_total + fr.gcSamples end
+    assert.is_true(in_runs >= gc_total and in_runs > 0, in_runs .. " GC samples in runs, " .. gc_total .. " in frames")
   end)
 
   it("profile.frame() without a session does nothing", function()
@@ -178,6 +252,13 @@ describe("the time axis", function()
       assert.is_false(ok)
       assert.matches(THIS .. "profile%.sample: option 'timelineSamples' must be an integer from 0 %(no time line%) "
         .. "to 16777216 %(got ", err)
+      assert.is_nil(sample.active())
+    end
+    for _, bad in ipairs({ -1, 60001, "20", 0 / 0 }) do
+      ok, err = pcall(function() local r = profile.sample({ slowFrameMs = bad }); return r end)
+      assert.is_false(ok)
+      assert.matches(THIS .. "profile%.sample: option 'slowFrameMs' must be a number of milliseconds from 0 to 60000 "
+        .. "%(got ", err)
       assert.is_nil(sample.active())
     end
   end)

@@ -6,7 +6,9 @@
 --
 -- The profile goes to the save directory (love.filesystem.getSaveDirectory())
 -- as tecs.collapsed, with the function view as tecs-report.txt (jit.p's
--- report as jitp.txt). Paths and counters are printed on stdout.
+-- report as jitp.txt), the time line as tecs.trace.json (Perfetto) and the
+-- report page as tecs-report.html. Paths, counters and the slowest frames
+-- are printed on stdout.
 
 -- Where the Lua package and the native module come from:
 -- * run from this repository (`love examples/love`): lua/ and build/lib/
@@ -63,6 +65,11 @@ local function save_and_quit()
     local st = session:stats()
     print(string.format("tecs: %s samples=%d stacks=%d rate=%.0f/s clock=%s",
       path, st.samples, st.stacks, st.rate, st.clock))
+    -- Frames are marked by the session itself (love.timer.step).
+    session:write(save_path("tecs.trace.json"))
+    session:write(save_path("tecs-report.html"))
+    print("tecs: " .. save_path("tecs.trace.json") .. " " .. save_path("tecs-report.html"))
+    io.write(require("tecs.profile.timeline").hitches_text(session:hitches(3), #session:frames()))
   end
   love.event.quit()
 end

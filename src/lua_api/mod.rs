@@ -35,7 +35,9 @@ mod timeline;
 pub mod views;
 
 use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
-pub use options::{check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS};
+pub use options::{
+    check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS, TIMELINE_FORMATS,
+};
 use options::{describe, StartOptions};
 use stats::Timing;
 
@@ -77,6 +79,8 @@ pub struct NativeSession {
     delta_mark: CountsMark,
     /// Where frames begin (`profile.frame()`), on the time line's clock.
     frame_marks: crate::record::timeline::FrameMarks,
+    /// Events on the time line (trace aborts), on its clock.
+    timeline_events: crate::record::timeline::Events,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -159,7 +163,8 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
         call_sites_checked: HashSet::new(),
         call_site_lines: HashMap::new(),
         delta_mark: CountsMark::default(),
-        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
+        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()).keeping_slow_frames(o.slow_frame_ns),
+        timeline_events: Default::default(),
         start_warning: foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"
@@ -192,7 +197,8 @@ impl NativeSession {
             lifecycle::release_anchors(lua, &self.sampler);
         }
         self.timing.finish();
-        self.frame_marks.finish(sys::monotonic_ns());
+        let marks = &mut self.frame_marks;
+        self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
     }
 
     fn running(&self) -> bool {
@@ -463,6 +469,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("available", lua.create_function(available)?)?;
     t.set("options", option_tables(lua)?)?;
     t.set("formats", lua.create_sequence_from(FORMATS.iter().copied())?)?;
+    t.set("timelineFormats", lua.create_sequence_from(TIMELINE_FORMATS.iter().copied())?)?;
     let extensions = lua.create_table()?;
     for (i, (ending, format)) in FORMAT_EXTENSIONS.iter().enumerate() {
         extensions.raw_set(i + 1, lua.create_sequence_from([*ending, *format])?)?;

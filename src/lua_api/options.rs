@@ -18,12 +18,24 @@ pub const DEFAULT_MAX_STACKS: usize = 100_000;
 pub const DEFAULT_TIMELINE_SAMPLES: usize = 262_144;
 
 /// The file formats `stop` and `write` write (the `format` option).
-pub const FORMATS: &[&str] = &["auto", "collapsed", "svg", "speedscope", "pprof"];
+pub const FORMATS: &[&str] =
+    &["auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace", "html"];
 
-/// File-name endings that choose a format under "auto" (anything else is
-/// collapsed text).
-pub const FORMAT_EXTENSIONS: &[(&str, &str)] =
-    &[(".svg", "svg"), (".speedscope.json", "speedscope"), (".pb.gz", "pprof")];
+/// Of [`FORMATS`], those written from a session's time line (samples in the
+/// order they were taken, frames): a profile object has no time line. The
+/// report page ("html") is made in Lua (`tecs.profile.page`).
+pub const TIMELINE_FORMATS: &[&str] = &["speedscope-timeline", "chrome-trace", "html"];
+
+/// File-name endings that choose a format under "auto", the first that
+/// matches (anything else is collapsed text).
+pub const FORMAT_EXTENSIONS: &[(&str, &str)] = &[
+    (".svg", "svg"),
+    (".timeline.speedscope.json", "speedscope-timeline"),
+    (".speedscope.json", "speedscope"),
+    (".pb.gz", "pprof"),
+    (".trace.json", "chrome-trace"),
+    (".html", "html"),
+];
 
 /// What an option accepts.
 #[derive(Clone, Copy, Debug)]
@@ -105,6 +117,11 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "timelineSamples",
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
         DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
+    ),
+    opt(
+        "slowFrameMs",
+        Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
+        DefaultValue::None,
     ),
 ];
 
@@ -325,6 +342,8 @@ pub(super) struct StartOptions {
     pub(super) precision: Precision,
     pub(super) skip_starting_thread: bool,
     pub(super) timeline_samples: usize,
+    /// Frames shorter than this leave the time line once counted.
+    pub(super) slow_frame_ns: Option<u64>,
     pub(super) env: StartEnv,
 }
 
@@ -415,6 +434,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
         skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
         timeline_samples: number("timelineSamples") as usize,
+        slow_frame_ns: get("slowFrameMs").number().map(|ms| (ms * 1e6).round() as u64),
         env,
     })
 }

@@ -6,9 +6,10 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
+use crate::output::timed::{TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack};
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
-use crate::record::stack_table::StackTable;
+use crate::record::stack_table::{StackTable, VM_STATES};
 use crate::record::timeline::OVERFLOW_ENTRY;
 use crate::sys;
 
@@ -20,13 +21,18 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 impl NativeSession {
     /// The time line's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
-        let (kept, dropped, bytes) =
-            self.sampler.with(|s| (s.timeline.kept_samples, s.timeline.dropped_samples, s.timeline.memory_bytes()));
+        let (kept, dropped, fast, bytes) = self.sampler.with(|s| {
+            let tl = &s.timeline;
+            (tl.kept_samples, tl.dropped_samples, tl.fast_frame_samples, tl.memory_bytes())
+        });
         t.set("timelineSamples", kept)?;
         t.set("timelineDroppedSamples", dropped)?;
+        t.set("timelineFastFrameSamples", fast)?;
         t.set("timelineBytes", bytes)?;
         t.set("frames", self.frame_marks.len())?;
         t.set("droppedFrames", self.frame_marks.dropped)?;
+        t.set("timelineEvents", self.timeline_events.list.len())?;
+        t.set("droppedTimelineEvents", self.timeline_events.dropped)?;
         Ok(())
     }
 
@@ -51,6 +57,84 @@ impl NativeSession {
         Profile::from_table(&table, &mut namer)
     }
 
+    /// The time line as the time-line formats take it: every sample the
+    /// ring holds, oldest first, with its stack named as the profile names
+    /// it, and the frames; times from the session's start.
+    #[cfg_attr(not(feature = "speedscope"), allow(dead_code))]
+    pub(super) fn timed_profile(&self, name: String) -> TimedProfile {
+        let now = sys::monotonic_ns();
+        let start = self.frame_marks.start_ns;
+        // Under the sampler's borrow only copies: the distinct (entry, VM
+        // state) keys, and the samples pointing at them.
+        let (keys, points, spans) = self.sampler.with(|s| {
+            let mut ids: std::collections::HashMap<(u32, usize), u32> = std::collections::HashMap::new();
+            let mut keys: Vec<(Option<Vec<u8>>, usize)> = Vec::new();
+            let mut points = Vec::with_capacity(s.timeline.len());
+            for ts in s.timeline.iter() {
+                let state = ts.state();
+                let id = *ids.entry((ts.entry, state)).or_insert_with(|| {
+                    let key = (ts.entry != OVERFLOW_ENTRY && (ts.entry as usize) < s.table.len())
+                        .then(|| s.table.get(ts.entry as usize).0.to_vec());
+                    keys.push((key, state));
+                    (keys.len() - 1) as u32
+                });
+                points.push(TimedPoint {
+                    t_ns: ts.t_ns.saturating_sub(start),
+                    stack: id,
+                    state: VM_STATES[state],
+                    count: ts.count(),
+                });
+            }
+            (keys, points, self.frame_marks.spans(&s.timeline, now))
+        });
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let stacks = keys
+            .iter()
+            .map(|(key, state)| {
+                let mut one = StackTable::new(u32::MAX as usize);
+                match key {
+                    Some(key) => {
+                        one.add(key, *state, 1);
+                    }
+                    None => one.overflow[*state] = 1,
+                }
+                if !self.call_site_lines.is_empty() {
+                    one = one.with_leaves_replaced(&self.call_site_lines);
+                }
+                let p = Profile::from_table(&one, &mut namer);
+                let stack = p.named_rows().next().map(|r| TimedStack {
+                    zones: r.zones.iter().map(|z| z.to_string()).collect(),
+                    frames: r.stack.iter().map(|f| f.to_string()).collect(),
+                });
+                stack.unwrap_or_default()
+            })
+            .collect();
+        let frames = spans
+            .iter()
+            .map(|f| TimedFrame {
+                index: f.index,
+                start_ns: f.start_ns.saturating_sub(start),
+                end_ns: f.end_ns.saturating_sub(start),
+                samples: f.samples,
+                gc_samples: f.gc_samples,
+            })
+            .collect();
+        TimedProfile {
+            name,
+            stacks,
+            samples: points,
+            frames,
+            events: self
+                .timeline_events
+                .list
+                .iter()
+                .map(|e| TimedEvent { t_ns: e.t_ns.saturating_sub(start), name: e.name.clone(), args: e.args.clone() })
+                .collect(),
+            interval_ns: self.interval_ns,
+            end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
+        }
+    }
+
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua) -> mlua::Result<Table> {
@@ -73,10 +157,65 @@ impl NativeSession {
 /// The session methods of the time axis.
 pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frame", |_, this, ()| {
-        this.frame_marks.mark(sys::monotonic_ns());
+        let marks = &mut this.frame_marks;
+        this.sampler.with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
         Ok(())
     });
     methods.add_method("frames", |lua, this, ()| this.frames_table(lua));
+    // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
+    methods.add_method("events", |lua, this, ()| {
+        let list = lua.create_table_with_capacity(this.timeline_events.list.len(), 0)?;
+        for (i, e) in this.timeline_events.list.iter().enumerate() {
+            let r = lua.create_table_with_capacity(0, 3)?;
+            r.set("tMs", ms_between(this.frame_marks.start_ns, e.t_ns))?;
+            r.set("name", e.name.as_str())?;
+            let details = lua.create_table_with_capacity(0, e.args.len())?;
+            for (k, v) in &e.args {
+                details.set(k.as_str(), v.as_str())?;
+            }
+            r.set("details", details)?;
+            list.raw_set(i + 1, r)?;
+        }
+        Ok(list)
+    });
+    // `event(name, details)`: an event at this moment (a trace abort), with
+    // its details (string keys and values; others are skipped).
+    methods.add_method_mut("event", |_, this, (name, details): (String, Option<Table>)| {
+        if !this.running() {
+            return Ok(());
+        }
+        let mut args = Vec::new();
+        if let Some(t) = details {
+            for (k, v) in t.pairs::<mlua::Value, mlua::Value>().flatten() {
+                if let (mlua::Value::String(k), mlua::Value::String(v)) = (k, v) {
+                    args.push((k.to_string_lossy(), v.to_string_lossy()));
+                }
+            }
+            args.sort();
+        }
+        this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
+        Ok(())
+    });
+    // `timeline(format, name)`: the time line rendered in a time-line format.
+    // (Both are JSON, built with the `speedscope` feature.)
+    methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| -> mlua::Result<String> {
+        this.resolve_call_sites(lua);
+        let name = name.unwrap_or_else(|| "tecs-profile".into());
+        match format.as_str() {
+            #[cfg(feature = "speedscope")]
+            "chrome-trace" => Ok(crate::output::chrome_trace::render(&this.timed_profile(name))),
+            #[cfg(feature = "speedscope")]
+            "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&this.timed_profile(name))),
+            _ => {
+                drop(name);
+                Err(runtime(format!(
+                    "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected in a build \
+                     with the speedscope feature, got {:?})",
+                    format
+                )))
+            }
+        }
+    });
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.resolve_call_sites(lua);
         let (from, to) = this

@@ -1,7 +1,11 @@
-//! File formats written from a finished profile.
+//! File formats written from a finished profile, and from a session's time
+//! line ([`timed`]).
 
+#[cfg(feature = "speedscope")]
+pub mod chrome_trace;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod pprof;
 #[cfg(feature = "speedscope")]
 pub mod speedscope;
+pub mod timed;

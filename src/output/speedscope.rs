@@ -1,13 +1,18 @@
 //! speedscope files (https://www.speedscope.app/file-format-schema.json):
-//! one `sampled` profile whose samples are the profile's rows (zone frames
-//! first, then the stack, caller first) weighted by their counts.
+//! one `sampled` profile whose samples are stacks (zone frames first, then
+//! the stack, caller first, the leaf tagged with its VM state) weighted by
+//! their counts. [`render`] writes a profile's rows (aggregated);
+//! [`render_timeline`] writes a session's time line, one sample per
+//! recorded callback in the order they were taken, so that speedscope's
+//! "Time Order" view shows the program's run.
 
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
+use super::timed::TimedProfile;
 use crate::profile::frames;
-use crate::profile::Profile;
+use crate::profile::{Profile, OVERFLOW_FRAME};
 
 pub const SCHEMA_URL: &str = "https://www.speedscope.app/file-format-schema.json";
 
@@ -18,22 +23,103 @@ pub struct SpeedscopeOptions {
     pub interval_ms: Option<f64>,
 }
 
-/// Renders `profile` as a speedscope JSON document.
-pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
-    let mut frame_index: HashMap<String, usize> = HashMap::new();
-    let mut frame_list: Vec<Value> = Vec::new();
-    let mut intern = |name: String, file: Option<(&str, u32)>| -> usize {
-        if let Some(&i) = frame_index.get(&name) {
+// Fields in name order: the files are written with their keys sorted, as
+// earlier versions wrote them (byte for byte the same files).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct File<'a> {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    active_profile_index: usize,
+    exporter: &'static str,
+    name: &'a str,
+    profiles: [SampledProfile<'a>; 1],
+    shared: Shared,
+}
+
+#[derive(Serialize)]
+struct Shared {
+    frames: Vec<Frame>,
+}
+
+#[derive(Serialize)]
+struct Frame {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    name: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SampledProfile<'a> {
+    end_value: f64,
+    name: &'a str,
+    samples: Vec<Vec<usize>>,
+    /// Always 0.
+    start_value: u32,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    unit: &'static str,
+    weights: Vec<f64>,
+}
+
+/// The shared frame list, each name once.
+#[derive(Default)]
+struct Frames {
+    index: HashMap<String, usize>,
+    list: Vec<Frame>,
+}
+
+impl Frames {
+    fn intern(&mut self, name: String, file: Option<(&str, u32)>) -> usize {
+        if let Some(&i) = self.index.get(&name) {
             return i;
         }
-        let v = match file {
-            Some((f, line)) => json!({ "name": name, "file": f, "line": line }),
-            None => json!({ "name": name }),
-        };
-        frame_list.push(v);
-        frame_index.insert(name, frame_list.len() - 1);
-        frame_list.len() - 1
+        self.list.push(Frame { name: name.clone(), file: file.map(|f| f.0.to_string()), line: file.map(|f| f.1) });
+        self.index.insert(name, self.list.len() - 1);
+        self.list.len() - 1
+    }
+
+    /// A sample's stack: zones, then frames with the leaf tagged by `state`.
+    fn stack<Z: AsRef<str>, F: AsRef<str>>(&mut self, zones: &[Z], stack: &[F], state: u8) -> Vec<usize> {
+        let mut out = Vec::with_capacity(zones.len() + stack.len().max(1));
+        for z in zones {
+            out.push(self.intern(format!("zone {}", z.as_ref()), None));
+        }
+        let last = stack.len();
+        for (i, f) in stack.iter().enumerate() {
+            let f = f.as_ref();
+            let name = if i + 1 == last { format!("{}_[{}]", f, state as char) } else { f.to_string() };
+            let file = frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first)));
+            out.push(self.intern(name, file));
+        }
+        if stack.is_empty() {
+            out.push(self.intern(format!("<root>_[{}]", state as char), None));
+        }
+        out
+    }
+}
+
+fn document(name: &str, unit: &'static str, frames: Frames, samples: Vec<Vec<usize>>, weights: Vec<f64>) -> String {
+    let end: f64 = weights.iter().sum();
+    let file = File {
+        schema: SCHEMA_URL,
+        name,
+        exporter: concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
+        active_profile_index: 0,
+        shared: Shared { frames: frames.list },
+        profiles: [SampledProfile { kind: "sampled", name, unit, start_value: 0, end_value: end, samples, weights }],
     };
+    let mut s = serde_json::to_string_pretty(&file).expect("a speedscope file always serialises");
+    s.push('\n');
+    s
+}
+
+/// Renders `profile` as a speedscope JSON document.
+pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
+    let mut frames = Frames::default();
     let scale = opts.interval_ms.unwrap_or(1.0);
     let mut samples: Vec<Vec<usize>> = Vec::with_capacity(profile.rows.len());
     let mut weights: Vec<f64> = Vec::with_capacity(profile.rows.len());
@@ -42,50 +128,42 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
         if n == 0 {
             continue;
         }
-        let mut stack = Vec::with_capacity(row.zones.len() + row.stack.len());
-        for z in &row.zones {
-            stack.push(intern(format!("zone {}", z), None));
-        }
-        let last = row.stack.len();
-        for (i, f) in row.stack.iter().enumerate() {
-            let name = if i + 1 == last { format!("{}_[{}]", f, row.dominant_state() as char) } else { f.to_string() };
-            stack.push(intern(
-                name,
-                frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first))),
-            ));
-        }
-        if row.stack.is_empty() {
-            stack.push(intern(format!("<root>_[{}]", row.dominant_state() as char), None));
-        }
-        samples.push(stack);
+        samples.push(frames.stack(&row.zones, &row.stack, row.dominant_state()));
         weights.push(n as f64 * scale);
     }
-    let end: f64 = weights.iter().sum();
-    let doc = json!({
-        "$schema": SCHEMA_URL,
-        "name": opts.name,
-        "exporter": concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
-        "activeProfileIndex": 0,
-        "shared": { "frames": frame_list },
-        "profiles": [{
-            "type": "sampled",
-            "name": opts.name,
-            "unit": if opts.interval_ms.is_some() { "milliseconds" } else { "none" },
-            "startValue": 0,
-            "endValue": end,
-            "samples": samples,
-            "weights": weights,
-        }],
-    });
-    let mut s = serde_json::to_string_pretty(&doc).expect("a JSON value always serialises");
-    s.push('\n');
-    s
+    let unit = if opts.interval_ms.is_some() { "milliseconds" } else { "none" };
+    document(&opts.name, unit, frames, samples, weights)
+}
+
+/// Renders a session's time line as a speedscope JSON document: one sample
+/// per recorded callback, oldest first, weighted by the time it stands for
+/// (its ticks times the interval, in milliseconds).
+pub fn render_timeline(tp: &TimedProfile) -> String {
+    let mut frames = Frames::default();
+    let mut stacks: HashMap<(u32, u8), usize> = HashMap::new();
+    let mut unique: Vec<Vec<usize>> = Vec::new();
+    let mut samples = Vec::with_capacity(tp.samples.len());
+    let mut weights = Vec::with_capacity(tp.samples.len());
+    for p in &tp.samples {
+        let i = *stacks.entry((p.stack, p.state)).or_insert_with(|| {
+            unique.push(match tp.stacks.get(p.stack as usize) {
+                Some(s) => frames.stack(&s.zones, &s.frames, p.state),
+                None => frames.stack::<&str, &str>(&[], &[OVERFLOW_FRAME], p.state),
+            });
+            unique.len() - 1
+        });
+        samples.push(unique[i].clone());
+        weights.push(tp.weight_ns(p) as f64 / 1e6);
+    }
+    document(&tp.name, "milliseconds", frames, samples, weights)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::timed::{TimedPoint, TimedStack};
     use crate::profile::collapsed;
+    use serde_json::{json, Value};
 
     #[test]
     fn writes_a_sampled_profile() {
@@ -112,5 +190,45 @@ mod tests {
         let prof = &v["profiles"][0];
         assert_eq!(prof["weights"], json!([u64::MAX as f64, u64::MAX as f64]));
         assert_eq!(prof["endValue"], json!(2.0 * u64::MAX as f64));
+    }
+
+    #[test]
+    fn a_time_line_keeps_its_order_and_weights() {
+        let tp = TimedProfile {
+            name: "tl".into(),
+            stacks: vec![
+                TimedStack { zones: vec!["draw".into()], frames: vec!["m.lua:1".into(), "a.lua:2".into()] },
+                TimedStack { zones: vec![], frames: vec!["b.lua:3".into()] },
+            ],
+            samples: [(0, b'N', 1), (1, b'N', 2), (0, b'N', 1), (0, b'G', 1), (7, b'N', 1)]
+                .iter()
+                .enumerate()
+                .map(|(i, &(stack, state, count))| TimedPoint { t_ns: i as u64 * 10, stack, state, count })
+                .collect(),
+            interval_ns: 500_000,
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&render_timeline(&tp)).unwrap();
+        let prof = &v["profiles"][0];
+        assert_eq!(prof["unit"], "milliseconds");
+        assert_eq!(prof["weights"], json!([0.5, 1.0, 0.5, 0.5, 0.5]));
+        assert_eq!(prof["endValue"], json!(3.0));
+        let names: Vec<Vec<String>> = prof["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| v["shared"]["frames"][i.as_u64().unwrap() as usize]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(names[0], ["zone draw", "m.lua:1", "a.lua:2_[N]"]);
+        assert_eq!(names[1], ["b.lua:3_[N]"]);
+        assert_eq!(names[2], names[0]);
+        assert_eq!(names[3], ["zone draw", "m.lua:1", "a.lua:2_[G]"]);
+        assert_eq!(names[4], [format!("{}_[N]", OVERFLOW_FRAME)]);
     }
 }

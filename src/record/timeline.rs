@@ -60,17 +60,30 @@ impl TimedSample {
 pub struct Timeline {
     ring: Vec<TimedSample>,
     capacity: usize,
-    /// Once full, the slot the next sample overwrites (the oldest one).
+    /// The slot of the oldest sample held.
     head: usize,
+    /// Samples held, from `head` on (wrapping once the ring is full).
+    len: usize,
     /// Ticks held by the ring, and ticks whose samples were overwritten.
     pub kept_samples: u64,
     pub dropped_samples: u64,
+    /// Ticks whose samples were taken out because their frame was fast
+    /// (`slowFrameMs`).
+    pub fast_frame_samples: u64,
 }
 
 impl Timeline {
     /// A ring of `capacity` samples, allocated now; 0 records nothing.
     pub fn new(capacity: usize) -> Self {
-        Timeline { ring: Vec::with_capacity(capacity), capacity, head: 0, kept_samples: 0, dropped_samples: 0 }
+        Timeline {
+            ring: Vec::with_capacity(capacity),
+            capacity,
+            head: 0,
+            len: 0,
+            kept_samples: 0,
+            dropped_samples: 0,
+            fast_frame_samples: 0,
+        }
     }
 
     #[inline]
@@ -82,32 +95,58 @@ impl Timeline {
     /// the ring's capacity was reserved by `new`.
     #[inline]
     pub fn push(&mut self, sample: TimedSample) {
-        if self.ring.len() < self.capacity {
-            self.ring.push(sample);
-        } else if self.capacity > 0 {
+        if self.capacity == 0 {
+            return;
+        }
+        if self.len < self.capacity {
+            // Slots past the end are filled in order; once the ring has
+            // wrapped, or after `truncate_from`, the slot exists already.
+            let at = (self.head + self.len) % self.capacity;
+            if at == self.ring.len() {
+                self.ring.push(sample);
+            } else {
+                self.ring[at] = sample;
+            }
+            self.len += 1;
+        } else {
             let old = std::mem::replace(&mut self.ring[self.head], sample);
             self.kept_samples -= old.count() as u64;
             self.dropped_samples += old.count() as u64;
             self.head = (self.head + 1) % self.capacity;
-        } else {
-            return;
         }
         self.kept_samples += sample.count() as u64;
     }
 
+    /// Takes out the newest samples, those taken at `from_ns` or later (the
+    /// samples of a fast frame, which ends the time line).
+    pub fn truncate_from(&mut self, from_ns: u64) {
+        while self.len > 0 {
+            let last = (self.head + self.len - 1) % self.capacity;
+            let s = self.ring[last];
+            if s.t_ns < from_ns {
+                break;
+            }
+            self.len -= 1;
+            self.kept_samples -= s.count() as u64;
+            self.fast_frame_samples += s.count() as u64;
+        }
+    }
+
     /// Samples held.
     pub fn len(&self) -> usize {
-        self.ring.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        self.len == 0
     }
 
     /// The samples held, oldest first, as two slices (the ring's halves).
     pub fn halves(&self) -> (&[TimedSample], &[TimedSample]) {
-        let (newer, older) = self.ring.split_at(self.head);
-        (older, newer)
+        let end = self.head + self.len;
+        let first = &self.ring[self.head..end.min(self.ring.len())];
+        let second = &self.ring[..end.saturating_sub(self.ring.len())];
+        (first, second)
     }
 
     /// The samples held, oldest first.
@@ -135,6 +174,35 @@ impl Timeline {
     }
 }
 
+/// Events kept per session (trace aborts); later ones are counted only.
+pub const MAX_EVENTS: usize = 10_000;
+
+/// A moment of interest on the time line: when, a name, details.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub t_ns: u64,
+    pub name: String,
+    pub args: Vec<(String, String)>,
+}
+
+/// The events of a session, the first [`MAX_EVENTS`] of them.
+#[derive(Default)]
+pub struct Events {
+    pub list: Vec<Event>,
+    /// Events past the bound.
+    pub dropped: u64,
+}
+
+impl Events {
+    pub fn add(&mut self, event: Event) {
+        if self.list.len() < MAX_EVENTS {
+            self.list.push(event);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
 /// One frame: its index (from 1, in marking order), its time span and the
 /// samples taken in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,35 +216,75 @@ pub struct FrameSpan {
     pub gc_samples: u64,
 }
 
+/// A frame mark, and once its frame was found fast (`slowFrameMs`), the
+/// samples and GC samples it had: they left the time line then.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    t_ns: u64,
+    counted: Option<(u64, u64)>,
+}
+
 /// The frame marks of a session, and its start and end on the same clock.
 pub struct FrameMarks {
-    marks: VecDeque<u64>,
+    marks: VecDeque<Mark>,
     /// Marks dropped to stay within [`MAX_FRAME_MARKS`].
     pub dropped: u64,
     pub start_ns: u64,
     pub end_ns: Option<u64>,
+    /// Frames shorter than this keep their counts but not their samples.
+    slow_ns: Option<u64>,
 }
 
 impl FrameMarks {
     pub fn new(start_ns: u64) -> Self {
-        FrameMarks { marks: VecDeque::new(), dropped: 0, start_ns, end_ns: None }
+        FrameMarks { marks: VecDeque::new(), dropped: 0, start_ns, end_ns: None, slow_ns: None }
+    }
+
+    /// Frames shorter than `slow_ns` give their samples back when they end
+    /// (counted, then taken out of the time line).
+    pub fn keeping_slow_frames(mut self, slow_ns: Option<u64>) -> Self {
+        self.slow_ns = slow_ns;
+        self
+    }
+
+    /// The last frame ends at `t_ns`: when it was fast, its samples are
+    /// counted and leave the time line.
+    fn close_last(&mut self, t_ns: u64, timeline: &mut Timeline) {
+        let Some(slow) = self.slow_ns else { return };
+        let Some(last) = self.marks.back_mut() else { return };
+        if last.counted.is_some() || t_ns.saturating_sub(last.t_ns) >= slow {
+            return;
+        }
+        let (mut n, mut gc) = (0, 0);
+        for s in timeline.window(last.t_ns, u64::MAX) {
+            n += s.count() as u64;
+            if VM_STATES[s.state()] == b'G' {
+                gc += s.count() as u64;
+            }
+        }
+        last.counted = Some((n, gc));
+        timeline.truncate_from(last.t_ns);
     }
 
     /// Marks the start of a frame (the end of the previous one) at `t_ns`.
-    pub fn mark(&mut self, t_ns: u64) {
+    pub fn mark(&mut self, t_ns: u64, timeline: &mut Timeline) {
         if self.end_ns.is_some() {
             return;
         }
+        self.close_last(t_ns, timeline);
         if self.marks.len() >= MAX_FRAME_MARKS {
             self.marks.pop_front();
             self.dropped += 1;
         }
-        self.marks.push_back(t_ns);
+        self.marks.push_back(Mark { t_ns, counted: None });
     }
 
     /// Ends the last frame at `t_ns` (the session stopped).
-    pub fn finish(&mut self, t_ns: u64) {
-        self.end_ns.get_or_insert(t_ns);
+    pub fn finish(&mut self, t_ns: u64, timeline: &mut Timeline) {
+        if self.end_ns.is_none() {
+            self.close_last(t_ns, timeline);
+            self.end_ns = Some(t_ns);
+        }
     }
 
     /// Marks kept.
@@ -196,12 +304,12 @@ impl FrameMarks {
             .marks
             .iter()
             .enumerate()
-            .map(|(i, &start_ns)| FrameSpan {
+            .map(|(i, m)| FrameSpan {
                 index: self.dropped + i as u64 + 1,
-                start_ns,
-                end_ns: self.marks.get(i + 1).copied().unwrap_or(end).max(start_ns),
-                samples: 0,
-                gc_samples: 0,
+                start_ns: m.t_ns,
+                end_ns: self.marks.get(i + 1).map_or(end, |n| n.t_ns).max(m.t_ns),
+                samples: m.counted.map_or(0, |c| c.0),
+                gc_samples: m.counted.map_or(0, |c| c.1),
             })
             .collect();
         let (Some(first), Some(last)) = (out.first(), out.last()) else { return out };
@@ -225,8 +333,8 @@ impl FrameMarks {
     /// The span of the frame with this index, if it is kept.
     pub fn span(&self, index: u64, now_ns: u64) -> Option<(u64, u64)> {
         let i = index.checked_sub(self.dropped + 1)? as usize;
-        let start = *self.marks.get(i)?;
-        let end = self.marks.get(i + 1).copied().unwrap_or(self.end_ns.unwrap_or(now_ns));
+        let start = self.marks.get(i)?.t_ns;
+        let end = self.marks.get(i + 1).map_or(self.end_ns.unwrap_or(now_ns), |m| m.t_ns);
         Some((start, end.max(start)))
     }
 }
@@ -275,17 +383,17 @@ mod tests {
         }
         t.push(TimedSample::new(50, None, 3, 2)); // a GC sample
         let mut m = FrameMarks::new(0);
-        m.mark(10);
-        m.mark(20);
-        m.mark(40);
+        m.mark(10, &mut t);
+        m.mark(20, &mut t);
+        m.mark(40, &mut t);
         let spans = m.spans(&t, 60);
         let got: Vec<(u64, u64, u64, u64, u64)> =
             spans.iter().map(|s| (s.index, s.start_ns, s.end_ns, s.samples, s.gc_samples)).collect();
         // The sample at 5 is before the first mark; each mark opens a frame.
         assert_eq!(got, [(1, 10, 20, 2, 0), (2, 20, 40, 3, 0), (3, 40, 60, 3, 2)]);
-        m.finish(48);
+        m.finish(48, &mut t);
         assert_eq!(m.spans(&t, 60)[2].samples, 1, "the session's end closes the last frame");
-        m.mark(55);
+        m.mark(55, &mut t);
         assert_eq!(m.len(), 3, "no mark after the end");
         assert_eq!(m.span(2, 0), Some((20, 40)));
         assert_eq!(m.span(4, 0), None);
@@ -295,8 +403,9 @@ mod tests {
     #[test]
     fn frame_marks_are_bounded_and_keep_their_indices() {
         let mut m = FrameMarks::new(0);
+        let mut t = Timeline::new(0);
         for i in 0..(MAX_FRAME_MARKS as u64 + 2) {
-            m.mark(i);
+            m.mark(i, &mut t);
         }
         assert_eq!(m.len(), MAX_FRAME_MARKS);
         assert_eq!(m.dropped, 2);
@@ -305,5 +414,56 @@ mod tests {
         assert_eq!(spans[0].start_ns, 2);
         assert_eq!(m.span(3, 0), Some((2, 3)));
         assert_eq!(m.span(2, 0), None);
+    }
+
+    #[test]
+    fn fast_frames_keep_their_counts_and_give_their_samples_back() {
+        let mut t = Timeline::new(100);
+        // Frames: [10, 20) fast, [20, 50) slow, [50, 55) fast (closed by the end).
+        let mut m = FrameMarks::new(0).keeping_slow_frames(Some(15));
+        t.push(sample(5, 1));
+        m.mark(10, &mut t);
+        t.push(sample(12, 1));
+        t.push(TimedSample::new(14, Some(1), 3, 2));
+        m.mark(20, &mut t);
+        assert_eq!((t.len(), t.kept_samples, t.fast_frame_samples), (1, 1, 3));
+        for time in [25, 35, 45] {
+            t.push(sample(time, 1));
+        }
+        m.mark(50, &mut t);
+        t.push(sample(52, 4));
+        m.finish(55, &mut t);
+        let times: Vec<u64> = t.iter().map(|s| s.t_ns).collect();
+        assert_eq!(times, [5, 25, 35, 45]);
+        assert_eq!((t.kept_samples, t.fast_frame_samples), (4, 7));
+        let got: Vec<(u64, u64, u64, u64)> =
+            m.spans(&t, 99).iter().map(|s| (s.start_ns, s.end_ns, s.samples, s.gc_samples)).collect();
+        assert_eq!(got, [(10, 20, 3, 2), (20, 50, 3, 0), (50, 55, 4, 0)]);
+        // The ring keeps working after samples were taken out: it fills,
+        // wraps and drops its oldest as before.
+        for time in 60..200 {
+            t.push(sample(time, 1));
+        }
+        assert_eq!(t.len(), 100);
+        let times: Vec<u64> = t.iter().map(|s| s.t_ns).collect();
+        assert_eq!(times, (100..200).collect::<Vec<u64>>());
+        assert_eq!(t.kept_samples, 100);
+        assert_eq!(t.dropped_samples, 4 + 40);
+    }
+
+    #[test]
+    fn a_wrapped_ring_gives_back_its_newest() {
+        let mut t = Timeline::new(4);
+        for i in 1..=6 {
+            t.push(sample(i * 10, 1));
+        }
+        t.truncate_from(45);
+        assert_eq!(t.iter().map(|s| s.t_ns).collect::<Vec<_>>(), [30, 40]);
+        t.push(sample(70, 1));
+        t.push(sample(80, 1));
+        t.push(sample(90, 1));
+        assert_eq!(t.iter().map(|s| s.t_ns).collect::<Vec<_>>(), [40, 70, 80, 90]);
+        assert_eq!(t.window(41, 85).map(|s| s.t_ns).collect::<Vec<_>>(), [70, 80]);
+        assert_eq!((t.kept_samples, t.dropped_samples, t.fast_frame_samples), (4, 3, 2));
     }
 }

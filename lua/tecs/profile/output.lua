@@ -1,7 +1,9 @@
 --- Output formats for files: collapsed text, SVG flamegraph, speedscope JSON,
--- gzipped pprof. The format is the one asked for, or else follows the file
--- name (`.svg`, `.speedscope.json`, `.pb.gz`; anything else is collapsed
--- text). Names and endings are declared by the native module.
+-- gzipped pprof, and from a session's time line speedscope in time order
+-- and Chrome trace events. The format is the one asked for, or else follows
+-- the file name (`.svg`, `.speedscope.json`, `.pb.gz`,
+-- `.timeline.speedscope.json`, `.trace.json`, `.html` the report page;
+-- anything else is collapsed text). Names and endings are declared by the native module.
 -- @module tecs.profile.output
 
 local native_ok, native = pcall(require, "tecs.profile.native")
@@ -24,6 +26,18 @@ function M.format_list()
   local quoted = {}
   for i, f in ipairs(M.formats) do quoted[i] = '"' .. f .. '"' end
   return table.concat(quoted, " or ")
+end
+
+--- The formats written from a session's time line rather than from a
+-- profile (a profile object has no time line).
+M.timeline_formats = native_ok and native.timelineFormats or {}
+
+--- Whether `v` names a time-line format.
+function M.is_timeline_format(v)
+  for _, f in ipairs(M.timeline_formats) do
+    if v == f then return true end
+  end
+  return false
 end
 
 --- File-name endings and the format each chooses, as the native module

@@ -55,9 +55,15 @@ end
 --   only those on other coroutines; default false),
 --   `format` of files written by stop/write ("auto" default: by extension,
 --   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
---   else collapsed; or "collapsed", "svg", "speedscope", "pprof"),
+--   ".timeline.speedscope.json" speedscope in time order, ".trace.json"
+--   Chrome trace events, ".html" the report page, else collapsed; or
+--   "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline",
+--   "chrome-trace", "html"),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
---   the oldest dropped past it; 16 bytes each; default 262144, 0 for none)
+--   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
+--   `slowFrameMs` (frames shorter than this keep their duration and sample
+--   counts in `frames`, but their samples leave the time line when they
+--   end, so that long sessions keep the slow frames; default: keep all)
 -- @treturn SampleSession
 function M.start(opts)
   if not native_ok then
@@ -91,6 +97,7 @@ function M.start(opts)
     precision = settings.precision,
     format = settings.format,
     timelineSamples = settings.timelineSamples,
+    slowFrameMs = settings.slowFrameMs,
     _started_at = os.time(),
     _delta_wall = os.time(),
     _delta_at = clock.now(),
@@ -153,6 +160,10 @@ function SampleSession:_write_file(filename, format)
   local content, err
   if fmt == "collapsed" then
     content = self:collapsed()
+  elseif output.is_timeline_format(fmt) then
+    local ok
+    ok, content = pcall(self.timeline, self, fmt)
+    if not ok then return nil, string.format("cannot write '%s': %s", filename, content) end
   else
     local st = self._native:stats()
     content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
@@ -165,9 +176,11 @@ end
 --- Write the profile to `filename` (atomically); for retrying a failed
 -- `:stop(filename)` or saving a snapshot of a running session. The format
 -- follows `format`, else the session's `format` option, else the extension
--- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, anything else collapsed).
+-- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, `.timeline.speedscope.json`,
+-- `.trace.json` and `.html` from the time line, anything else collapsed).
 -- @tparam string filename
--- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof" or "auto"
+-- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof",
+--   "speedscope-timeline", "chrome-trace", "html" or "auto"
 -- @treturn string the collapsed text
 function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)
@@ -196,10 +209,10 @@ end
 -- @return profile object, or string
 function SampleSession:delta(format)
   check.self(self, SampleSession, "SampleSession", "delta", 2)
-  if format ~= nil and (format == "auto" or not output.is_format(format)) then
+  if format ~= nil and (format == "auto" or not output.is_format(format) or output.is_timeline_format(format)) then
     local names = {}
     for _, f in ipairs(output.formats) do
-      if f ~= "auto" then names[#names + 1] = '"' .. f .. '"' end
+      if f ~= "auto" and not output.is_timeline_format(f) then names[#names + 1] = '"' .. f .. '"' end
     end
     check.fail(2, "SampleSession:delta: bad argument #1 'format' (nil or %s expected, got %s)",
       table.concat(names, " or "), check.describe(format))
@@ -220,7 +233,9 @@ end
 -- `rate` (samples per second achieved), `requestedRate`, `clock` (timer in
 -- use: "thread-cpu", "wall" or "process-cpu-itimer"), `memoryBytes`,
 -- `timelineSamples` and `timelineDroppedSamples` (held by the time line,
--- and overwritten once it was full), `timelineBytes`, `frames` and
+-- and overwritten once it was full), `timelineFastFrameSamples` (taken out
+-- with their frame, shorter than `slowFrameMs`), `timelineEvents` and
+-- `droppedTimelineEvents` (trace aborts on the time line), `timelineBytes`, `frames` and
 -- `droppedFrames` (frame marks kept and dropped), and
 -- `warning` when another sampler (jit.p, jit.profile) took LuaJIT's
 -- profiler over.

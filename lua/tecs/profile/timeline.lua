@@ -3,6 +3,9 @@
 --    profile.frame()            -- once per frame, at its start
 --    s:frames()                 -- { { index, startMs, ms, samples, gcSamples }, ... }
 --    s:hitches(3)               -- the 3 slowest frames, with what ran in them
+--    s:timeline("chrome-trace") -- the time line as Chrome trace events (Perfetto)
+--    s:write("run.trace.json")  -- the same, by extension
+--    s:write("run.html")        -- the report page (tecs.profile.page)
 --
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
@@ -13,6 +16,7 @@
 
 local check = require("tecs.profile.check")
 local funcmap = require("tecs.profile.funcmap")
+local output = require("tecs.profile.output")
 
 local M = {}
 
@@ -26,6 +30,20 @@ local mark_frame
 -- nothing when no sampling session runs.
 function M.mark()
   if marking then mark_frame(marking) end
+end
+
+--- Whether a sampling session runs (and takes events).
+-- @treturn boolean
+function M.running()
+  return marking ~= nil
+end
+
+--- Put an event on the time line of the running sampling session (a trace
+-- abort): `details` is a table of strings. Does nothing without a session.
+-- @tparam string name
+-- @tparam[opt] table details
+function M.event(name, details)
+  if marking then marking:event(name, details) end
 end
 
 -- `love.timer.step` as found and as wrapped, while the wrapper is in its
@@ -71,6 +89,31 @@ function M.detach(handle)
   unhook_love()
 end
 
+--- The hitches of a session as text: one line per frame, slowest first,
+-- with the functions that ran in it (at most three, by self samples).
+-- @tparam table hitches as `SampleSession:hitches` returns them
+-- @tparam integer frames how many frames were marked in all
+-- @treturn string
+function M.hitches_text(hitches, frames)
+  if frames == 0 then
+    return "No frames marked: call profile.frame() once per frame (LÖVE games are marked by themselves).\n"
+  end
+  local out = { string.format("Slowest %d of %d frames:\n", #hitches, frames),
+    string.format("%8s %9s %8s %5s  %s\n", "frame", "ms", "samples", "gc", "what ran (share of its samples)") }
+  for _, h in ipairs(hitches) do
+    local top = {}
+    for i = 1, math.min(3, #h.top) do
+      top[i] = string.format("%.0f%% %s", h.top[i].share * 100, h.top[i].name)
+    end
+    local what = table.concat(top, ", ")
+    if #top == 0 then
+      what = h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"
+    end
+    out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples, what)
+  end
+  return table.concat(out)
+end
+
 --- Add `frames` and `hitches` to the class of sampling sessions.
 function M.install(SampleSession)
   --- One record per frame marked (see `profile.frame`), in order:
@@ -82,6 +125,30 @@ function M.install(SampleSession)
   function SampleSession:frames()
     check.self(self, SampleSession, "SampleSession", "frames", 2)
     return self._native:frames()
+  end
+
+  --- The time line rendered in a time-line format: "chrome-trace" (the
+  -- Chrome trace event JSON that Perfetto, chrome://tracing and speedscope
+  -- read: consecutive samples merged into nested ranges, frames on a track
+  -- of their own, runs of GC samples as instant events) or
+  -- "speedscope-timeline" (a speedscope file whose samples are in the order
+  -- they were taken, for its "Time Order" view), or "html" (the report
+  -- page of `tecs.profile.page`: flamegraph, top functions, zones, the
+  -- frame-time chart, the slowest frames and the trace aborts). Holds the
+  -- samples the time line holds (see `timelineSamples`); the aggregate
+  -- outputs hold them all.
+  -- @tparam string format
+  -- @treturn string
+  function SampleSession:timeline(format)
+    check.self(self, SampleSession, "SampleSession", "timeline", 2)
+    if not output.is_timeline_format(format) then
+      local names = {}
+      for i, f in ipairs(output.timeline_formats) do names[i] = '"' .. f .. '"' end
+      check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
+        table.concat(names, " or "), check.describe(format))
+    end
+    if format == "html" then return require("tecs.profile.page").render(self) end
+    return self._native:timeline(format, "tecs-profile")
   end
 
   --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,

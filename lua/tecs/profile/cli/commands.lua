@@ -127,6 +127,9 @@ function M.run(opts, pos)
   if opts.format and (opts.format == "auto" or not output.is_format(opts.format)) then
     usage_error("--format must be %s, got %q", output.format_list():gsub('"auto" or ', ""), tostring(opts.format))
   end
+  if opts.hitches ~= nil and (opts.hitches < 1 or opts.hitches ~= math.floor(opts.hitches)) then
+    usage_error("--hitches needs a positive integer, got %s", tostring(opts.hitches))
+  end
   -- Check the view options before the program runs, not after.
   local vopts = view_options(opts)
   local vok, verr = pcall(report.report, "", vopts)
@@ -158,7 +161,7 @@ function M.run(opts, pos)
   local program = coroutine.create(chunk)
   local ok_s, session = pcall(profile.sample, {
     intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
-    precision = opts.precision, skipStartingThread = true,
+    precision = opts.precision, skipStartingThread = true, slowFrameMs = opts.slowFrameMs,
   })
   if not ok_s then usage_error("%s", clean(session)) end
 
@@ -176,10 +179,23 @@ function M.run(opts, pos)
       local ok, err = pcall(session.write, session, opts.output, opts.format)
       if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") status = 1 end
     end
+    if opts.timeline then
+      local fmt = output.format_for(opts.timeline)
+      if not output.is_timeline_format(fmt) then fmt = "chrome-trace" end
+      local ok, err = pcall(session.write, session, opts.timeline, fmt)
+      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") status = 1 end
+    end
     local out = {}
     if not opts.quiet then
       local ok, text = pcall(report.report, session, vopts)
       out[#out + 1] = ok and text or ("tecs-profile: " .. clean(text) .. "\n")
+    end
+    if opts.hitches then
+      local ok, text = pcall(function()
+        local tl = require("tecs.profile.timeline")
+        return tl.hitches_text(session:hitches(opts.hitches), #session:frames())
+      end)
+      out[#out + 1] = (#out > 0 and "\n" or "") .. (ok and text or ("tecs-profile: " .. clean(text) .. "\n"))
     end
     if trace_report then
       if opts.traceOutput then

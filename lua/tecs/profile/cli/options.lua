@@ -55,6 +55,14 @@ local SAMPLING = {
   { "trace", key = "trace",
     help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
   { "trace-output", key = "traceOutput", arg = "FILE", help = "write the trace report (CSV) to FILE" },
+  { "timeline", key = "timeline", arg = "FILE",
+    help = "write the time line: Chrome trace events (Perfetto, chrome://tracing), or speedscope in time " ..
+      "order when FILE ends in .timeline.speedscope.json" },
+  { "hitches", key = "hitches", arg = "N", number = true,
+    help = "after the report, the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
+  { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
+    help = "keep the samples of frames of at least MS milliseconds only on the time line (the others stay " ..
+      "counted, and in the profile)" },
   HELP,
 }
 

@@ -135,6 +135,12 @@ function M.handler(self)
     local location = location_of(funcinfo, fmt, func, pc, handler)
     local zone = zone_path(zones)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
+    -- On the time line of a sampling session running beside (nothing is
+    -- made otherwise).
+    local timeline = package.loaded["tecs.profile.timeline"]
+    if timeline and timeline.running() then
+      timeline.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
+    end
     local site = sites[key]
     if site then
       site.count = site.count + 1

@@ -1,0 +1,256 @@
+--- A report page: one self-contained HTML file (no network) with the
+-- flamegraph, the top functions, the zones, the frame-time chart with the
+-- slowest frames marked (clicking a frame shows what ran in it) and the
+-- trace aborts of a trace session run beside.
+--
+--    s:write("report.html")     -- or s:page()
+--
+-- The data is written into the page as JSON; a small script draws the
+-- chart and the tables from it. `#frame=N` in the address selects frame N
+-- when the page opens.
+-- @module tecs.profile.page
+
+local M = {}
+
+--- Slowest frames whose functions the page lists (the others show their
+-- time and sample counts only).
+M.HITCHES = 20
+
+-- JSON text of a Lua value: tables with a [1] (or empty ones) as arrays,
+-- others as objects with their string keys sorted. `<` is escaped, so the
+-- text can sit inside a <script> element.
+local function json(v, out)
+  local t = type(v)
+  if t == "table" then
+    if v[1] ~= nil or next(v) == nil then
+      out[#out + 1] = "["
+      for i, x in ipairs(v) do
+        if i > 1 then out[#out + 1] = "," end
+        json(x, out)
+      end
+      out[#out + 1] = "]"
+    else
+      local keys = {}
+      for k in pairs(v) do
+        if type(k) == "string" then keys[#keys + 1] = k end
+      end
+      table.sort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        if i > 1 then out[#out + 1] = "," end
+        json(k, out)
+        out[#out + 1] = ":"
+        json(v[k], out)
+      end
+      out[#out + 1] = "}"
+    end
+  elseif t == "string" then
+    out[#out + 1] = '"' .. v:gsub('[%c"\\<>&]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
+  elseif t == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then
+      out[#out + 1] = "null"
+    elseif v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+      out[#out + 1] = string.format("%d", v)
+    else
+      out[#out + 1] = string.format("%.17g", v)
+    end
+  elseif t == "boolean" then
+    out[#out + 1] = tostring(v)
+  else
+    out[#out + 1] = "null"
+  end
+  return out
+end
+
+--- `v` as JSON text (for the page's data; exposed for the tests).
+-- @return string
+function M.json(v)
+  return table.concat(json(v, {}))
+end
+
+local function escape_html(s)
+  return (s:gsub("[&<>\"]", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;" }))
+end
+
+local STYLE = [[
+body { font: 14px sans-serif; margin: 1em 2em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+pre { background: #f6f6f6; padding: .6em; overflow-x: auto; font-size: 12px; }
+table { border-collapse: collapse; } td, th { padding: 2px 10px; text-align: left; }
+tr.hitch-row, rect.frame-bar { cursor: pointer; }
+tr.hitch-row:hover, tr.selected { background: #fde2c8; }
+rect.frame-bar { fill: #8ab; } rect.frame-bar.hitch { fill: #d63; } rect.frame-bar.selected { fill: #222; }
+line.abort-mark { stroke: #a0a; stroke-width: 1; }
+#frame-detail { border: 1px solid #ccc; padding: .5em 1em; min-height: 2em; }
+]]
+
+-- Draws the chart and the tables from the data. Its own scope: the
+-- flamegraph's script has globals of its own.
+local SCRIPT = [[
+(function () {
+  var data = JSON.parse(document.getElementById("tecs-data").textContent);
+  var SVG = "http://www.w3.org/2000/svg";
+  var byIndex = {}, hitchOf = {};
+  data.frames.forEach(function (f) { byIndex[f.index] = f; });
+  data.hitches.forEach(function (h) { hitchOf[h.index] = h; });
+  // A hitch: a frame at least twice as long as the median frame.
+  var sorted = data.frames.map(function (f) { return f.ms; }).sort(function (a, b) { return a - b; });
+  var median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : 0;
+  function isHitch(f) { return f.ms >= 2 * median && f.ms > 0; }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function fmt(ms) { return ms.toFixed(2) + " ms"; }
+  function tops(h) {
+    return h.top.slice(0, 5).map(function (t) { return Math.round(t.share * 100) + "% " + t.name; });
+  }
+  function select(index) {
+    var f = byIndex[index], box = document.getElementById("frame-detail");
+    box.textContent = "";
+    document.querySelectorAll(".selected").forEach(function (e) { e.classList.remove("selected"); });
+    document.querySelectorAll('[data-index="' + index + '"]').forEach(function (e) { e.classList.add("selected"); });
+    if (!f) { box.appendChild(el("p", {}, "No frame " + index + ".")); return; }
+    box.appendChild(el("h3", { "class": "detail-title" }, "Frame " + f.index + ": " + fmt(f.ms) + ", " +
+      f.samples + " samples (" + f.gcSamples + " in the GC), from " + fmt(f.startMs)));
+    var h = hitchOf[index];
+    if (!h) {
+      box.appendChild(el("p", {}, "Not among the " + data.hitches.length + " slowest frames: see its samples " +
+        "in the time line (tecs-profile run --timeline FILE.trace.json)."));
+      return;
+    }
+    var list = el("ol", { "class": "detail-functions" });
+    if (h.top.length === 0) list.appendChild(el("li", {}, "(no samples kept)"));
+    h.top.forEach(function (t) {
+      list.appendChild(el("li", { "class": "detail-function" }, Math.round(t.share * 100) + "% " + t.name));
+    });
+    box.appendChild(list);
+    data.aborts.forEach(function (a) {
+      if (a.tMs >= f.startMs && a.tMs < f.startMs + f.ms) {
+        box.appendChild(el("p", { "class": "detail-abort" }, "trace abort: " + a.details.reason + " at " +
+          a.details.location));
+      }
+    });
+  }
+  // The frame-time chart: one bar per frame, the slowest in red.
+  var chart = document.getElementById("frames-chart");
+  if (data.frames.length > 0) {
+    var W = 900, H = 160, max = 0, n = data.frames.length, bw = W / n;
+    data.frames.forEach(function (f) { if (f.ms > max) max = f.ms; });
+    var svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("viewBox", "0 0 " + W + " " + (H + 2));
+    svg.setAttribute("width", W);
+    svg.setAttribute("height", H + 2);
+    data.frames.forEach(function (f, i) {
+      var h = max > 0 ? Math.max(1, f.ms / max * H) : 1;
+      var r = document.createElementNS(SVG, "rect");
+      r.setAttribute("x", i * bw); r.setAttribute("width", Math.max(bw - (bw > 3 ? 1 : 0), 0.5));
+      r.setAttribute("y", H - h); r.setAttribute("height", h);
+      r.setAttribute("class", "frame-bar" + (isHitch(f) ? " hitch" : ""));
+      r.setAttribute("data-index", f.index);
+      var title = document.createElementNS(SVG, "title");
+      title.textContent = "frame " + f.index + ": " + fmt(f.ms);
+      r.appendChild(title);
+      r.addEventListener("click", function () { select(f.index); });
+      svg.appendChild(r);
+    });
+    // An abort is drawn in the bar of its frame, at its time in the frame.
+    data.aborts.forEach(function (a) {
+      var i = -1;
+      data.frames.forEach(function (f, k) { if (a.tMs >= f.startMs && a.tMs < f.startMs + f.ms) i = k; });
+      if (i < 0) return;
+      var f = data.frames[i];
+      var x = (i + (f.ms > 0 ? (a.tMs - f.startMs) / f.ms : 0)) * bw;
+      var l = document.createElementNS(SVG, "line");
+      l.setAttribute("x1", x); l.setAttribute("x2", x); l.setAttribute("y1", 0); l.setAttribute("y2", H);
+      l.setAttribute("class", "abort-mark");
+      svg.appendChild(l);
+    });
+    chart.appendChild(svg);
+  } else {
+    chart.appendChild(el("p", {}, "No frames marked: call profile.frame() once per frame " +
+      "(LÖVE games are marked by themselves)."));
+  }
+  // The slowest frames.
+  var tbody = document.querySelector("#hitches tbody");
+  data.hitches.forEach(function (h) {
+    var tr = el("tr", { "class": "hitch-row" + (isHitch(h) ? " hitch" : ""), "data-index": h.index });
+    tr.appendChild(el("td", {}, String(h.index)));
+    tr.appendChild(el("td", {}, fmt(h.ms)));
+    tr.appendChild(el("td", {}, String(h.samples)));
+    tr.appendChild(el("td", {}, String(h.gcSamples)));
+    tr.appendChild(el("td", { "class": "hitch-functions" }, tops(h).join(", ")));
+    tr.addEventListener("click", function () { select(h.index); });
+    tbody.appendChild(tr);
+  });
+  // The trace aborts.
+  var abody = document.querySelector("#aborts tbody");
+  data.aborts.forEach(function (a) {
+    var tr = el("tr", { "class": "abort-row" });
+    tr.appendChild(el("td", {}, a.tMs.toFixed(2)));
+    tr.appendChild(el("td", {}, a.details.severity || ""));
+    tr.appendChild(el("td", {}, a.details.location || ""));
+    tr.appendChild(el("td", {}, a.details.reason || ""));
+    abody.appendChild(tr);
+  });
+  if (data.aborts.length === 0) document.getElementById("aborts").replaceWith(el("p", {}, "No trace aborts " +
+    "recorded (run a trace session beside: tecs-profile run --trace)."));
+  var m = /frame=(\d+)/.exec(location.hash);
+  if (m) select(Number(m[1]));
+  else if (data.hitches.length > 0) select(data.hitches[0].index);
+})();
+]]
+
+--- The page of a sampling session.
+-- @param session a `SampleSession`
+-- @tparam[opt] table opts `title`
+-- @treturn string the HTML text
+function M.render(session, opts)
+  opts = opts or {}
+  local report = require("tecs.profile.report")
+  local title = opts.title or "tecs-profile"
+  local frames = session:frames()
+  local hitches = session:hitches(M.HITCHES)
+  local aborts = {}
+  for _, e in ipairs(session._native:events()) do
+    if e.name == "trace abort" then aborts[#aborts + 1] = e end
+  end
+  local st = session:stats()
+  -- The flamegraph keeps its own document (an iframe of inline text): its
+  -- script and styles address the whole document they are in.
+  local svg = report.flamegraph(session, { title = title })
+  local svg_height = tonumber(svg:match('<svg[^>]-height="(%d+)"')) or 600
+  -- An HTML document (no XML prolog or SVG doctype) in which the graph
+  -- takes the frame's width (its script draws to the width it is given).
+  svg = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>svg { width: 100%; }</style></head>" ..
+    "<body style=\"margin:0\">" ..
+    svg:gsub("^%s*<%?xml.-%?>%s*", ""):gsub("^%s*<!DOCTYPE.->%s*", "") .. "</body></html>"
+  local functions = report.report(session, { limit = 30 })
+  local zones = report.report(session, { by = "zone", limit = 30 })
+  local data = M.json({ frames = frames, hitches = hitches, aborts = aborts })
+  local out = {
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", escape_html(title),
+    "</title>\n<style>\n", STYLE, "</style>\n</head>\n<body>\n<h1>", escape_html(title), "</h1>\n",
+    string.format("<p id=\"summary\">%d samples, %.3f s, %d frames, %d trace aborts.</p>\n",
+      st.samples, st.durationSec, #frames, #aborts),
+    "<h2>Frame times</h2>\n<p>One bar per frame; red: hitches (at least twice the median frame time); " ..
+      "purple lines: trace aborts. Click a bar or a row to see what ran in the frame.</p>\n" ..
+      "<div id=\"frames-chart\"></div>\n",
+    "<h2>Selected frame</h2>\n<div id=\"frame-detail\"></div>\n",
+    string.format("<h2>Slowest frames</h2>\n<table id=\"hitches\"><thead><tr><th>frame</th><th>time</th>" ..
+      "<th>samples</th><th>GC</th><th>what ran (share of its samples)</th></tr></thead><tbody></tbody></table>\n"),
+    "<h2>Flamegraph</h2>\n<iframe class=\"flamegraph\" title=\"flamegraph\" style=\"width:100%;border:0;height:",
+    tostring(svg_height + 4), "px\" srcdoc=\"", escape_html(svg), "\"></iframe>\n",
+    "<h2>Top functions</h2>\n<pre id=\"functions\">", escape_html(functions), "</pre>\n",
+    "<h2>Zones</h2>\n<pre id=\"zones\">", escape_html(zones), "</pre>\n",
+    "<h2>Trace aborts</h2>\n<table id=\"aborts\"><thead><tr><th>at (ms)</th><th>severity</th><th>location</th>" ..
+      "<th>reason</th></tr></thead><tbody></tbody></table>\n",
+    "<script type=\"application/json\" id=\"tecs-data\">", data, "</script>\n",
+    "<script>\n", SCRIPT, "</script>\n</body>\n</html>\n",
+  }
+  return table.concat(out)
+end
+
+return M

@@ -1,0 +1,113 @@
+-- The report page (tecs.profile.page) in a real browser: Debian's chromium,
+-- headless, loads the page written by `tecs-profile run --timeline x.html`
+-- and runs its scripts; the DOM it dumps must show the frames, the
+-- slowest frames with the functions that ran in them, the selected frame
+-- and the trace aborts. A screenshot goes to build/test-logs/report-page.png.
+-- Run once (not per LuaJIT): busted platform_spec/page_spec.lua
+local run = require("spec.support.run")
+
+local FIXTURE = "spec/fixtures/frames_page.lua"
+local SLOW_FRAME = 8 -- the fixture's slow frame, which also aborts traces
+
+local function chromium(args)
+  -- --no-sandbox: the test may run as root, where chromium's sandbox refuses to start.
+  return run.run3("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars " .. args)
+end
+
+local function count(text, pattern)
+  local n = 0
+  for _ in text:gmatch(pattern) do n = n + 1 end
+  return n
+end
+
+describe("the report page in chromium", function()
+  local dir, page, csv, dom
+
+  setup(function()
+    assert.equal(0, (run.run("command -v chromium >/dev/null")), "chromium is needed (scripts/deps-platforms.sh)")
+    dir = run.tmpdir()
+    page, csv = dir .. "/report.html", dir .. "/aborts.csv"
+    local rc, _, err = run.run3(run.cli .. " run -q --trace --trace-output " .. run.quote(csv) .. " --timeline " ..
+      run.quote(page) .. " " .. FIXTURE)
+    assert.equal(0, rc, err)
+    local out
+    rc, out, err = chromium("--dump-dom " .. run.quote("file://" .. page .. "#frame=" .. SLOW_FRAME))
+    assert.equal(0, rc, err)
+    dom = out
+    os.execute("mkdir -p build/test-logs")
+    chromium("--window-size=1100,1500 --screenshot=" .. run.quote(run.root .. "/build/test-logs/report-page.png") ..
+      " " .. run.quote("file://" .. page .. "#frame=" .. SLOW_FRAME))
+  end)
+
+  teardown(function()
+    if dir then os.execute("rm -rf " .. run.quote(dir)) end
+  end)
+
+  it("needs no network", function()
+    local html = assert(run.read(page))
+    assert.is_nil(html:find("https?://[%w.-]+/[^\"]*%.js"), "no script from the network")
+    assert.is_nil(html:find("<link", 1, true))
+  end)
+
+  it("draws a bar per frame and lists the slowest frames, the slow one first with its function", function()
+    -- A bar per frame; red (hitch) when at least twice the median frame.
+    local bars = {}
+    for class, index, ms in dom:gmatch('<rect [^>]*class="(frame%-bar[^"]*)" data%-index="(%d+)"><title>frame %d+: ' ..
+      '([%d.]+) ms</title>') do
+      bars[#bars + 1] = { index = tonumber(index), ms = tonumber(ms), hitch = class:find("hitch", 1, true) ~= nil }
+    end
+    assert.equal(12, #bars)
+    local sorted = {}
+    for i, b in ipairs(bars) do
+      assert.equal(i, b.index)
+      sorted[i] = b.ms
+    end
+    table.sort(sorted)
+    local median = sorted[7]
+    for _, b in ipairs(bars) do
+      -- The titles round to 0.01 ms: frames that close to the bound are not checked.
+      if math.abs(b.ms - 2 * median) > 0.02 then assert.equal(b.ms >= 2 * median, b.hitch, b.index) end
+    end
+    local rows = {}
+    for index, body in dom:gmatch('<tr class="hitch%-row[^"]*" data%-index="(%d+)">(.-)</tr>') do
+      rows[#rows + 1] = { index = tonumber(index), body = body }
+    end
+    assert.equal(12, #rows)
+    assert.equal(SLOW_FRAME, rows[1].index)
+    assert.matches("%d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", rows[1].body)
+    for i = 2, #rows do assert.matches("M%.quick_work", rows[i].body) end
+  end)
+
+  it("shows what ran in the frame selected by #frame=N, and the aborts in it", function()
+    local detail = assert(dom:match('<div id="frame%-detail">(.-)</div>'))
+    assert.matches('<h3 class="detail%-title">Frame ' .. SLOW_FRAME .. ': [%d.]+ ms, %d+ samples', detail)
+    assert.matches('<li class="detail%-function">%d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)</li>', detail)
+    assert.matches("trace abort: NYI: bytecode FNEW at spec/fixtures/frames_page%.lua:12", detail)
+  end)
+
+  it("lists the trace aborts the trace session counted while sampling", function()
+    local site_count, total = 0, 0
+    for line in assert(run.read(csv)):gmatch("[^\n]+") do
+      local n, reason, location = line:match("^%a+,(%d+),([^,]*),([^,]*),")
+      if n then
+        total = total + tonumber(n)
+        if reason == "NYI: bytecode FNEW" and location == FIXTURE .. ":12" then site_count = tonumber(n) end
+      end
+    end
+    assert.is_true(site_count >= 2, "FNEW aborts in the trace report: " .. site_count)
+    local rows = count(dom, '<tr class="abort%-row">')
+    local fnew = count(dom, '<tr class="abort%-row"><td>[%d.]+</td><td>warn</td><td>spec/fixtures/frames_page%.lua:12' ..
+      '</td><td>NYI: bytecode FNEW</td></tr>')
+    assert.equal(site_count, fnew)
+    -- Aborts after the sampling session stopped are in the report only.
+    assert.is_true(rows <= total)
+  end)
+
+  it("holds the flamegraph, the top functions and the zones", function()
+    assert.matches('<iframe class="flamegraph"[^>]*srcdoc="[^"]*&lt;svg', dom)
+    assert.matches("M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", assert(dom:match('<pre id="functions">(.-)</pre>')))
+    assert.matches("zone path", assert(dom:match('<pre id="zones">(.-)</pre>')))
+    local png = run.read(run.root .. "/build/test-logs/report-page.png")
+    assert.is_truthy(png and png:sub(2, 4) == "PNG", "a screenshot")
+  end)
+end)

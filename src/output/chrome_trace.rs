@@ -1,0 +1,324 @@
+//! Chrome trace event files (the JSON Perfetto, chrome://tracing and
+//! speedscope read): the time line of a session as nested ranges.
+//!
+//! Consecutive samples with the same frames merge into one range per frame,
+//! so a function that ran for twenty samples is one "X" (complete) event
+//! whose children are the calls it made; zones are ranges above the Lua
+//! frames. A sample stands for the interval before it was taken (it was
+//! charged with that time), so its range ends at its timestamp. Frames
+//! marked with `profile.frame()` are ranges on a track of their own; runs of
+//! garbage-collector samples and events such as trace aborts are instant
+//! events on the Lua track.
+//! Format: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::timed::{TimedPoint, TimedProfile};
+
+const PID: u32 = 1;
+/// Track of the sampled Lua stacks (and zones).
+pub const LUA_TID: u32 = 1;
+/// Track of the marked frames.
+pub const FRAMES_TID: u32 = 2;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TraceFile<'a> {
+    trace_events: Vec<Event<'a>>,
+    display_time_unit: &'static str,
+    other_data: OtherData,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OtherData {
+    exporter: &'static str,
+    interval_ms: f64,
+}
+
+/// One trace event; `ts` and `dur` in microseconds.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+struct Event<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    cat: &'static str,
+    ph: &'static str,
+    ts: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    pid: u32,
+    tid: u32,
+    /// Scope of an instant event ("t": its thread).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    args: BTreeMap<&'a str, Value>,
+}
+
+/// Nanoseconds to whole microseconds (the unit of `ts` and `dur`).
+fn us(ns: u64) -> f64 {
+    (ns.saturating_add(500) / 1000) as f64
+}
+
+/// The duration from `start_ns` to `end_ns` in microseconds. Times are
+/// whole microseconds, so readers that add `ts` and `dur` as floats (or
+/// shift every `ts`) get exactly the end: ranges that end where the next
+/// begins, or where their parent ends, stay nested.
+fn dur_us(start_ns: u64, end_ns: u64) -> f64 {
+    us(end_ns.max(start_ns)) - us(start_ns)
+}
+
+fn event<'a>(name: &'a str, cat: &'static str, ph: &'static str, ts_ns: u64, tid: u32) -> Event<'a> {
+    Event { name, cat, ph, ts: us(ts_ns), dur: None, pid: PID, tid, s: None, args: BTreeMap::new() }
+}
+
+fn metadata<'a>(kind: &'a str, tid: u32, name: &str) -> Event<'a> {
+    let mut e = event(kind, "", "M", 0, tid);
+    e.args.insert("name", Value::from(name));
+    e
+}
+
+/// A frame of the open stack: where it began, and its event (written when
+/// it opens, so that a caller comes before its callees even when their
+/// ranges are equal; its duration is set when it closes).
+struct Open {
+    start_ns: u64,
+    event: usize,
+}
+
+fn close(open: Open, end_ns: u64, out: &mut [Event]) {
+    out[open.event].dur = Some(dur_us(open.start_ns, end_ns));
+}
+
+/// The names (and categories) of a sample's ranges, outermost first.
+fn names<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], p: &TimedPoint) -> Vec<(&'a str, &'static str)> {
+    let Some(stack) = tp.stacks.get(p.stack as usize) else { return Vec::new() };
+    let zones = zone_names[p.stack as usize].iter().map(|z| (z.as_str(), "zone"));
+    zones.chain(stack.frames.iter().map(|f| (f.as_str(), "lua"))).collect()
+}
+
+/// The sampled stacks as nested complete events, and runs of GC samples as
+/// instant events.
+fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &mut Vec<Event<'a>>) {
+    let mut open: Vec<Open> = Vec::new();
+    let mut prev_end = 0u64;
+    // The GC run being extended: start, end, samples.
+    let mut gc: Option<(u64, u64, u64)> = None;
+    let flush_gc = |gc: &mut Option<(u64, u64, u64)>, out: &mut Vec<Event<'a>>| {
+        if let Some((start, end, samples)) = gc.take() {
+            let mut e = event("GC", "gc", "i", start, LUA_TID);
+            e.s = Some("t");
+            e.args.insert("samples", Value::from(samples));
+            e.args.insert("ms", Value::from(end.saturating_sub(start) as f64 / 1e6));
+            out.push(e);
+        }
+    };
+    for p in &tp.samples {
+        let end = p.t_ns;
+        let start = end.saturating_sub(tp.weight_ns(p)).max(prev_end);
+        // Within the microsecond of the one before, a sample has nothing to
+        // draw (readers do not order empty ranges among their neighbours);
+        // otherwise a gap (the thread did not run on the CPU clock, samples
+        // were dropped, the session was paused) ends every range.
+        let empty = us(start) >= us(end);
+        let contiguous = empty || start == prev_end;
+        // Runs of GC samples count every GC sample, drawn or not.
+        if p.state == b'G' {
+            match &mut gc {
+                Some((_, e, n)) if contiguous => {
+                    *e = end.max(*e);
+                    *n += p.count as u64;
+                }
+                _ => {
+                    flush_gc(&mut gc, out);
+                    gc = Some((start, end, p.count as u64));
+                }
+            }
+        } else {
+            flush_gc(&mut gc, out);
+        }
+        if empty {
+            continue;
+        }
+        let names = names(tp, zone_names, p);
+        let keep =
+            if contiguous { open.iter().zip(&names).take_while(|(o, n)| out[o.event].name == n.0).count() } else { 0 };
+        while open.len() > keep {
+            let o = open.pop().expect("longer than keep");
+            close(o, prev_end, out);
+        }
+        for &(name, cat) in &names[keep..] {
+            // No args: speedscope makes them part of the name, and a
+            // function would then be a new frame in every range.
+            open.push(Open { start_ns: start, event: out.len() });
+            out.push(event(name, cat, "X", start, LUA_TID));
+        }
+        prev_end = end;
+    }
+    while let Some(o) = open.pop() {
+        close(o, prev_end, out);
+    }
+    flush_gc(&mut gc, out);
+}
+
+/// Renders the time line as a Chrome trace event JSON document.
+pub fn render(tp: &TimedProfile) -> String {
+    let zone_names: Vec<Vec<String>> =
+        tp.stacks.iter().map(|s| s.zones.iter().map(|z| format!("zone {}", z)).collect()).collect();
+    let frame_names: Vec<String> = tp.frames.iter().map(|f| format!("frame {}", f.index)).collect();
+    let mut events = vec![
+        metadata("process_name", LUA_TID, &tp.name),
+        metadata("thread_name", LUA_TID, "Lua"),
+        metadata("thread_name", FRAMES_TID, "frames"),
+    ];
+    sample_events(tp, &zone_names, &mut events);
+    // Frames shorter than a microsecond are left out, as empty ranges are.
+    for (f, name) in tp.frames.iter().zip(&frame_names).filter(|(f, _)| dur_us(f.start_ns, f.end_ns) > 0.0) {
+        let mut e = event(name, "frame", "X", f.start_ns, FRAMES_TID);
+        e.dur = Some(dur_us(f.start_ns, f.end_ns));
+        e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns) as f64 / 1e6));
+        e.args.insert("samples", Value::from(f.samples));
+        e.args.insert("gcSamples", Value::from(f.gc_samples));
+        events.push(e);
+    }
+    for ev in &tp.events {
+        let mut e = event(&ev.name, "event", "i", ev.t_ns, LUA_TID);
+        e.s = Some("t");
+        for (k, v) in &ev.args {
+            e.args.insert(k, Value::from(v.as_str()));
+        }
+        events.push(e);
+    }
+    let file = TraceFile {
+        trace_events: events,
+        display_time_unit: "ms",
+        other_data: OtherData {
+            exporter: concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
+            interval_ms: tp.interval_ns as f64 / 1e6,
+        },
+    };
+    let mut s = serde_json::to_string(&file).expect("trace events always serialise");
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::timed::{TimedFrame, TimedStack};
+
+    fn stack(zones: &[&str], frames: &[&str]) -> TimedStack {
+        TimedStack {
+            zones: zones.iter().map(|s| s.to_string()).collect(),
+            frames: frames.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn point(t_ms: u64, stack: u32, state: u8) -> TimedPoint {
+        TimedPoint { t_ns: t_ms * 1_000_000, stack, state, count: 1 }
+    }
+
+    /// (name, tid, ts µs, dur µs) of the complete events, sorted.
+    fn ranges(v: &Value) -> Vec<(String, u64, f64, f64)> {
+        let mut out: Vec<(String, u64, f64, f64)> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["tid"].as_u64().unwrap(),
+                    e["ts"].as_f64().unwrap(),
+                    e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| (a.1, a.2.to_bits(), &a.0).cmp(&(b.1, b.2.to_bits(), &b.0)));
+        out
+    }
+
+    #[test]
+    fn consecutive_samples_merge_into_nested_ranges() {
+        let tp = TimedProfile {
+            name: "t".into(),
+            stacks: vec![
+                stack(&["update"], &["main.lua:1", "a.lua:5"]),
+                stack(&["update"], &["main.lua:1", "b.lua:9"]),
+            ],
+            // a, a, b, then a gap of 10 ms, then a again; the last one in GC.
+            samples: vec![point(1, 0, b'N'), point(2, 0, b'N'), point(3, 1, b'N'), point(14, 0, b'G')],
+            frames: vec![TimedFrame { index: 1, start_ns: 0, end_ns: 10_000_000, samples: 3, gc_samples: 0 }],
+            events: vec![],
+            interval_ns: 1_000_000,
+            end_ns: 20_000_000,
+        };
+        let v: Value = serde_json::from_str(&render(&tp)).unwrap();
+        let got = ranges(&v);
+        let want: Vec<(String, u64, f64, f64)> = [
+            ("main.lua:1", 1, 0.0, 3000.0),
+            ("zone update", 1, 0.0, 3000.0),
+            ("a.lua:5", 1, 0.0, 2000.0),
+            ("b.lua:9", 1, 2000.0, 1000.0),
+            ("a.lua:5", 1, 13000.0, 1000.0),
+            ("main.lua:1", 1, 13000.0, 1000.0),
+            ("zone update", 1, 13000.0, 1000.0),
+            ("frame 1", 2, 0.0, 10000.0),
+        ]
+        .iter()
+        .map(|&(n, t, ts, d)| (n.to_string(), t, ts, d))
+        .collect();
+        let mut want = want;
+        want.sort_by(|a, b| (a.1, a.2.to_bits(), &a.0).cmp(&(b.1, b.2.to_bits(), &b.0)));
+        assert_eq!(got, want);
+        let events = v["traceEvents"].as_array().unwrap();
+        let gc: Vec<&Value> = events.iter().filter(|e| e["ph"] == "i").collect();
+        assert_eq!(gc.len(), 1);
+        assert_eq!(
+            (gc[0]["name"].as_str(), gc[0]["ts"].as_f64(), gc[0]["s"].as_str()),
+            (Some("GC"), Some(13000.0), Some("t"))
+        );
+        let names: Vec<&str> =
+            events.iter().filter(|e| e["ph"] == "M").map(|e| e["args"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["t", "Lua", "frames"]);
+    }
+
+    #[test]
+    fn ranges_never_end_past_their_end() {
+        for (a, b, c) in [(3_066u64, 3_266u64, 28_918_045u64), (1, 2, 3_000_000_000_000), (7, 7, 7)] {
+            // Two ranges that share an end, and one that begins there.
+            assert_eq!(us(a) + dur_us(a, c), us(b) + dur_us(b, c));
+            assert_eq!(us(a) + dur_us(a, b), us(b));
+            assert_eq!(us(c) - us(a) + dur_us(a, b) - (us(b) - us(a)), us(c) - us(b) + dur_us(b, b));
+        }
+    }
+
+    #[test]
+    fn samples_at_one_instant_and_empty_time_lines() {
+        let tp = TimedProfile {
+            stacks: vec![stack(&[], &["a.lua:1"])],
+            samples: vec![point(1, 0, b'N'), point(1, 0, b'N')],
+            interval_ns: 1_000_000,
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&render(&tp)).unwrap();
+        assert_eq!(ranges(&v), [("a.lua:1".to_string(), 1, 0.0, 1000.0)]);
+        // A GC sample within the microsecond of the one before is not
+        // drawn, but its run counts it.
+        let gc = TimedProfile {
+            stacks: vec![stack(&[], &["a.lua:1"])],
+            samples: vec![point(1, 0, b'G'), point(1, 0, b'G'), point(2, 0, b'N')],
+            interval_ns: 1_000_000,
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&render(&gc)).unwrap();
+        let runs: Vec<&Value> = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["name"] == "GC").collect();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0]["args"]["samples"], 2);
+        let empty: Value = serde_json::from_str(&render(&TimedProfile::default())).unwrap();
+        assert!(ranges(&empty).is_empty());
+    }
+}

@@ -1,0 +1,65 @@
+//! The input of the time-line formats (speedscope in time order, Chrome
+//! trace events): the samples a session's time line holds, in the order
+//! they were taken, each pointing at a named stack, and the frames marked
+//! with `profile.frame()`. Times are nanoseconds from the session's start.
+
+/// A named stack: zone path (root first) and frames (caller first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimedStack {
+    pub zones: Vec<String>,
+    pub frames: Vec<String>,
+}
+
+/// One sample of the time line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedPoint {
+    /// When the sample was taken.
+    pub t_ns: u64,
+    /// Index in [`TimedProfile::stacks`].
+    pub stack: u32,
+    /// The VM state's letter (`N`, `I`, `C`, `G`, `J`).
+    pub state: u8,
+    /// Ticks the sample carried.
+    pub count: u32,
+}
+
+/// One marked frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedFrame {
+    pub index: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub samples: u64,
+    pub gc_samples: u64,
+}
+
+/// A moment of interest on the time line, such as a trace abort.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedEvent {
+    pub t_ns: u64,
+    pub name: String,
+    /// Shown with the event (`key = value`).
+    pub args: Vec<(String, String)>,
+}
+
+/// Everything a time-line format writes.
+#[derive(Clone, Debug, Default)]
+pub struct TimedProfile {
+    pub name: String,
+    pub stacks: Vec<TimedStack>,
+    /// Oldest first.
+    pub samples: Vec<TimedPoint>,
+    pub frames: Vec<TimedFrame>,
+    pub events: Vec<TimedEvent>,
+    /// The sampling interval: a sample stands for `count` intervals.
+    pub interval_ns: u64,
+    /// The session's length (to now while it runs).
+    pub end_ns: u64,
+}
+
+impl TimedProfile {
+    /// Time a sample stands for, in nanoseconds.
+    pub fn weight_ns(&self, p: &TimedPoint) -> u64 {
+        self.interval_ns.saturating_mul(p.count as u64)
+    }
+}
