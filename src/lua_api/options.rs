@@ -341,7 +341,7 @@ fn bad_env(key: &str, expected: &str, got: &Value) -> String {
     format!("bad argument #2 'env': field '{}' must be {} (got {})", key, expected, describe(got))
 }
 
-fn read_env(env: &Value) -> Result<StartEnv, String> {
+pub(super) fn read_env(env: &Value) -> Result<StartEnv, String> {
     let mut out = StartEnv { precise: true, ..StartEnv::default() };
     let env = match env {
         Value::Nil => return Ok(out),
