@@ -84,7 +84,7 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
 /// Installs the allocator wrapper on the VM of `vm` (a live state).
 pub(super) fn install(vm: &crate::sys::VmHandle, bytes_per_sample: u64) -> AllocHook {
     let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
-    AllocHook::install(vm.addr() as *mut mlua::ffi::lua_State, bytes_per_sample, seed)
+    AllocHook::install(*vm, bytes_per_sample, seed)
 }
 
 /// A profile of sample counts turned into bytes.
@@ -125,12 +125,12 @@ impl NativeSession {
 /// allocation session's wrapper was the allocator it wrapped.
 pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm.addr() as *mut mlua::ffi::lua_State))
+    Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm))
 }
 
 /// `native.raw._test_allocator_wrapped()`: whether an allocation session's
 /// wrapper is the VM's allocator now.
 pub(super) fn test_allocator_wrapped(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrapper_installed(vm.addr() as *mut mlua::ffi::lua_State))
+    Ok(crate::sys::alloc_hook::wrapper_installed(vm))
 }

@@ -23,6 +23,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use mlua::ffi;
 
+use super::VmHandle;
+
 /// What the wrapper of one VM needs: the allocator it wraps, and the
 /// counters of the session recording through it. Written and read on the
 /// VM's thread only (allocations and session calls both run there); the
@@ -186,26 +188,26 @@ pub enum Restored {
 /// The wrapper installed on one VM for one session.
 pub struct AllocHook {
     rec: &'static Record,
-    l: *mut ffi::lua_State,
+    vm: VmHandle,
 }
 
 impl AllocHook {
-    /// Wraps the allocator of the VM of `l` (a state that stays valid
-    /// while the VM is open), recording from now on, a sample about every
-    /// `bytes_per_sample` bytes.
-    pub fn install(l: *mut ffi::lua_State, bytes_per_sample: u64, seed: u64) -> AllocHook {
+    /// Wraps the allocator of the VM of `vm`, recording from now on, a
+    /// sample about every `bytes_per_sample` bytes.
+    pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64) -> AllocHook {
+        let l = vm.0;
         #[cfg(target_os = "linux")]
         super::posix::pin_this_library();
         let mut inner_ud = std::ptr::null_mut();
-        // SAFETY: `l` is a live state of this VM (the caller's contract);
-        // lua_getallocf only reads the global state.
+        // SAFETY: `l` is a live state of this VM (a `VmHandle` is taken
+        // from a live `Lua`); lua_getallocf only reads the global state.
         let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
         let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
         // SAFETY: the record is leaked, so the data pointer outlives every
         // call; the wrapper passes each call on to the allocator read just
         // above, on the same thread, with nothing in between.
         unsafe { ffi::lua_setallocf(l, counting_alloc, rec as *const Record as *mut c_void) };
-        AllocHook { rec, l }
+        AllocHook { rec, vm }
     }
 
     /// Ends recording and puts the wrapped allocator back if ours is still
@@ -216,9 +218,9 @@ impl AllocHook {
         // SAFETY: `l` is still open (stops run before lua_close frees the
         // heap: see `VmHandle`); both calls only touch the global state.
         unsafe {
-            let f = ffi::lua_getallocf(self.l, &mut ud);
-            if f as usize == counting_alloc as *const () as usize && ud as *const Record == self.rec as *const Record {
-                ffi::lua_setallocf(self.l, self.rec.inner, self.rec.inner_ud);
+            let f = ffi::lua_getallocf(self.vm.0, &mut ud);
+            if f as usize == counting_alloc as *const () as usize && std::ptr::eq(ud as *const Record, self.rec) {
+                ffi::lua_setallocf(self.vm.0, self.rec.inner, self.rec.inner_ud);
                 return Restored::Original;
             }
         }
@@ -236,7 +238,8 @@ impl AllocHook {
 
 /// Whether the allocator of the VM of `l` is an allocation session's
 /// wrapper (any session's).
-pub fn wrapper_installed(l: *mut ffi::lua_State) -> bool {
+pub fn wrapper_installed(vm: VmHandle) -> bool {
+    let l = vm.0;
     let mut ud = std::ptr::null_mut();
     // SAFETY: `l` is a live state; lua_getallocf only reads.
     let f = unsafe { ffi::lua_getallocf(l, &mut ud) };
@@ -259,7 +262,8 @@ unsafe extern "C" fn pass_through(ud: *mut c_void, ptr: *mut c_void, osize: usiz
 /// Wraps the VM's allocator in a plain pass-through, as another library
 /// would (for tests of a stop that finds its wrapper wrapped). Returns
 /// whether the allocator it wrapped was an allocation session's wrapper.
-pub fn wrap_in_pass_through(l: *mut ffi::lua_State) -> bool {
+pub fn wrap_in_pass_through(vm: VmHandle) -> bool {
+    let l = vm.0;
     #[cfg(target_os = "linux")]
     super::posix::pin_this_library();
     let mut ud = std::ptr::null_mut();
