@@ -15,7 +15,7 @@ local LUAJIT = os.getenv("LUAJIT") or "luajit"
 local PROGRAM = os.getenv("ALLOC_BENCH_PROGRAM")
   or (os.getenv("LUAJIT_BENCH_DIR") and os.getenv("LUAJIT_BENCH_DIR") .. "/binary-trees.lua")
 local PROGRAM_ARG = os.getenv("ALLOC_BENCH_ARG") or "15"
-local BYTES = 256 * 1024 -- the default bytesPerSample
+local BYTES = tonumber(os.getenv("ALLOC_BENCH_BYTES")) or 262144 -- the default bytesPerSample
 
 local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
@@ -65,18 +65,25 @@ local function accuracy(jit_on)
   for _, name in ipairs(names) do w[name](n[name], keep) end
   s:delta()
   for _, name in ipairs(names) do w[name](n[name], keep) end
-  local prof = s:delta()
+  local text = s:delta("collapsed")
   s:stop()
   jit.on()
+  -- Each stack's bytes go to the workload function of its innermost
+  -- fixture frame (`file:line` or `file:first-last`).
+  local file = debug.getinfo(w.strings, "S").short_src
   local got, sum = {}, 0
-  for _, r in ipairs(prof:selfByFunction()) do
-    for _, name in ipairs(names) do
-      local info = debug.getinfo(w[name], "S")
-      if r.name:find(info.short_src, 1, true) and r.name:find(":" .. info.linedefined, 1, true) then
-        got[name] = (got[name] or 0) + r.samples
+  for line in text:gmatch("[^\n]+") do
+    local frames, bytes = line:match("^(.*) (%d+)$")
+    local owner
+    for f in frames:gmatch("[^;]+") do
+      local at = f:sub(1, #file + 1) == file .. ":" and tonumber(f:sub(#file + 2):match("^(%d+)"))
+      for _, name in ipairs(names) do
+        local info = debug.getinfo(w[name], "S")
+        if at and at >= info.linedefined and at <= info.lastlinedefined then owner = name end
       end
     end
-    sum = sum + r.samples
+    if owner then got[owner] = (got[owner] or 0) + tonumber(bytes) end
+    sum = sum + tonumber(bytes)
   end
   for _, name in ipairs(names) do
     out(string.format("| %s | %s | %.1f%% | %.1f%% | %+.1f |", jit_on and "on" or "off", name,

@@ -98,6 +98,14 @@ pub(super) fn in_bytes(mut p: Profile, bytes_per_sample: u64) -> Profile {
 }
 
 impl NativeSession {
+    /// The profile in samples rather than bytes: what the text views take,
+    /// so that their sampling errors follow the number of samples.
+    pub(super) fn sample_profile(&self) -> Profile {
+        let mut namer =
+            crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        self.with_table(|t| Profile::from_table(t, &mut namer))
+    }
+
     /// `handle:allocStats()`: what the allocator wrapper counted, for an
     /// allocation session (nil for a sampling session).
     pub(super) fn alloc_stats(&self, lua: &Lua) -> mlua::Result<Option<Table>> {

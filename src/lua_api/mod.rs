@@ -403,6 +403,11 @@ impl UserData for NativeSession {
             let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
+        methods.add_method_mut("sampleProfile", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            let ids = this.frame_identities();
+            Ok(crate::lua_api::views::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
+        });
         timeline::add_methods(methods);
     }
 }

@@ -157,12 +157,17 @@ function AllocationSession:profile()
   return self._native:profile()
 end
 
---- A text view of the profile (see `profile.report`); counts are bytes.
+--- A text view of the profile (see `profile.report`): shares of the bytes,
+-- each with its sampling error, under a line giving the bytes allocated.
 -- @tparam[opt] table opts the options of `profile.report`
 -- @treturn string
 function AllocationSession:report(opts)
   check.self(self, AllocationSession, NAME, "report", 2)
-  return require("tecs.profile.report").report(self._native:profile(), opts)
+  local ok, text = pcall(require("tecs.profile.report").report, self._native:sampleProfile(), opts)
+  if not ok then error((tostring(text):gsub("^[^:]*:%d+: ", "")), 2) end
+  local st = self:stats()
+  return string.format("# allocations: %d bytes in %d blocks; one sample per %d bytes on average\n",
+    st.allocatedBytes, st.allocatedObjects, self.bytesPerSample) .. text
 end
 
 --- The bytes recorded since the previous `delta` call (since the start for
