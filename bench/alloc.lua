@@ -15,7 +15,7 @@ local LUAJIT = os.getenv("LUAJIT") or "luajit"
 local PROGRAM = os.getenv("ALLOC_BENCH_PROGRAM")
   or (os.getenv("LUAJIT_BENCH_DIR") and os.getenv("LUAJIT_BENCH_DIR") .. "/binary-trees.lua")
 local PROGRAM_ARG = os.getenv("ALLOC_BENCH_ARG") or "15"
-local BYTES = tonumber(os.getenv("ALLOC_BENCH_BYTES")) or 262144 -- the default bytesPerSample
+local BYTES = tonumber(os.getenv("ALLOC_BENCH_BYTES")) or 524288 -- the default bytesPerSample
 
 local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
@@ -26,7 +26,10 @@ if arg[1] == "run" then
   local mode, bytes, program = arg[2], tonumber(arg[3]), arg[4]
   local profile = require("tecs.profile")
   local s
-  if mode ~= "none" then
+  if mode == "profiler" then
+    -- LuaJIT's profiler alone, in the mode a session uses, never sampling.
+    require("jit.profile").start("fi1000000", function() end)
+  elseif mode ~= "none" then
     s = profile.allocations({ bytesPerSample = mode == "wrapper" and 1073741824 or bytes })
     if mode == "stopped" then s:stop() s = nil end
   end
@@ -51,7 +54,7 @@ local function accuracy(jit_on)
   local profile = require("tecs.profile")
   local names = { "strings", "tables", "closures" }
   local n = { strings = 150000, tables = 50000, closures = 40000 }
-  if not jit_on then jit.off() end
+  if not jit_on then jit.off() jit.flush() end
   local keep, truth, total = {}, {}, 0
   for _, name in ipairs(names) do
     w[name](n[name], keep)
@@ -100,7 +103,7 @@ accuracy(false)
 out("")
 
 if PROGRAM then
-  local modes = { "none", "wrapper", "alloc", "stopped" }
+  local modes = { "none", "profiler", "wrapper", "alloc", "stopped" }
   local times, samples = {}, {}
   for _, m in ipairs(modes) do times[m] = {} end
   for _ = 1, REPS do
@@ -116,22 +119,29 @@ if PROGRAM then
       samples[m] = tonumber(n)
     end
   end
-  local function median(v)
+  local function median(list)
+    local v = { unpack(list) }
     table.sort(v)
     return v[math.floor((#v + 1) / 2)]
   end
-  local base = median(times.none)
-  out(string.format("Overhead on binary-trees %s (CPU time, median of %d alternating runs; bytesPerSample %d)",
+  -- Each configuration against the run without a session just before it:
+  -- the median of these ratios cancels most of the drift of a busy machine.
+  local ratio = {}
+  for _, m in ipairs(modes) do
+    ratio[m] = {}
+    for i = 1, REPS do ratio[m][i] = times[m][i] / times.none[i] end
+  end
+  out(string.format("Overhead on binary-trees %s (CPU time, %d rounds of alternating runs; bytesPerSample %d)",
     PROGRAM_ARG, REPS, BYTES))
   out("")
-  out("| configuration | median s | min s | overhead (median) | samples |")
-  out("|---|---:|---:|---:|---:|")
-  local label = { none = "no session", wrapper = "wrapper only (no sample)", alloc = "allocation session",
+  out("| configuration | median s | overhead (median of paired ratios) | samples |")
+  out("|---|---:|---:|---:|")
+  local label = { none = "no session", profiler = "LuaJIT's profiler alone, function mode, no sample",
+    wrapper = "session, no sample (profiler + allocator wrapper)", alloc = "allocation session",
     stopped = "session stopped before the run" }
   for _, m in ipairs(modes) do
-    local med = median(times[m])
-    out(string.format("| %s | %.3f | %.3f | %+.1f%% | %d |", label[m], med, times[m][1], 100 * (med / base - 1),
-      samples[m]))
+    local r = median(ratio[m])
+    out(string.format("| %s | %.3f | %+.1f%% | %d |", label[m], median(times[m]), 100 * (r - 1), samples[m]))
   end
 else
   out("(overhead: set ALLOC_BENCH_PROGRAM or LUAJIT_BENCH_DIR to LuaJIT's binary-trees program)")

@@ -14,7 +14,7 @@ use crate::record::tick_source::ClockKind;
 use crate::sys::alloc_hook::{AllocHook, Restored};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
-pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 256 * 1024;
+pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 
 /// LuaJIT's profiler is started with this interval (in ms) for an
 /// allocation session and its timer disarmed at once: only allocations
@@ -101,8 +101,7 @@ impl NativeSession {
     /// The profile in samples rather than bytes: what the text views take,
     /// so that their sampling errors follow the number of samples.
     pub(super) fn sample_profile(&self) -> Profile {
-        let mut namer =
-            crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
         self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 

@@ -93,15 +93,22 @@ impl Record {
     }
 
     /// Counts `grow` more bytes; returns the sample points crossed.
-    #[inline]
+    #[cfg(test)]
     fn count(&self, grow: usize, new_block: bool) -> u64 {
+        match self.count_fast(grow, new_block) {
+            Some(left) => self.crossed(left),
+            None => 0,
+        }
+    }
+
+    /// The hot path: counts `grow` more bytes; the countdown left when a
+    /// sample point was reached.
+    #[inline(always)]
+    fn count_fast(&self, grow: usize, new_block: bool) -> Option<i64> {
         self.objects.store(self.objects.load(Ordering::Relaxed) + new_block as u64, Ordering::Relaxed);
         let left = self.countdown.load(Ordering::Relaxed) - grow as i64;
         self.countdown.store(left, Ordering::Relaxed);
-        if left > 0 {
-            return 0;
-        }
-        self.crossed(left)
+        (left <= 0).then_some(left)
     }
 
     /// The slow path: new sample points drawn until one lies ahead.
@@ -149,22 +156,38 @@ impl Record {
     }
 }
 
+// The allocator path stays a few instructions and a tail call: no stack
+// frame, nothing saved; the rare sample point goes through a function of
+// its own.
 unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // SAFETY: `ud` is the leaked Record installed with this function by
     // `AllocHook::install`; it is never freed.
     let rec = unsafe { &*(ud as *const Record) };
+    // A new block comes with a null pointer (and an `osize` of 0).
     if nsize > osize {
-        // A new block comes with a null pointer (and an `osize` of 0).
-        let crossed = rec.count(nsize - osize, ptr.is_null());
-        #[cfg(target_os = "linux")]
-        for _ in 0..crossed {
-            super::posix::pass_tick();
+        if let Some(left) = rec.count_fast(nsize - osize, ptr.is_null()) {
+            // SAFETY: the same call, passed on.
+            return unsafe { sample_point(rec, left, ptr, osize, nsize) };
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = crossed;
     }
     // SAFETY: the allocator this wrapper replaced, called with its own
     // data and the caller's arguments unchanged.
+    unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
+}
+
+/// A sample point was reached: trigger LuaJIT's profiler once per point
+/// crossed, then allocate.
+#[cold]
+#[inline(never)]
+unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    let crossed = rec.crossed(left);
+    #[cfg(target_os = "linux")]
+    for _ in 0..crossed {
+        super::posix::pass_tick();
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = crossed;
+    // SAFETY: as in `counting_alloc`.
     unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
 }
 

@@ -39,7 +39,7 @@ local active -- the running session of this Lua state, if any
 -- Errors if a session is already active (LuaJIT has one profiler per
 -- process: an allocation session and a sampling session cannot run at once).
 -- @tparam[opt] table opts `bytesPerSample` (mean bytes allocated between
---   two samples, default 262144; each sample charges that many bytes to the
+--   two samples, default 524288; each sample charges that many bytes to the
 --   stack it lands on), `zone` (zone path prefix filter), `stackDepth`
 --   (default 16), `precision` ("function" default, or "line", as for
 --   `profile.sample`), `maxStacks` (default 100000), `resolveC` (default
