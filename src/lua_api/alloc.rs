@@ -129,7 +129,10 @@ impl NativeSession {
 /// `native.raw._test_wrap_allocator()`: wraps the VM's allocator in a
 /// plain pass-through of another "library", as a test of what a stop does
 /// when its wrapper is no longer the VM's allocator. Returns whether an
-/// allocation session's wrapper was the allocator it wrapped.
+/// allocation session's wrapper was the allocator it wrapped. A native
+/// function because nothing else can stand in: an FFI callback cannot be
+/// an allocator (it would run Lua inside the allocator), and test-only
+/// Rust code is not in the module Lua loads.
 pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
     Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm))
