@@ -15,6 +15,9 @@
 #                                    dkjson and Penlight; LuaJIT's benchmark
 #                                    programs too if LUAJIT_BENCH_DIR is set)
 #   bench/run.sh truth               where samples land against the truth
+#   bench/run.sh alloc               allocation sessions: byte shares against
+#                                    exact counts; overhead on binary-trees
+#                                    (LUAJIT_BENCH_DIR or ALLOC_BENCH_PROGRAM)
 #   bench/run.sh report              rewrite BENCHMARKS.md from the fragments
 #
 # Environment: BENCH_REPS (7), BENCH_SCALE (0.8), LUAJIT (luajit).
@@ -79,6 +82,7 @@ piece() {
     zonecost) build_main; $LUAJIT bench/bench.lua zones ;;
     programs) shift; build_main; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
+    alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
     machine) machine | tee "$OUT/machine.md" ;;
     report) bash bench/report.sh ;;
     all)
@@ -91,6 +95,7 @@ piece() {
       echo; echo "== workloads: overhead, rate, aborts =="; piece matrix
       echo; echo "== where samples land: truth, tecs-profile, jit.profile =="; piece truth
       echo; echo "== whole programs: overhead =="; piece programs
+      echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
       echo "total $((SECONDS - t0)) s" | tee "$OUT/duration.md"
       piece report ;;
     *) echo "bench/run.sh: unknown piece '$1' (see the header of this script)" >&2; exit 2 ;;

@@ -18,6 +18,13 @@ profile._VERSION = "0.1.0"
 -- @function sample
 profile.sample = sample.start
 
+--- Start an allocation session: bytes allocated, by the Lua stack that
+-- allocated them (see `tecs.profile.allocations`).
+-- @function allocations
+function profile.allocations(opts)
+  return require("tecs.profile.allocations").start(opts)
+end
+
 --- Start a trace-abort tracker (see `tecs.profile.trace`).
 -- @function trace
 profile.trace = require("tecs.profile.trace").start

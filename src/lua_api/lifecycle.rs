@@ -196,6 +196,26 @@ pub(super) fn per_thread_ticks(
     (TickSource::luajit(None), None)
 }
 
+/// Lets allocations pass triggers to LuaJIT's profiler, which this
+/// session just started: LuaJIT's own timer is disarmed, so that only
+/// allocations take samples.
+#[cfg(target_os = "linux")]
+pub(super) fn allocation_triggers(run: &ProfilerRun, sampler: &SamplerBox<Sampler>) -> mlua::Result<ArmedTicks> {
+    use sys::posix;
+    posix::disarm_itimer_prof();
+    let (cb, data) = sampler.callback_words();
+    let profiler = posix::find_luajit_profiler(run.api.start_addr(), run.vm.addr(), cb, data).ok_or_else(|| {
+        mlua::Error::runtime("LuaJIT's profiler state could not be located in this build (allocation sessions need it)")
+    })?;
+    posix::arm_ticks(&profiler);
+    Ok(ArmedTicks(()))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(super) fn allocation_triggers(_run: &ProfilerRun, _sampler: &SamplerBox<Sampler>) -> mlua::Result<ArmedTicks> {
+    Err(mlua::Error::runtime("allocation sessions are only supported on Linux"))
+}
+
 #[cfg(test)]
 thread_local! {
     static FAIL_AT: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };

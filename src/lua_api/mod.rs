@@ -26,6 +26,7 @@ use crate::record::tick_source::{TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
+mod alloc;
 mod frame_names;
 mod lifecycle;
 mod options;
@@ -81,6 +82,11 @@ pub struct NativeSession {
     frame_marks: crate::record::timeline::FrameMarks,
     /// Events on the time line (trace aborts), on its clock.
     timeline_events: crate::record::timeline::Events,
+    /// Allocation sessions: the allocator wrapper, the bytes each sample
+    /// stands for, and how the stop left the VM's allocator.
+    alloc: Option<sys::alloc_hook::AllocHook>,
+    bytes_per_sample: Option<u64>,
+    alloc_restored: Option<sys::alloc_hook::Restored>,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -108,12 +114,14 @@ fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSess
     let o = options::read_options(&opts, &env).map_err(runtime)?;
     let given = if let Value::Table(t) = &opts { Some(t) } else { None };
     let settings = options::settings_table(lua, SAMPLE_OPTIONS, given)?;
-    Ok((start(lua, o)?, settings))
+    Ok((start(lua, o, None)?, settings))
 }
 
 /// Starts a session. Every step that can fail comes before the session
-/// exists; the guards taken so far undo themselves on the way out.
-fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
+/// exists; the guards taken so far undo themselves on the way out. With
+/// `bytes_per_sample`, an allocation session: no timer, allocations trigger
+/// the samples.
+fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Result<NativeSession> {
     let api = sys::profiler_api().ok_or_else(|| runtime(NO_PROFILER_API))?;
     let owner = Ownership::claim().ok_or_else(|| runtime(lifecycle::ALREADY_RUNNING))?;
     let foreign = lifecycle::take_over_foreign(&api, lua)?;
@@ -134,19 +142,36 @@ fn start(lua: &Lua, o: StartOptions) -> mlua::Result<NativeSession> {
     let mut signals = UnblockedSignals::default();
     #[cfg(target_os = "linux")]
     signals.unblock(libc::SIGPROF);
-    let ms = ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64;
+    let ms = if bytes_per_sample.is_some() {
+        alloc::TIMER_MS
+    } else {
+        ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64
+    };
     let mode = sys::cstring(&format!("{}i{}", o.precision.mode(), ms));
     if let Err(e) = lifecycle::failpoint("profiler").and_then(|_| sampler.start(&api, lua, &mode)) {
         lifecycle::release_anchors(lua, &sampler);
         return Err(e);
     }
     let profiler = ProfilerRun { api, vm };
-    let (ticks, armed) = if o.env.precise {
+    let (ticks, armed) = if bytes_per_sample.is_some() {
+        match lifecycle::allocation_triggers(&profiler, &sampler) {
+            Ok(armed) => (TickSource::luajit(None), Some(armed)),
+            Err(e) => {
+                drop(profiler);
+                lifecycle::release_anchors(lua, &sampler);
+                return Err(e);
+            }
+        }
+    } else if o.env.precise {
         lifecycle::per_thread_ticks(&profiler, &sampler, o.clock, o.interval_ns, &mut signals)
     } else {
         (TickSource::luajit(None), None)
     };
+    let hook = bytes_per_sample.map(|n| alloc::install(&vm, n));
     Ok(NativeSession {
+        alloc: hook,
+        bytes_per_sample,
+        alloc_restored: None,
         sampler,
         ticks,
         interval_ns: o.interval_ns,
@@ -189,6 +214,9 @@ impl NativeSession {
     /// `Lua`, also resolves call sites and releases the registry anchors.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
         let Some(run) = self.run.take() else { return };
+        if let Some(hook) = &self.alloc {
+            self.alloc_restored = Some(hook.uninstall());
+        }
         self.ticks.stop();
         self.refused_at_stop = refused_ticks(self.ticks.kind());
         run.finish(lua, &self.sampler);
@@ -298,13 +326,21 @@ impl NativeSession {
         let since =
             if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        Profile::from_table(&since, &mut namer)
+        self.weighed(Profile::from_table(&since, &mut namer))
+    }
+
+    /// `p` in the session's unit: bytes for an allocation session.
+    fn weighed(&self, p: Profile) -> Profile {
+        match self.bytes_per_sample {
+            Some(n) => alloc::in_bytes(p, n),
+            None => p,
+        }
     }
 
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
         let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        self.with_table(|t| Profile::from_table(t, &mut namer))
+        self.weighed(self.with_table(|t| Profile::from_table(t, &mut namer)))
     }
 
     /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,
@@ -359,6 +395,7 @@ impl UserData for NativeSession {
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
+        methods.add_method("allocStats", |lua, this, ()| this.alloc_stats(lua));
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
         methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
@@ -371,6 +408,11 @@ impl UserData for NativeSession {
             this.resolve_call_sites(lua);
             let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
+        });
+        methods.add_method_mut("sampleProfile", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            let ids = this.frame_identities();
+            Ok(crate::lua_api::views::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
         });
         timeline::add_methods(methods);
     }
@@ -460,6 +502,9 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
     raw.set("is_profile", lua.create_function(views::is_profile)?)?;
     raw.set("check_options", lua.create_function(check_options)?)?;
+    raw.set("start_allocations", lua.create_function(alloc::start_raw)?)?;
+    raw.set("_test_wrap_allocator", lua.create_function(alloc::test_wrap_allocator)?)?;
+    raw.set("_test_allocator_wrapped", lua.create_function(alloc::test_allocator_wrapped)?)?;
     for name in ["start", "parse_collapsed", "parse_profile", "check_options"] {
         let f: mlua::Function = raw.get(name)?;
         t.set(name, raising(lua, &call, &format!("tecs.profile.native.{}", name), &f)?)?;
@@ -476,6 +521,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     }
     t.set("formatExtensions", extensions)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
+    let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
+    t.set("allocation_option_names", alloc_names)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
     Ok(t)
 }

@@ -90,6 +90,23 @@ const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declare
     Declared { name, check, default }
 }
 
+// Options shared by sampling and allocation sessions: declared once here.
+pub const ZONE: Declared =
+    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), DefaultValue::None);
+pub const STACK_DEPTH: Declared = opt(
+    "stackDepth",
+    Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
+    DefaultValue::Number(16.0),
+);
+pub const PRECISION: Declared = opt("precision", Check::OneOf(&["function", "line"]), DefaultValue::Text("function"));
+pub const MAX_STACKS: Declared = opt(
+    "maxStacks",
+    Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
+    DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
+);
+pub const RESOLVE_C: Declared = opt("resolveC", Check::Boolean, DefaultValue::Boolean(true));
+pub const FORMAT: Declared = opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto"));
+
 /// The options of `profile.sample` (README, `profile.sample`).
 pub const SAMPLE_OPTIONS: &[Declared] = &[
     opt(
@@ -97,22 +114,14 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         Check::Number { lo: 0.1, hi: 60_000.0, expected: "a number of milliseconds from 0.1 to 60000" },
         DefaultValue::Number(1.0),
     ),
-    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), DefaultValue::None),
-    opt(
-        "stackDepth",
-        Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
-        DefaultValue::Number(16.0),
-    ),
+    ZONE,
+    STACK_DEPTH,
     opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
-    opt("precision", Check::OneOf(&["function", "line"]), DefaultValue::Text("function")),
-    opt(
-        "maxStacks",
-        Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
-        DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
-    ),
-    opt("resolveC", Check::Boolean, DefaultValue::Boolean(true)),
+    PRECISION,
+    MAX_STACKS,
+    RESOLVE_C,
     opt("skipStartingThread", Check::Boolean, DefaultValue::Boolean(false)),
-    opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto")),
+    FORMAT,
     opt(
         "timelineSamples",
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
@@ -364,7 +373,7 @@ fn bad_env(key: &str, expected: &str, got: &Value) -> String {
     format!("bad argument #2 'env': field '{}' must be {} (got {})", key, expected, describe(got))
 }
 
-fn read_env(env: &Value) -> Result<StartEnv, String> {
+pub(super) fn read_env(env: &Value) -> Result<StartEnv, String> {
     let mut out = StartEnv { precise: true, ..StartEnv::default() };
     let env = match env {
         Value::Nil => return Ok(out),

@@ -32,6 +32,10 @@ pub struct StackCounts<'a> {
     pub counts: [u64; 5],
 }
 
+/// The `clock` of an allocation profile, whose counts are bytes: its one
+/// sample type is `alloc_space` in bytes, and the period is in bytes.
+pub const ALLOC_SPACE: &str = "alloc_space";
+
 /// What the profile as a whole says about how it was taken.
 #[derive(Clone, Debug, Default)]
 pub struct PprofMeta {
@@ -183,10 +187,16 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
         put_uint(&mut m, field::VALUE_TYPE_UNIT, strings.id(unit));
         m
     };
-    let samples_type = value_type(&mut strings, "samples", "count");
-    let time_type = value_type(&mut strings, clock, "nanoseconds");
-    put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &samples_type);
-    put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &time_type);
+    // An allocation profile's counts are bytes: one value, `alloc_space`.
+    let bytes = clock == ALLOC_SPACE;
+    if bytes {
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, ALLOC_SPACE, "bytes"));
+    } else {
+        let samples_type = value_type(&mut strings, "samples", "count");
+        let time_type = value_type(&mut strings, clock, "nanoseconds");
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &samples_type);
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &time_type);
+    }
 
     let zone_key = strings.id("zone");
     let state_key = strings.id("vmstate");
@@ -242,7 +252,11 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
             }
             let mut m = Vec::new();
             put_packed(&mut m, field::SAMPLE_LOCATION_ID, ids.iter().copied());
-            put_packed(&mut m, field::SAMPLE_VALUE, [count, count.saturating_mul(period)].into_iter());
+            if bytes {
+                put_packed(&mut m, field::SAMPLE_VALUE, [count].into_iter());
+            } else {
+                put_packed(&mut m, field::SAMPLE_VALUE, [count, count.saturating_mul(period)].into_iter());
+            }
             if !zone.is_empty() {
                 let mut label = Vec::new();
                 put_uint(&mut label, field::LABEL_KEY, zone_key);
@@ -273,7 +287,8 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
     }
     put_int(&mut out, field::PROFILE_TIME_NANOS, meta.time_nanos);
     put_int(&mut out, field::PROFILE_DURATION_NANOS, meta.duration_nanos);
-    let period_type = value_type(&mut strings, clock, "nanoseconds");
+    let period_type =
+        if bytes { value_type(&mut strings, "space", "bytes") } else { value_type(&mut strings, clock, "nanoseconds") };
     put_bytes(&mut out, field::PROFILE_PERIOD_TYPE, &period_type);
     put_int(&mut out, field::PROFILE_PERIOD, meta.interval_ns as i64);
     put_uint(&mut out, field::PROFILE_DEFAULT_SAMPLE_TYPE, strings.id(clock));

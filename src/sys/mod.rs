@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use mlua::ffi;
 use mlua::Lua;
 
+pub mod alloc_hook;
 mod functions;
 pub use functions::{FunctionAnchor, FunctionSlots};
 

@@ -38,7 +38,7 @@ static TICKS_PASSED: AtomicU64 = AtomicU64::new(0);
 static TICKS_REFUSED: AtomicU64 = AtomicU64::new(0);
 
 /// Passes one tick to LuaJIT if its profiler is still ours.
-fn pass_tick() {
+pub fn pass_tick() {
     let state = STATE.load(Ordering::Acquire);
     if state == 0 {
         return; // a late tick after our session ended
@@ -240,7 +240,7 @@ pub fn tick_signal() -> Option<c_int> {
 
 /// Keeps this shared library mapped until the process ends: the tick
 /// handler must stay valid even after `lua_close` unloads C modules.
-fn pin_this_library() {
+pub fn pin_this_library() {
     // SAFETY: dladdr reads loader tables; dlopen with RTLD_NOLOAD only
     // takes another reference on an object that is already loaded, and
     // RTLD_NODELETE keeps it from ever being unmapped. The handle is

@@ -1,0 +1,225 @@
+--- Allocation sessions: `profile.allocations(opts)` and the
+-- `AllocationSession` object. Bytes allocated on the Lua heap, by the
+-- interpreter or by compiled code, are charged to the Lua stack that
+-- allocated them, sampled about every `bytesPerSample` bytes; the outputs
+-- (collapsed text, flamegraph, speedscope, pprof `alloc_space`) count bytes.
+-- The sampling is native (`tecs.profile.native`): no Lua code runs per
+-- allocation or per sample.
+-- @module tecs.profile.allocations
+
+local cfuncs = require("tecs.profile.cfuncs")
+local check = require("tecs.profile.check")
+local clock = require("tecs.profile.clock")
+local fs = require("tecs.profile.fs")
+local jitinfo = require("tecs.profile.jitinfo")
+local output = require("tecs.profile.output")
+local session_base = require("tecs.profile.session")
+
+local native_ok, native = pcall(require, "tecs.profile.native")
+
+local M = {}
+
+local NAME = "AllocationSession"
+
+--- The session object returned by `profile.allocations`: `stop`, `pause`,
+-- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`.
+-- @type AllocationSession
+local lifecycle = {
+  name = NAME,
+  result = "collapsed",
+  stopped_hint = "its text is still available from :collapsed()",
+  kept_hint = ":collapsed() returns the text, :write(path) retries",
+}
+local AllocationSession = session_base.class(lifecycle)
+M.AllocationSession = AllocationSession
+
+local active -- the running session of this Lua state, if any
+
+--- Start an allocation session.
+-- Errors if a session is already active (LuaJIT has one profiler per
+-- process: an allocation session and a sampling session cannot run at once).
+-- @tparam[opt] table opts `bytesPerSample` (mean bytes allocated between
+--   two samples, default 524288; each sample charges that many bytes to the
+--   stack it lands on), `zone` (zone path prefix filter), `stackDepth`
+--   (default 16), `precision` ("function" default, or "line", as for
+--   `profile.sample`), `maxStacks` (default 100000), `resolveC` (default
+--   true), `format` of files written by stop/write ("auto" default: by
+--   extension; or "collapsed", "svg", "speedscope", "pprof")
+-- @treturn AllocationSession
+function M.start(opts)
+  if not native_ok then
+    error("profile.allocations: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    check.fail(2, "profile.allocations: bad argument #1 'opts' (table or nil expected, got %s)", check.describe(opts))
+  end
+  local available, why = native.available()
+  if not available then error("profile.allocations: " .. why, 2) end
+  if active then
+    error("profile.allocations: an allocation session is already active; stop it before starting another", 2)
+  end
+  local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
+    zones = jitinfo.zone(),
+    ffnames = jitinfo.ffnames(),
+  })
+  if not ok then error("profile.allocations: " .. handle, 2) end
+  local session = session_base.new(AllocationSession, {
+    _native = handle,
+    bytesPerSample = settings.bytesPerSample,
+    zone = settings.zone,
+    stackDepth = settings.stackDepth,
+    precision = settings.precision,
+    format = settings.format,
+    _started_at = os.time(),
+    _delta_wall = os.time(),
+    _delta_at = clock.now(),
+  })
+  active = session
+  return session
+end
+
+--- The option names of `profile.allocations`, as a set.
+M.option_names = {}
+if native_ok then
+  for _, name in ipairs(native.allocation_option_names) do M.option_names[name] = true end
+end
+
+function lifecycle.finish(self)
+  self._native:stop()
+  -- Lua paths for C functions and recorded Lua functions; a failed walk
+  -- changes nothing.
+  local ok, list = pcall(cfuncs.collect)
+  if ok then pcall(self._native.nameCFunctions, self._native, list) end
+  ok, list = pcall(cfuncs.collect_lua)
+  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
+  if active == self then active = nil end
+  return self._native:collapsed()
+end
+
+function lifecycle.snapshot(self)
+  return self._native:collapsed()
+end
+
+function lifecycle.save(self, filename)
+  return self:_write_file(filename, nil)
+end
+
+function lifecycle.set_paused(self, paused)
+  if paused then self._native:pause() else self._native:resume() end
+end
+
+-- What the outputs need to label bytes: pprof's `alloc_space` sample type,
+-- whose period (bytes per sample) travels as the interval.
+function AllocationSession:_meta(start_sec, duration_sec)
+  return { clock = "alloc_space", intervalMs = self.bytesPerSample / 1e6, startSec = start_sec,
+    durationSec = duration_sec, title = "tecs-profile allocations (bytes)" }
+end
+
+function AllocationSession:_write_file(filename, format)
+  local fmt = output.format_for(filename, format or self.format)
+  local content, err
+  if fmt == "collapsed" then
+    content = self:collapsed()
+  else
+    local meta = self:_meta(self._started_at, self._native:stats().durationSec)
+    if fmt == "speedscope" then meta.intervalMs = nil end
+    content, err = output.render(self._native:profile(), fmt, meta)
+    if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
+  end
+  return fs.write_atomic(filename, content)
+end
+
+--- Write the profile to `filename` (atomically), in the session's format
+-- or `format` (as `SampleSession:write`); counts are bytes.
+-- @tparam string filename
+-- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof" or "auto"
+-- @treturn string the collapsed text
+function AllocationSession:write(filename, format)
+  check.self(self, AllocationSession, NAME, "write", 2)
+  if type(filename) ~= "string" or filename == "" then
+    check.fail(2, "%s:write: bad argument #1 'filename' (non-empty string expected, got %s)", NAME,
+      check.describe(filename))
+  end
+  if format ~= nil and not output.is_format(format) then
+    check.fail(2, "%s:write: bad argument #2 'format' (%s expected, got %s)", NAME, output.format_list(),
+      check.describe(format))
+  end
+  local text = self:collapsed()
+  local ok, err = self:_write_file(filename, format)
+  if not ok then error(NAME .. ":write: " .. err, 2) end
+  return text
+end
+
+--- The profile (bytes per stack) so far, as a profile object that every
+-- view and output takes (`profile.report(s:profile())`).
+function AllocationSession:profile()
+  check.self(self, AllocationSession, NAME, "profile", 2)
+  return self._native:profile()
+end
+
+--- A text view of the profile (see `profile.report`): shares of the bytes,
+-- each with its sampling error, under a line giving the bytes allocated.
+-- @tparam[opt] table opts the options of `profile.report`
+-- @treturn string
+function AllocationSession:report(opts)
+  check.self(self, AllocationSession, NAME, "report", 2)
+  local ok, text = pcall(require("tecs.profile.report").report, self._native:sampleProfile(), opts)
+  if not ok then error((tostring(text):gsub("^[^:]*:%d+: ", "")), 2) end
+  local st = self:stats()
+  return string.format("# allocations: %d bytes in %d blocks; one sample per %d bytes on average\n",
+    st.allocatedBytes, st.allocatedObjects, self.bytesPerSample) .. text
+end
+
+--- The bytes recorded since the previous `delta` call (since the start for
+-- the first): a profile object, or with `format` the rendered content.
+-- @tparam[opt] string format "collapsed", "svg", "speedscope" or "pprof"
+function AllocationSession:delta(format)
+  check.self(self, AllocationSession, NAME, "delta", 2)
+  if format ~= nil and (format == "auto" or not output.is_format(format)) then
+    check.fail(2, "%s:delta: bad argument #1 'format' (nil or a format other than \"auto\" expected, got %s)",
+      NAME, check.describe(format))
+  end
+  local now, wall = clock.now(), os.time()
+  local started, duration = self._delta_wall, now - self._delta_at
+  self._delta_wall, self._delta_at = wall, now
+  local prof = self._native:delta()
+  if format == nil then return prof end
+  local content, err = output.render(prof, format, self:_meta(started, duration))
+  if not content then error(NAME .. ":delta: " .. err, 2) end
+  return content
+end
+
+--- Counters of the session: `allocatedBytes` and `allocatedObjects`
+-- (counted exactly while recording, paused or not), `bytesPerSample`,
+-- `triggeredSamples` (sample points crossed), `samples` (handed to the
+-- session by LuaJIT), `pendingSamples` (triggered but not handed over: a
+-- `__gc` finaliser or vmevent handler was running, the next sample carries
+-- them; those still pending at the stop are lost), `recordedSamples`,
+-- `pausedSamples`, `filteredSamples`, `overflowSamples`, `stacks`,
+-- `durationSec`, `cpuSec`, `memoryBytes`, `precision`; after the stop,
+-- `allocator`: "restored" (the VM's allocator is the one the session
+-- wrapped) or "pass-through" (another library wrapped the session's
+-- wrapper meanwhile, which then stays, counting nothing).
+-- @treturn table
+function AllocationSession:stats()
+  check.self(self, AllocationSession, NAME, "stats", 2)
+  local st = self._native:stats()
+  for _, k in ipairs({ "intervalMs", "requestedRate", "rate", "clock", "signal", "clockNote", "interruptsWaits",
+    "timelineSamples", "timelineDroppedSamples", "timelineBytes", "frames", "droppedFrames", "linesCorrected" }) do
+    st[k] = nil
+  end
+  for k, v in pairs(self._native:allocStats()) do st[k] = v end
+  return st
+end
+
+function AllocationSession:__tostring()
+  return string.format("AllocationSession(%s, %d bytes per sample)", self._stopped and "stopped" or "running",
+    self.bytesPerSample)
+end
+
+--- The running allocation session of this Lua state, or nil.
+function M.active()
+  return active
+end
+
+return M

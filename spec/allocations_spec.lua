@@ -1,0 +1,333 @@
+-- Allocation sessions (`profile.allocations`): bytes charged to the stacks
+-- that allocated them, with the JIT on and off; the allocator given back at
+-- the stop, or left as a pass-through when another wrapper came in between;
+-- a state closed with a session running; errors; pprof read by Go's tool.
+local profile = require("tecs.profile")
+local native = require("tecs.profile.native")
+local run = require("spec.support.run")
+local collapsed = require("spec.support.collapsed")
+
+local work = dofile("spec/fixtures/alloc_workload.lua")
+local NAMES = { "strings", "tables", "closures" }
+-- Calls per function: about 60%, 21% and 19% of the bytes.
+local CALLS = { strings = 150000, tables = 50000, closures = 40000 }
+local BYTES_PER_SAMPLE = 2048
+
+-- The fixture's file and each function's line range, to tell which of them
+-- a frame (`file:line` or `file:first-last`) belongs to.
+local FILE = debug.getinfo(work.strings, "S").short_src
+local RANGES = {}
+for _, name in ipairs(NAMES) do
+  local info = debug.getinfo(work[name], "S")
+  RANGES[name] = { info.linedefined, info.lastlinedefined }
+end
+
+-- The workload function of the innermost fixture frame of a row, if any.
+local function owner(row)
+  for i = #row.frames, 1, -1 do
+    local f = row.frames[i]
+    if f:sub(1, #FILE + 1) == FILE .. ":" then
+      local line = tonumber(f:sub(#FILE + 2):match("^(%d+)"))
+      for name, r in pairs(RANGES) do
+        if line and line >= r[1] and line <= r[2] then return name end
+      end
+    end
+  end
+end
+
+-- Exact bytes each function allocates for CALLS[name] calls: the session's
+-- own counter (every byte goes through the allocator wrapper), with samples
+-- rare (whether one is taken does not change the count).
+local function exact_bytes(keep)
+  local truth = {}
+  for _, name in ipairs(NAMES) do
+    work[name](CALLS[name], keep) -- compiled (when the JIT is on) before counting
+    local s = profile.allocations({ bytesPerSample = 1073741824 })
+    work[name](CALLS[name], keep)
+    s:stop()
+    truth[name] = s:stats().allocatedBytes
+  end
+  return truth
+end
+
+-- Byte shares of the workload functions under a session: the first round
+-- compiles (a session start flushes traces), the second is measured.
+local function measured_shares(keep)
+  local s = profile.allocations({ bytesPerSample = BYTES_PER_SAMPLE })
+  for _, name in ipairs(NAMES) do work[name](CALLS[name], keep) end
+  s:delta()
+  for _, name in ipairs(NAMES) do work[name](CALLS[name], keep) end
+  local rows = collapsed.parse(s:delta("collapsed"))
+  s:stop()
+  local by, states, total = {}, {}, 0
+  for _, r in ipairs(rows) do
+    local name = owner(r) or "other"
+    by[name] = (by[name] or 0) + r.count
+    states[r.state] = (states[r.state] or 0) + r.count
+    total = total + r.count
+  end
+  return by, states, total
+end
+
+-- Every share within 5 points of the truth; the bound is at least five
+-- standard errors of a share at this sample count, so it does not flake.
+local function assert_shares(truth, by, total)
+  local truth_total = 0
+  for _, name in ipairs(NAMES) do truth_total = truth_total + truth[name] end
+  local samples = total / BYTES_PER_SAMPLE
+  assert.is_true(samples > 5000, "samples: " .. samples)
+  for _, name in ipairs(NAMES) do
+    local want, got = truth[name] / truth_total, (by[name] or 0) / total
+    assert.is_true(5 * math.sqrt(want * (1 - want) / samples) < 0.05)
+    assert.is_true(math.abs(got - want) <= 0.05,
+      string.format("%s: %.3f of the bytes, truly %.3f", name, got, want))
+  end
+  assert.is_true((by.other or 0) / total < 0.02, "bytes outside the workload: " .. tostring(by.other))
+end
+
+describe("profile.allocations", function()
+  after_each(function()
+    jit.on()
+    local a = require("tecs.profile.allocations").active()
+    if a then a:stop() end
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  it("charges strings, tables and closures their byte shares in compiled code", function()
+    local keep = {}
+    local truth = exact_bytes(keep)
+    local by, states, total = measured_shares(keep)
+    assert_shares(truth, by, total)
+    -- The string and table loops ran compiled: most bytes were allocated
+    -- by traces ('N'), and traces exist.
+    assert.is_true((states.N or 0) / total > 0.5, "bytes from compiled code: " .. tostring(states.N))
+    assert.is_not_nil(require("jit.util").traceinfo(1))
+  end)
+
+  it("charges the same shares interpreted (jit.off)", function()
+    jit.off()
+    jit.flush()
+    local keep = {}
+    local truth = exact_bytes(keep)
+    local by, states, total = measured_shares(keep)
+    assert_shares(truth, by, total)
+    assert.is_nil(states.N)
+  end)
+
+  it("counts exactly the bytes the VM accounts for", function()
+    local keep = {}
+    work.tables(1000, keep)
+    collectgarbage()
+    collectgarbage("stop")
+    local s = profile.allocations({ bytesPerSample = 4096 })
+    local before = collectgarbage("count")
+    work.tables(20000, keep)
+    local grown = (collectgarbage("count") - before) * 1024
+    s:stop()
+    collectgarbage("restart")
+    local st = s:stats()
+    -- Tables from a template: one block each, nothing freed or resized.
+    assert.is_true(st.allocatedBytes >= grown and st.allocatedBytes <= grown + 4096,
+      st.allocatedBytes .. " counted, " .. grown .. " grown")
+    assert.is_true(st.allocatedObjects >= 20000 and st.allocatedObjects <= 20100, st.allocatedObjects)
+    -- Sample points crossed follow the bytes: mean bytes / bytesPerSample.
+    local expect = st.allocatedBytes / 4096
+    assert.is_true(math.abs(st.triggeredSamples - expect) < 5 * math.sqrt(expect), st.triggeredSamples)
+    assert.equal(st.triggeredSamples, st.samples + st.pendingSamples)
+    assert.equal(st.samples * 4096, collapsed.sum(collapsed.parse(s:collapsed())))
+  end)
+
+  it("leaves the workload's results unchanged", function()
+    local function results()
+      local keep, out = {}, {}
+      for _, name in ipairs(NAMES) do out[#out + 1] = work[name](20000, keep) end
+      out[#out + 1] = #keep
+      return table.concat(out, ",")
+    end
+    local plain = results()
+    local s = profile.allocations({ bytesPerSample = 512 })
+    local profiled = results()
+    s:stop()
+    assert.is_true(s:stats().samples > 100)
+    assert.equal(plain, profiled)
+  end)
+
+  it("gives the allocator back at the stop and counts nothing after", function()
+    assert.is_false(native.raw._test_allocator_wrapped())
+    local s = profile.allocations({ bytesPerSample = 1024 })
+    assert.is_true(native.raw._test_allocator_wrapped())
+    work.tables(5000, {})
+    s:stop()
+    assert.is_false(native.raw._test_allocator_wrapped())
+    local st = s:stats()
+    assert.equal("restored", st.allocator)
+    work.tables(50000, {})
+    local after = s:stats()
+    assert.equal(st.allocatedBytes, after.allocatedBytes)
+    assert.equal(st.triggeredSamples, after.triggeredSamples)
+  end)
+
+  it("pauses: bytes allocated while paused are not charged to a stack", function()
+    local s = profile.allocations({ bytesPerSample = 1024 })
+    s:pause()
+    work.tables(20000, {})
+    s:resume()
+    work.strings(100, {})
+    s:stop()
+    local st = s:stats()
+    assert.is_true(st.pausedSamples > 500, st.pausedSamples)
+    assert.equal(st.samples - st.pausedSamples - st.filteredSamples, st.recordedSamples)
+    assert.equal(st.recordedSamples * 1024, collapsed.sum(collapsed.parse(s:collapsed())))
+  end)
+
+  it("leaves its wrapper as a pass-through when another one wrapped it", function()
+    local s = profile.allocations({ bytesPerSample = 1024 })
+    -- Another library wraps the allocator: it wraps ours.
+    assert.is_true(native.raw._test_wrap_allocator())
+    work.strings(5000, {})
+    s:stop()
+    local st = s:stats()
+    assert.equal("pass-through", st.allocator)
+    assert.is_true(st.samples > 100, st.samples)
+    -- Ours still sits in the chain, counting nothing; allocation works.
+    local keep = {}
+    local sum = work.tables(50000, keep)
+    collectgarbage()
+    assert.equal(50000 * 7 + (50000 * 50001) / 2 * 1, sum)
+    assert.equal(st.allocatedBytes, s:stats().allocatedBytes)
+    -- A new session wraps the chain and counts again.
+    local s2 = profile.allocations({ bytesPerSample = 1024 })
+    work.tables(5000, {})
+    s2:stop()
+    assert.is_true(s2:stats().allocatedBytes > 5000 * 64, s2:stats().allocatedBytes)
+    assert.equal("restored", s2:stats().allocator)
+  end)
+
+  it("survives lua_close with a session running, wrapped or not (20 runs)", function()
+    local script = [[
+      local profile = require("tecs.profile")
+      local work = dofile("spec/fixtures/alloc_workload.lua")
+      local s = profile.allocations({ bytesPerSample = 1024 })
+      if arg[1] == "wrapped" then require("tecs.profile.native").raw._test_wrap_allocator() end
+      local keep = {}
+      work.strings(20000, keep) work.tables(20000, keep)
+      if arg[1] == "dropped" then
+        -- A native handle nobody stops: its finaliser gives the allocator back.
+        s:stop()
+        local native = require("tecs.profile.native")
+        native.raw.start_allocations({ bytesPerSample = 1024 })
+        work.tables(20000, keep)
+        collectgarbage() collectgarbage()
+        if native.raw._test_allocator_wrapped() then error("wrapper left after the finaliser") end
+        s = profile.allocations({ bytesPerSample = 1024 })
+        work.tables(20000, keep)
+      end
+      io.write("ok ", #keep, "\n")
+    ]]
+    local dir = run.tmpdir()
+    run.write(dir .. "/close.lua", script)
+    local cmd = {}
+    for i = 1, 20 do
+      local how = ({ "end", "wrapped", "dropped", "end" })[i % 4 + 1]
+      cmd[#cmd + 1] = string.format("%s %s %s; echo \"rc $?\"", run.luajit, run.quote(dir .. "/close.lua"), how)
+    end
+    local rc, out = run.run(table.concat(cmd, "; "))
+    os.execute("rm -rf " .. run.quote(dir))
+    assert.equal(0, rc, out)
+    local n = 0
+    for line in out:gmatch("[^\n]+") do
+      if line:match("^rc ") then
+        n = n + 1
+        assert.equal("rc 0", line, out)
+      else
+        assert.equal("ok 16", line, out)
+      end
+    end
+    assert.equal(20, n, out)
+  end)
+
+  it("refuses a second session while one runs, and a sampling session too", function()
+    local s = profile.allocations()
+    local ok, err = pcall(profile.allocations)
+    assert.is_false(ok)
+    assert.matches("profile.allocations: an allocation session is already active", err, 1, true)
+    ok, err = pcall(profile.sample)
+    assert.is_false(ok)
+    assert.matches("one profiler per process", err, 1, true)
+    s:stop()
+    local t = profile.sample()
+    ok, err = pcall(profile.allocations)
+    assert.is_false(ok)
+    assert.matches("profile.allocations: .*one profiler per process", err)
+    t:stop()
+  end)
+
+  it("rejects bad options, naming the option, at the caller's line", function()
+    local line = debug.getinfo(1, "l").currentline
+    local cases = {
+      { { bytesPerSample = 10 }, "option 'bytesPerSample' must be an integer number of bytes from 64" },
+      { { bytesPerSample = "big" }, "option 'bytesPerSample' must be an integer" },
+      { { bytesPerSample = 1000.5 }, "option 'bytesPerSample'" },
+      { { intervalMs = 1 }, "unknown option 'intervalMs' (known options: bytesPerSample," },
+      { { precision = "word" }, "option 'precision' must be \"function\" or \"line\"" },
+      { 5, "bad argument #1 'opts' (table or nil expected, got number 5)" },
+    }
+    for _, c in ipairs(cases) do
+      local ok, err = pcall(profile.allocations, c[1])
+      assert.is_false(ok)
+      assert.matches(c[2], err, 1, true)
+    end
+    local ok, err = pcall(function() profile.allocations({ bytesPerSample = 0 }) end)
+    assert.is_false(ok)
+    assert.matches("allocations_spec.lua:" .. (line + 14) .. ": profile.allocations: option 'bytesPerSample'", err,
+      1, true)
+    assert.is_nil(require("tecs.profile.allocations").active())
+  end)
+
+  it("reports byte shares with errors from the sample count, and writes every format", function()
+    local dir = run.tmpdir()
+    local s = profile.allocations({ bytesPerSample = 1024 })
+    work.strings(20000, {})
+    s:stop()
+    local text = s:report({ by = "function" })
+    local st = s:stats()
+    assert.matches("^# allocations: " .. st.allocatedBytes .. " bytes in " .. st.allocatedObjects .. " blocks", text)
+    assert.matches("\n# " .. st.recordedSamples .. " samples; by function", text, 1, true)
+    assert.matches("M.strings", text, 1, true)
+    s:write(dir .. "/a.svg")
+    s:write(dir .. "/a.speedscope.json")
+    local svg, json = run.read(dir .. "/a.svg"), run.read(dir .. "/a.speedscope.json")
+    os.execute("rm -rf " .. run.quote(dir))
+    assert.matches("<svg", svg, 1, true)
+    assert.matches("allocations (bytes)", json, 1, true)
+    assert.matches('"endValue": ' .. collapsed.sum(collapsed.parse(s:collapsed())), json, 1, true)
+  end)
+
+  it("writes pprof alloc_space that go tool pprof reads, with the collapsed bytes", function()
+    local dir = run.tmpdir()
+    local s = profile.allocations({ bytesPerSample = 1024 })
+    work.strings(20000, {})
+    work.tables(20000, {})
+    local text = s:stop(dir .. "/a.pb.gz")
+    local total = collapsed.sum(collapsed.parse(text))
+    local rc, top = run.run("go tool pprof -top -sample_index=alloc_space " .. run.quote(dir .. "/a.pb.gz"))
+    local rc2, raw = run.run("go tool pprof -raw " .. run.quote(dir .. "/a.pb.gz"))
+    os.execute("rm -rf " .. run.quote(dir))
+    assert.equal(0, rc, top)
+    assert.equal(0, rc2, raw)
+    assert.matches("Type: alloc_space", top, 1, true)
+    assert.matches("PeriodType: space bytes", raw, 1, true)
+    assert.matches("Period: 1024", raw, 1, true)
+    -- -raw lists each sample's value: their sum is the collapsed total.
+    local sum = 0
+    local in_samples = false
+    for line in raw:gmatch("[^\n]+") do
+      if line == "Samples:" then in_samples = true elseif line == "Locations" then in_samples = false end
+      local v = in_samples and line:match("^%s+(%d+):")
+      if v then sum = sum + tonumber(v) end
+    end
+    assert.equal(total, sum)
+    assert.is_true(total > 1000 * 1024, total)
+  end)
+end)

@@ -1,0 +1,139 @@
+//! Allocation sessions (`profile.allocations`): a sampling session whose
+//! samples are triggered by bytes allocated instead of a timer (see
+//! `sys::alloc_hook`). The stack table counts samples, each standing for
+//! `bytesPerSample` bytes on average; every profile and output of such a
+//! session is in bytes (the counts times `bytesPerSample`).
+
+use mlua::{Lua, Table, Value};
+
+use super::options::{self, check_table, setting, Check, Declared, DefaultValue, StartOptions};
+use super::{runtime, NativeSession};
+use crate::profile::Profile;
+use crate::record::sampler::Precision;
+use crate::record::tick_source::ClockKind;
+use crate::sys::alloc_hook::{AllocHook, Restored};
+
+/// Bytes allocated per sample by default (`bytesPerSample`).
+pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
+
+/// LuaJIT's profiler is started with this interval (in ms) for an
+/// allocation session and its timer disarmed at once: only allocations
+/// trigger samples.
+pub(super) const TIMER_MS: u64 = 1_000_000;
+
+const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
+    Declared { name, check, default }
+}
+
+/// The options of `profile.allocations` (README, "Allocations").
+pub const ALLOCATION_OPTIONS: &[Declared] = &[
+    opt(
+        "bytesPerSample",
+        Check::Integer { lo: 64.0, hi: 1_073_741_824.0, expected: "an integer number of bytes from 64 to 1073741824" },
+        DefaultValue::Number(DEFAULT_BYTES_PER_SAMPLE as f64),
+    ),
+    options::ZONE,
+    options::STACK_DEPTH,
+    options::PRECISION,
+    options::MAX_STACKS,
+    options::RESOLVE_C,
+    options::FORMAT,
+];
+
+/// Reads and checks `start_allocations(opts, env)`: the sampler's options
+/// and the bytes per sample.
+fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String> {
+    check_table(ALLOCATION_OPTIONS, opts)?;
+    let mut env = options::read_env(env)?;
+    env.precise = false;
+    let t = if let Value::Table(t) = opts { Some(t) } else { None };
+    let get = |name| setting(ALLOCATION_OPTIONS, t, name);
+    let number = |name| get(name).number().unwrap_or_default();
+    let o = StartOptions {
+        interval_ns: TIMER_MS * 1_000_000,
+        depth: number("stackDepth") as i32,
+        filter: get("zone").text().map(|z| options::trim_zone(z).as_bytes().to_vec()),
+        clock: ClockKind::Cpu,
+        max_stacks: number("maxStacks") as usize,
+        resolve_c: get("resolveC").boolean().unwrap_or_default(),
+        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
+        skip_starting_thread: false,
+        timeline_samples: 0,
+        slow_frame_ns: None,
+        env,
+    };
+    Ok((o, number("bytesPerSample") as u64))
+}
+
+/// `native.raw.start_allocations(opts, env)`: a session handle and the
+/// settings it runs with (defaults filled in).
+pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSession, Table)> {
+    let (o, bytes_per_sample) = read_options(&opts, &env).map_err(runtime)?;
+    let given = if let Value::Table(t) = &opts { Some(t) } else { None };
+    let settings = options::settings_table(lua, ALLOCATION_OPTIONS, given)?;
+    Ok((super::start(lua, o, Some(bytes_per_sample))?, settings))
+}
+
+/// Installs the allocator wrapper on the VM of `vm` (a live state).
+pub(super) fn install(vm: &crate::sys::VmHandle, bytes_per_sample: u64) -> AllocHook {
+    let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
+    AllocHook::install(*vm, bytes_per_sample, seed)
+}
+
+/// A profile of sample counts turned into bytes.
+pub(super) fn in_bytes(mut p: Profile, bytes_per_sample: u64) -> Profile {
+    for row in &mut p.rows {
+        for c in &mut row.counts {
+            *c = c.saturating_mul(bytes_per_sample);
+        }
+    }
+    p
+}
+
+impl NativeSession {
+    /// The profile in samples rather than bytes: what the text views take,
+    /// so that their sampling errors follow the number of samples.
+    pub(super) fn sample_profile(&self) -> Profile {
+        let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        self.with_table(|t| Profile::from_table(t, &mut namer))
+    }
+
+    /// `handle:allocStats()`: what the allocator wrapper counted, for an
+    /// allocation session (nil for a sampling session).
+    pub(super) fn alloc_stats(&self, lua: &Lua) -> mlua::Result<Option<Table>> {
+        let Some(hook) = &self.alloc else { return Ok(None) };
+        let totals = hook.totals();
+        let delivered = self.sampler.with(|s| s.stats.samples);
+        let t = lua.create_table()?;
+        t.set("bytesPerSample", self.bytes_per_sample.unwrap_or(0))?;
+        t.set("allocatedBytes", totals.bytes)?;
+        t.set("allocatedObjects", totals.objects)?;
+        t.set("triggeredSamples", totals.samples)?;
+        // Triggers LuaJIT has not handed to the callback yet (a `__gc`
+        // finaliser or vmevent handler was running), or lost at the stop.
+        t.set("pendingSamples", totals.samples.saturating_sub(delivered))?;
+        if let Some(r) = self.alloc_restored {
+            t.set("allocator", if r == Restored::Original { "restored" } else { "pass-through" })?;
+        }
+        Ok(Some(t))
+    }
+}
+
+/// `native.raw._test_wrap_allocator()`: wraps the VM's allocator in a
+/// plain pass-through of another "library", as a test of what a stop does
+/// when its wrapper is no longer the VM's allocator. Returns whether an
+/// allocation session's wrapper was the allocator it wrapped. A native
+/// function because nothing else can stand in: an FFI callback cannot be
+/// an allocator (it would run Lua inside the allocator), and test-only
+/// Rust code is not in the module Lua loads.
+pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
+    let vm = crate::sys::VmHandle::of(lua)?;
+    Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm))
+}
+
+/// `native.raw._test_allocator_wrapped()`: whether an allocation session's
+/// wrapper is the VM's allocator now.
+pub(super) fn test_allocator_wrapped(lua: &Lua, (): ()) -> mlua::Result<bool> {
+    let vm = crate::sys::VmHandle::of(lua)?;
+    Ok(crate::sys::alloc_hook::wrapper_installed(vm))
+}

@@ -1,0 +1,346 @@
+//! The allocator wrapper of allocation sessions.
+//!
+//! Every GC allocation of a LuaJIT VM, from the interpreter or from
+//! compiled code, goes through the VM's `lua_Alloc` function. The wrapper
+//! installed here passes every call on to the allocator it replaced and,
+//! while its session records, counts the bytes asked for: a new block
+//! counts its size, a block grown by `realloc` the growth. Samples are
+//! Poisson-distributed over those bytes (the distance to the next sample
+//! is drawn from an exponential distribution of mean `bytes_per_sample`),
+//! so periodic allocation patterns cannot alias with the sampling. A byte
+//! count crossing the next sample point triggers LuaJIT's profiler the way
+//! a timer tick does (`posix::pass_tick`); LuaJIT then calls the session's
+//! callback at its next safe point, where the stack is dumped. Nothing else
+//! runs inside the allocator: no Lua, no stack dump, no Rust allocation.
+//!
+//! The wrapper's data (its [`Record`]) is leaked on purpose: `lua_close`
+//! frees the whole heap through the allocator after every session object
+//! is gone, and another library may have wrapped our wrapper, in which
+//! case it stays in place, a plain pass-through, until the process ends.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+use mlua::ffi;
+
+use super::VmHandle;
+
+/// What the wrapper of one VM needs: the allocator it wraps, and the
+/// counters of the session recording through it. Written and read on the
+/// VM's thread only (allocations and session calls both run there); the
+/// atomics are relaxed, plain loads and stores on the hot path.
+struct Record {
+    inner: ffi::lua_Alloc,
+    inner_ud: *mut c_void,
+    recording: AtomicBool,
+    /// Bytes left before the next sample point; far out of reach once the
+    /// session stopped, so the hot path needs no other test.
+    countdown: AtomicI64,
+    /// The byte count at the next sample point: bytes counted so far are
+    /// `target - countdown`.
+    target: AtomicU64,
+    mean: AtomicU64,
+    rng: AtomicU64,
+    /// New blocks counted.
+    objects: AtomicU64,
+    /// Sample points crossed (each one a trigger passed to LuaJIT).
+    samples: AtomicU64,
+    /// The byte and block counts when recording ended.
+    final_bytes: AtomicU64,
+    final_objects: AtomicU64,
+}
+
+/// The countdown of a wrapper that records nothing (2^62 bytes).
+const NEVER: i64 = 1 << 62;
+
+impl Record {
+    fn new(inner: ffi::lua_Alloc, inner_ud: *mut c_void, mean: u64, seed: u64) -> Record {
+        let r = Record {
+            inner,
+            inner_ud,
+            recording: AtomicBool::new(true),
+            countdown: AtomicI64::new(0),
+            target: AtomicU64::new(0),
+            mean: AtomicU64::new(mean.max(1)),
+            rng: AtomicU64::new(seed | 1),
+            objects: AtomicU64::new(0),
+            samples: AtomicU64::new(0),
+            final_bytes: AtomicU64::new(0),
+            final_objects: AtomicU64::new(0),
+        };
+        let first = r.next_distance();
+        r.countdown.store(first, Ordering::Relaxed);
+        r.target.store(first as u64, Ordering::Relaxed);
+        r
+    }
+
+    /// The next pseudo-random 64-bit word (xorshift64*).
+    fn next_random(&self) -> u64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.store(x, Ordering::Relaxed);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Distance to the next sample point: exponential with mean `mean`.
+    fn next_distance(&self) -> i64 {
+        let mean = self.mean.load(Ordering::Relaxed) as f64;
+        // Uniform in (0, 1]: 53 random bits, never 0 (ln 0 is -inf).
+        let u = ((self.next_random() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        ((-u.ln() * mean) as i64).max(1)
+    }
+
+    /// Counts `grow` more bytes; returns the sample points crossed.
+    #[cfg(test)]
+    fn count(&self, grow: usize, new_block: bool) -> u64 {
+        match self.count_fast(grow, new_block) {
+            Some(left) => self.crossed(left),
+            None => 0,
+        }
+    }
+
+    /// The hot path: counts `grow` more bytes; the countdown left when a
+    /// sample point was reached.
+    #[inline(always)]
+    fn count_fast(&self, grow: usize, new_block: bool) -> Option<i64> {
+        self.objects.store(self.objects.load(Ordering::Relaxed) + new_block as u64, Ordering::Relaxed);
+        let left = self.countdown.load(Ordering::Relaxed) - grow as i64;
+        self.countdown.store(left, Ordering::Relaxed);
+        (left <= 0).then_some(left)
+    }
+
+    /// The slow path: new sample points drawn until one lies ahead.
+    #[cold]
+    fn crossed(&self, mut left: i64) -> u64 {
+        if !self.recording.load(Ordering::Relaxed) {
+            self.countdown.store(NEVER, Ordering::Relaxed);
+            return 0;
+        }
+        let mut crossed = 0u64;
+        let mut target = self.target.load(Ordering::Relaxed);
+        while left <= 0 {
+            let d = self.next_distance();
+            left += d;
+            target += d as u64;
+            crossed += 1;
+        }
+        self.countdown.store(left, Ordering::Relaxed);
+        self.target.store(target, Ordering::Relaxed);
+        self.samples.store(self.samples.load(Ordering::Relaxed) + crossed, Ordering::Relaxed);
+        crossed
+    }
+
+    fn bytes(&self) -> u64 {
+        if self.recording.load(Ordering::Relaxed) {
+            self.target.load(Ordering::Relaxed).wrapping_sub(self.countdown.load(Ordering::Relaxed) as u64)
+        } else {
+            self.final_bytes.load(Ordering::Relaxed)
+        }
+    }
+
+    /// Ends recording: the counters keep their values.
+    fn end(&self) {
+        if self.recording.load(Ordering::Relaxed) {
+            self.final_bytes.store(self.bytes(), Ordering::Relaxed);
+            self.final_objects.store(self.objects.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.recording.store(false, Ordering::Relaxed);
+            self.countdown.store(NEVER, Ordering::Relaxed);
+        }
+    }
+
+    fn objects(&self) -> u64 {
+        let field = if self.recording.load(Ordering::Relaxed) { &self.objects } else { &self.final_objects };
+        field.load(Ordering::Relaxed)
+    }
+}
+
+// The allocator path stays a few instructions and a tail call: no stack
+// frame, nothing saved; the rare sample point goes through a function of
+// its own.
+unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    // SAFETY: `ud` is the leaked Record installed with this function by
+    // `AllocHook::install`; it is never freed.
+    let rec = unsafe { &*(ud as *const Record) };
+    // A new block comes with a null pointer (and an `osize` of 0).
+    if nsize > osize {
+        if let Some(left) = rec.count_fast(nsize - osize, ptr.is_null()) {
+            // SAFETY: the same call, passed on.
+            return unsafe { sample_point(rec, left, ptr, osize, nsize) };
+        }
+    }
+    // SAFETY: the allocator this wrapper replaced, called with its own
+    // data and the caller's arguments unchanged.
+    unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
+}
+
+/// A sample point was reached: trigger LuaJIT's profiler once per point
+/// crossed, then allocate.
+#[cold]
+#[inline(never)]
+unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    let crossed = rec.crossed(left);
+    #[cfg(target_os = "linux")]
+    for _ in 0..crossed {
+        super::posix::pass_tick();
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = crossed;
+    // SAFETY: as in `counting_alloc`.
+    unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
+}
+
+/// Totals counted by a session's wrapper.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocTotals {
+    pub bytes: u64,
+    pub objects: u64,
+    pub samples: u64,
+}
+
+/// How a stop left the VM's allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restored {
+    /// The wrapped allocator is the VM's allocator again.
+    Original,
+    /// Another function wrapped ours since: ours stays, passing through.
+    PassThrough,
+}
+
+/// The wrapper installed on one VM for one session.
+pub struct AllocHook {
+    rec: &'static Record,
+    vm: VmHandle,
+}
+
+impl AllocHook {
+    /// Wraps the allocator of the VM of `vm`, recording from now on, a
+    /// sample about every `bytes_per_sample` bytes.
+    pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64) -> AllocHook {
+        let l = vm.0;
+        #[cfg(target_os = "linux")]
+        super::posix::pin_this_library();
+        let mut inner_ud = std::ptr::null_mut();
+        // SAFETY: `l` is a live state of this VM (a `VmHandle` is taken
+        // from a live `Lua`); lua_getallocf only reads the global state.
+        let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
+        let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
+        // SAFETY: the record is leaked, so the data pointer outlives every
+        // call; the wrapper passes each call on to the allocator read just
+        // above, on the same thread, with nothing in between.
+        unsafe { ffi::lua_setallocf(l, counting_alloc, rec as *const Record as *mut c_void) };
+        AllocHook { rec, vm }
+    }
+
+    /// Ends recording and puts the wrapped allocator back if ours is still
+    /// the VM's; otherwise leaves ours in place as a pass-through.
+    pub fn uninstall(&self) -> Restored {
+        self.rec.end();
+        let mut ud = std::ptr::null_mut();
+        // SAFETY: `l` is still open (stops run before lua_close frees the
+        // heap: see `VmHandle`); both calls only touch the global state.
+        unsafe {
+            let f = ffi::lua_getallocf(self.vm.0, &mut ud);
+            if f as usize == counting_alloc as *const () as usize && std::ptr::eq(ud as *const Record, self.rec) {
+                ffi::lua_setallocf(self.vm.0, self.rec.inner, self.rec.inner_ud);
+                return Restored::Original;
+            }
+        }
+        Restored::PassThrough
+    }
+
+    pub fn totals(&self) -> AllocTotals {
+        AllocTotals {
+            bytes: self.rec.bytes(),
+            objects: self.rec.objects(),
+            samples: self.rec.samples.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whether the allocator of the VM of `l` is an allocation session's
+/// wrapper (any session's).
+pub fn wrapper_installed(vm: VmHandle) -> bool {
+    let l = vm.0;
+    let mut ud = std::ptr::null_mut();
+    // SAFETY: `l` is a live state; lua_getallocf only reads.
+    let f = unsafe { ffi::lua_getallocf(l, &mut ud) };
+    f as usize == counting_alloc as *const () as usize
+}
+
+/// The data of [`wrap_in_pass_through`]'s wrapper.
+struct Inner {
+    f: ffi::lua_Alloc,
+    ud: *mut c_void,
+}
+
+unsafe extern "C" fn pass_through(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    // SAFETY: `ud` is the leaked Inner installed with this function.
+    let inner = unsafe { &*(ud as *const Inner) };
+    // SAFETY: the wrapped allocator, with its data and the caller's arguments.
+    unsafe { (inner.f)(inner.ud, ptr, osize, nsize) }
+}
+
+/// Wraps the VM's allocator in a plain pass-through, as another library
+/// would (for tests of a stop that finds its wrapper wrapped). Returns
+/// whether the allocator it wrapped was an allocation session's wrapper.
+pub fn wrap_in_pass_through(vm: VmHandle) -> bool {
+    let l = vm.0;
+    #[cfg(target_os = "linux")]
+    super::posix::pin_this_library();
+    let mut ud = std::ptr::null_mut();
+    // SAFETY: `l` is a live state; the leaked Inner outlives every call of
+    // the wrapper, which only forwards to the allocator read here.
+    unsafe {
+        let f = ffi::lua_getallocf(l, &mut ud);
+        let inner: &'static Inner = Box::leak(Box::new(Inner { f, ud }));
+        ffi::lua_setallocf(l, pass_through, inner as *const Inner as *mut c_void);
+        f as usize == counting_alloc as *const () as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(mean: u64) -> Record {
+        Record::new(counting_alloc, std::ptr::null_mut(), mean, 0x9e37_79b9_7f4a_7c15)
+    }
+
+    #[test]
+    fn sample_points_are_a_mean_distance_apart() {
+        let r = record(1000);
+        let mut crossed = 0;
+        for _ in 0..1_000_000 {
+            crossed += r.count(64, true);
+        }
+        // 64e6 bytes at one point per 1000: 64000 expected, sd about 253.
+        assert!((62_800..=65_200).contains(&crossed), "{crossed}");
+        assert_eq!(r.bytes(), 64_000_000);
+        assert_eq!(r.objects(), 1_000_000);
+        assert_eq!(r.samples.load(Ordering::Relaxed), crossed);
+    }
+
+    #[test]
+    fn a_large_block_crosses_several_points() {
+        let r = record(100);
+        let crossed: u64 = (0..100).map(|_| r.count(100_000, false)).sum();
+        // 1e7 bytes at one point per 100: 1e5 expected, sd about 316.
+        assert!((98_500..=101_500).contains(&crossed), "{crossed}");
+        assert_eq!(r.objects(), 0);
+        assert_eq!(r.bytes(), 10_000_000);
+    }
+
+    #[test]
+    fn an_ended_record_counts_nothing_more() {
+        let r = record(100);
+        let _ = r.count(1000, true);
+        r.end();
+        let (samples, bytes) = (r.samples.load(Ordering::Relaxed), r.bytes());
+        for _ in 0..1000 {
+            assert_eq!(r.count(1 << 20, true), 0);
+        }
+        assert_eq!((r.samples.load(Ordering::Relaxed), r.bytes(), r.objects()), (samples, bytes, 1));
+    }
+}
