@@ -191,7 +191,7 @@ describe("views of a session", function()
       for _, fake in ipairs({ { _native = newproxy() }, { samples = 1 }, newproxy(true) }) do
         ok, err = pcall(profile.report, fake)
         assert.is_false(ok)
-        assert.matches("SampleSession or profile expected", err, 1, true)
+        assert.matches("AllocationSession or profile expected", err, 1, true)
       end
       -- A profile object from report.load goes through as it is.
       local prof = report.load("test", "a.lua:1_[N] 5\n")

@@ -98,12 +98,18 @@ function M.load(fname, source, level)
   if not native_ok then
     check.fail(level, "%s: cannot load the native module tecs.profile.native: %s", fname, tostring(native))
   end
-  if type(source) == "table" and getmetatable(source) == require("tecs.profile.sample").SampleSession then
+  local class = type(source) == "table" and getmetatable(source)
+  if class and class == require("tecs.profile.sample").SampleSession then
     return source._native:profile(), source.intervalMs
+  elseif class and class == require("tecs.profile.allocations").AllocationSession then
+    -- Text views rank by samples, so that each share carries the error of
+    -- its sample count; pictures and files are in bytes.
+    local text_view = fname == "profile.report" or fname == "profile.hotAborts"
+    return text_view and source._native:sampleProfile() or source._native:profile(), nil
   elseif native.raw.is_profile(source) then
     return source, nil
   elseif type(source) ~= "string" then
-    check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession or profile expected, got %s)",
+    check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession, AllocationSession or profile expected, got %s)",
       fname, check.describe(source))
   end
   local text = source
