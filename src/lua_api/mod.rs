@@ -26,6 +26,7 @@ use crate::record::tick_source::{TickKind, TickSource};
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
+mod coverage;
 mod frame_names;
 mod lifecycle;
 mod options;
@@ -470,6 +471,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatExtensions", extensions)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
+    coverage::register(lua, &t)?;
     Ok(t)
 }
 
