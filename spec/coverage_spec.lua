@@ -263,6 +263,53 @@ describe("profile.coverage", function()
     cov:stop()
   end)
 
+  describe("from the command line and busted", function()
+    local env = string.format("LUA_PATH=%s LUA_CPATH=%s",
+      run.quote(run.root .. "/lua/?.lua;" .. (os.getenv("LUA_PATH") or ";")),
+      run.quote(run.root .. "/build/lib/?.so;" .. (os.getenv("LUA_CPATH") or ";")))
+
+    it("tecs-profile cover runs a script and writes lcov or luacov stats", function()
+      local dir = run.tmpdir()
+      run.write(dir .. "/lib.lua", "local M = {}\nfunction M.f(x)\n  return x + 1\nend\nreturn M\n")
+      run.write(dir .. "/main.lua", "package.path = arg[1] .. '/?.lua;' .. package.path\n" ..
+        "local lib = require('lib')\nprint(lib.f(41), arg[2])\nos.exit(3)\n")
+      local rc, out, err = run.run3(string.format("%s %s cover -o %s %s %s extra", env, run.cli,
+        run.quote(dir .. "/c.info"), run.quote(dir .. "/main.lua"), run.quote(dir)))
+      assert.are.equal(3, rc, err)
+      assert.are.equal("42\textra\n", out)
+      assert.is_truthy(err:find("tecs-profile cover: 8 of 8 lines", 1, true), err)
+      local info = run.read(dir .. "/c.info")
+      assert.is_truthy(info:find("SF:" .. dir .. "/lib.lua\nFN:2,M.f\nFNDA:1,M.f\n", 1, true), info)
+      rc, _, err = run.run3(string.format("%s %s cover -o %s %s %s", env, run.cli,
+        run.quote(dir .. "/luacov.stats.out"), run.quote(dir .. "/main.lua"), run.quote(dir)))
+      assert.are.equal(3, rc, err)
+      local expected = "5:" .. dir .. "/lib.lua\n1 1 1 0 1 \n"
+      assert.are.equal(expected, run.read(dir .. "/luacov.stats.out"):sub(1, #expected))
+      rc, _, err = run.run3(string.format("%s %s cover --format xml x.lua", env, run.cli))
+      assert.are.equal(2, rc)
+      assert.is_truthy(err:find("--format must be lcov or luacov", 1, true), err)
+      os.execute("rm -rf " .. run.quote(dir))
+    end)
+
+    it("the busted helper's cover= argument covers the code a run requires, not the specs", function()
+      local dir = run.tmpdir()
+      os.execute("mkdir -p " .. run.quote(dir .. "/spec") .. " " .. run.quote(dir .. "/src"))
+      run.write(dir .. "/src/calc.lua", "local M = {}\nfunction M.add(a, b)\n  return a + b\nend\n" ..
+        "function M.unused()\n  return 0\nend\nreturn M\n")
+      run.write(dir .. "/spec/calc_spec.lua", "package.path = 'src/?.lua;' .. package.path\n" ..
+        "describe('calc', function()\n  it('adds', function() assert.are.equal(3, require('calc').add(1, 2)) end)\nend)\n")
+      local rc, out = run.run(string.format("cd %s && %s %s %s --helper=tecs.profile.busted -Xhelper cover=cov.info spec",
+        run.quote(dir), env, run.quote(run.luajit), run.quote(io.popen("command -v busted"):read("*l"))))
+      assert.are.equal(0, rc, out)
+      local info = run.read(dir .. "/cov.info")
+      assert.are.equal(1, select(2, info:gsub("SF:", "")), info)
+      assert.is_truthy(info:find("SF:src/calc.lua\n", 1, true))
+      assert.is_truthy(info:find("FNDA:1,M.add\nFNDA:0,M.unused\n", 1, true))
+      assert.is_truthy(info:find("LF:6\nLH:5\n", 1, true))
+      os.execute("rm -rf " .. run.quote(dir))
+    end)
+  end)
+
   describe("on Debian's Lua libraries", function()
     local files = {}
     for _, dir in ipairs({ "/usr/share/lua/5.1/pl", "/usr/share/lua/5.1" }) do

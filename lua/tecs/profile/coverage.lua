@@ -274,4 +274,26 @@ function CoverageSession:stats()
   return st
 end
 
+--- Coverage of a whole busted run, for `tecs.profile.busted`'s `cover=`
+-- argument: a session from now to busted's `exit` event, written to `out`.
+-- @param busted the busted module
+-- @param out the file to write (lcov, or luacov stats for `*.stats.out`)
+-- @param opts `profile.coverage` options
+-- @return the session
+function coverage.busted(busted, out, opts)
+  local ok, session = pcall(coverage.start, opts)
+  if not ok then error("tecs.profile.busted: " .. tostring(session):gsub("^.-: profile%.coverage: ", NAME .. ": "), 0) end
+  busted.subscribe({ "exit" }, function()
+    if session:isRunning() then
+      session:stop()
+      local wok, err = pcall(session.write, session, out)
+      local st = session:stats()
+      io.stderr:write(wok and string.format("tecs.profile.busted: coverage of %d of %d lines in %d chunks written to %s\n",
+        st.linesHit, st.lines, st.chunks, out) or ("tecs.profile.busted: " .. tostring(err) .. "\n"))
+    end
+    return nil, true
+  end)
+  return { session = session, out = out }
+end
+
 return coverage
