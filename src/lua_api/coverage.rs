@@ -5,9 +5,9 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use crate::rewrite::{rewrite, COUNTERS_GLOBAL};
+use crate::rewrite::{rewrite, COUNTERS_GLOBAL, COUNTER_KEY};
 
-fn cover_rewrite(lua: &Lua, (source, id): (mlua::String, u64)) -> mlua::Result<MultiValue> {
+fn cover_rewrite(lua: &Lua, (source, id): (mlua::LuaString, u64)) -> mlua::Result<MultiValue> {
     let r = match rewrite(&source.as_bytes(), id) {
         Ok(r) => r,
         Err(e) => {
@@ -35,5 +35,6 @@ fn cover_rewrite(lua: &Lua, (source, id): (mlua::String, u64)) -> mlua::Result<M
 pub fn register(lua: &Lua, t: &Table) -> mlua::Result<()> {
     t.set("cover_rewrite", lua.create_function(cover_rewrite)?)?;
     t.set("cover_global", COUNTERS_GLOBAL)?;
+    t.set("cover_key", COUNTER_KEY)?;
     Ok(())
 }

@@ -32,8 +32,28 @@ pub struct LexError {
 }
 
 const KEYWORDS: [&[u8]; 22] = [
-    b"and", b"break", b"do", b"else", b"elseif", b"end", b"false", b"for", b"function", b"goto", b"if", b"in",
-    b"local", b"nil", b"not", b"or", b"repeat", b"return", b"then", b"true", b"until", b"while",
+    b"and",
+    b"break",
+    b"do",
+    b"else",
+    b"elseif",
+    b"end",
+    b"false",
+    b"for",
+    b"function",
+    b"goto",
+    b"if",
+    b"in",
+    b"local",
+    b"nil",
+    b"not",
+    b"or",
+    b"repeat",
+    b"return",
+    b"then",
+    b"true",
+    b"until",
+    b"while",
 ];
 
 /// The tokens of `src` and the byte offset where code starts: after a UTF-8

@@ -1,6 +1,8 @@
 //! Line coverage by rewriting source: every statement gets a counter
-//! increment inserted before it, on the line the statement starts on, and
-//! every function body gets one right after its parameter list. Counting is
+//! increment inserted before it, on the line the statement starts on; a
+//! function's entries are counted by its first statement's counter, or, in
+//! a body without one, by an increment right after its parameter list.
+//! Counting is
 //! then ordinary Lua code, which LuaJIT compiles like the rest of the
 //! program, where a debug hook would stop trace recording.
 //!
@@ -11,9 +13,10 @@
 //! nothing is inserted before a label or after a `return` or `break`.
 //!
 //! The counters are a table held by one local of the main chunk, declared on
-//! its first line: `local C=(G or {})[id] or {};` where G is a global table
-//! of per-chunk counter tables. A chunk whose environment lacks G counts
-//! into a table nobody reads rather than failing.
+//! its first line: `local C=(G or {})[id] or {c1=0,...};` where G is a
+//! global table of per-chunk counter tables (counter n is field `cn`, zeroed
+//! by the caller). A chunk whose environment lacks G counts into a table
+//! nobody reads rather than failing.
 
 mod lex;
 mod parse;
@@ -26,6 +29,8 @@ pub use parse::FunctionDef;
 pub const COUNTERS_GLOBAL: &str = "__tecs_cov";
 /// The main chunk's local that holds the chunk's counter table.
 pub const COUNTERS_LOCAL: &str = "__tecsC";
+/// Counter `n` is the field `COUNTER_KEY .. n` of the counter table.
+pub const COUNTER_KEY: &str = "c";
 
 /// A rewritten chunk and what its counters mean: counter `i` (1-based in
 /// Lua, `lines[i - 1]` here) counts the statement or function entry starting
@@ -64,8 +69,17 @@ pub fn rewrite(src: &[u8], id: u64) -> Result<Rewrite, RewriteError> {
     }
     let mut code = Vec::with_capacity(src.len() + walk.sites.len() * 32 + 64);
     code.extend_from_slice(&src[..code_start]);
+    // The fallback is a table of zeros, built from a template constant only
+    // when the chunk runs where COUNTERS_GLOBAL is not visible.
+    let zeros: Vec<String> = (1..=walk.sites.len()).map(|n| format!("{}{}=0", COUNTER_KEY, n)).collect();
     code.extend_from_slice(
-        format!("local {l}=({g} or {{}})[{id}] or {{}};", l = COUNTERS_LOCAL, g = COUNTERS_GLOBAL).as_bytes(),
+        format!(
+            "local {l}=({g} or {{}})[{id}] or {{{z}}};",
+            l = COUNTERS_LOCAL,
+            g = COUNTERS_GLOBAL,
+            z = zeros.join(",")
+        )
+        .as_bytes(),
     );
     let mut copied = code_start;
     for (i, site) in walk.sites.iter().enumerate() {
@@ -75,7 +89,9 @@ pub fn rewrite(src: &[u8], id: u64) -> Result<Rewrite, RewriteError> {
         if code.last().is_some_and(|&c| lex::is_ident_byte(c)) {
             code.push(b' ');
         }
-        code.extend_from_slice(format!("{l}[{n}]=({l}[{n}] or 0)+1;", l = COUNTERS_LOCAL, n = i + 1).as_bytes());
+        code.extend_from_slice(
+            format!("{l}.{k}{n}={l}.{k}{n}+1;", l = COUNTERS_LOCAL, k = COUNTER_KEY, n = i + 1).as_bytes(),
+        );
     }
     code.extend_from_slice(&src[copied..]);
     Ok(Rewrite { code, lines, statement: walk.statement, functions: walk.functions })

@@ -407,9 +407,11 @@ impl Parser<'_> {
         self.expect("}")
     }
 
-    /// A function body after its name: parameters, the entry site right
-    /// after `)` (on the line of `)`, so no line gains or loses code), the
-    /// block and `end`.
+    /// A function body after its name: parameters, the entry count, the
+    /// block and `end`. A body whose first statement is counted is entered
+    /// exactly as often as that statement starts, so its counter is the
+    /// entry count; other bodies get an entry site right after `)` (on the
+    /// line of `)`, so no line gains or loses code).
     fn body(&mut self, name: String, line: u32) -> Res {
         self.expect("(")?;
         if !self.is(")") {
@@ -427,7 +429,8 @@ impl Parser<'_> {
         }
         let close = self.tok();
         self.expect(")")?;
-        let entry = self.site_at(close.end, close.line, false);
+        let first_counted = !self.block_follow() && !self.is(";") && !self.is("::");
+        let entry = if first_counted { self.out.sites.len() } else { self.site_at(close.end, close.line, false) };
         let index = self.out.functions.len();
         self.out.functions.push(FunctionDef { name, line, last_line: 0, entry });
         self.block()?;

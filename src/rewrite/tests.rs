@@ -33,7 +33,7 @@ return table.concat(out, " ")
 /// text, and the counter table.
 const RUN: &str = r#"
 local src, name, id, global = ...
-local counters = {}
+local counters = setmetatable({}, { __index = function() return 0 end })
 _G[global] = { [id] = counters }
 local f, err = loadstring(src, name)
 if not f then return "load error: " .. err, counters end
@@ -66,14 +66,20 @@ fn same(src: &str) -> Vec<(u32, i64)> {
     r.lines
         .iter()
         .enumerate()
-        .map(|(i, &line)| (line, counters.get::<Option<i64>>(i + 1).unwrap().unwrap_or(0)))
+        .map(|(i, &line)| {
+            (line, counters.get::<Option<i64>>(format!("{}{}", super::COUNTER_KEY, i + 1)).unwrap().unwrap_or(0))
+        })
         .collect()
 }
 
 #[test]
 fn counts_a_loop_body_and_function_entries() {
     let counts = same("local n = 0\nlocal function f() n = n + 1 end\nfor i = 1, 1000 do\n  f()\nend\nreturn n\n");
-    assert_eq!(counts, vec![(1, 1), (2, 1), (2, 1000), (2, 1000), (3, 1), (4, 1000), (6, 1)]);
+    // f's entry count is its first statement's counter.
+    assert_eq!(counts, vec![(1, 1), (2, 1), (2, 1000), (3, 1), (4, 1000), (6, 1)]);
+    let r = rewrite(b"local function f() n = 1 end\nlocal function g() end\nlocal function h() ; end\n", 1).unwrap();
+    let entries: Vec<(usize, bool)> = r.functions.iter().map(|f| (f.entry, r.statement[f.entry])).collect();
+    assert_eq!(entries, vec![(1, true), (3, false), (5, false)]);
 }
 
 #[test]
@@ -165,7 +171,11 @@ fn mutated_sources_load_alike() {
         }
         for v in variants {
             if let Ok(r) = rewrite(v.as_bytes(), 1) {
-                assert_eq!(shape(&lua, v.as_bytes()).starts_with("error"), shape(&lua, &r.code).starts_with("error"), "{v}");
+                assert_eq!(
+                    shape(&lua, v.as_bytes()).starts_with("error"),
+                    shape(&lua, &r.code).starts_with("error"),
+                    "{v}"
+                );
                 if !shape(&lua, v.as_bytes()).starts_with("error") {
                     assert_eq!(shape(&lua, v.as_bytes()), shape(&lua, &r.code), "{v}");
                 }

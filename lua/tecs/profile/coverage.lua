@@ -31,25 +31,20 @@ local OPTIONS = {
 --- The package's own modules are never counted.
 local ALWAYS_EXCLUDED = { "tecs/profile[/%.]" }
 
---- A chunk's counters, zeroed, indexed 1..n. An FFI array of doubles where
--- the FFI exists: the JIT compiles an increment to a load, an add and a
--- store that no table access can alias, so counting does not stop it from
--- forwarding or hoisting the program's own table loads (a Lua table of
--- counters does, and ran scimark-lu 3.2x slower than unmodified instead of
--- the FFI array's figure in README.md).
-local new_counters
-do
-  local ok, ffi = pcall(require, "ffi")
-  if ok then
-    local ctype = ffi.typeof("double[?]")
-    new_counters = function(n) return ctype(n + 1) end
-  else
-    new_counters = function(n)
-      local t = {}
-      for i = 1, n do t[i] = 0 end
-      return t
-    end
-  end
+--- A chunk's counters, zeroed: a table whose field `native.cover_key .. i`
+-- is counter i. String keys live in the hash part: the JIT stores them with
+-- HSTORE, which never aliases the program's array loads and stores, and the
+-- interpreter increments them as fast as any table field (an FFI array is
+-- cheaper compiled but costs a C call per access interpreted).
+local KEYS = setmetatable({}, { __index = function(t, i)
+  local k = native.cover_key .. i
+  t[i] = k
+  return k
+end })
+local function new_counters(n)
+  local t = {}
+  for i = 1, n do t[KEYS[i]] = 0 end
+  return t
 end
 
 --- LuaJIT trace limits while counting. Every counter adds a 64-bit address
@@ -174,7 +169,7 @@ local function collect(chunks)
     local per_line = {}
     for i, line in ipairs(chunk.info.lines) do
       if chunk.info.statement[i] then
-        local c = tonumber(chunk.counters[i])
+        local c = chunk.counters[KEYS[i]]
         if c > (per_line[line] or -1) then per_line[line] = c end
       end
     end
@@ -191,7 +186,7 @@ local function collect(chunks)
         file.by_key[key] = entry
         file.functions[#file.functions + 1] = entry
       end
-      entry.count = entry.count + tonumber(chunk.counters[fn.counter])
+      entry.count = entry.count + chunk.counters[KEYS[fn.counter]]
     end
   end
   for _, file in pairs(files) do file.by_key = nil end
