@@ -172,6 +172,30 @@ describe("profile.coverage", function()
     assert.is_truthy(st.skipped[2].reason:find("not covered by rewriting", 1, true))
   end)
 
+  it("keeps what load, loadstring and dofile return and raise", function()
+    local function outcomes()
+      local out = {}
+      local function show(v) return type(v) == "function" and "function" or tostring(v) end
+      local function add(...) out[#out + 1] = table.concat({ tostring(select("#", ...)), show((...)),
+        show((select(2, ...))) }, "|") end
+      add(pcall(load, function() error("reader failed") end))
+      local n = 0
+      add(load(function() n = n + 1; if n == 1 then return "return 7, ..." end end, "=reader"))
+      add(loadstring("return 1 +", "=broken"))
+      add(loadstring("return ...", "=va"))
+      add(pcall(dofile, "/nonexistent/cover_missing.lua"))
+      add(load("return 2", "=mode", "t"))
+      add(load("return 3", "=binary only", "b"))
+      return table.concat(out, "\n")
+    end
+    local plain = outcomes()
+    local cov = profile.coverage()
+    local covered = outcomes()
+    cov:stop()
+    assert.are.equal(plain, covered)
+    assert.is_true(cov:stats().chunks >= 3)
+  end)
+
   it("keeps the JIT on: a hot loop under coverage compiles", function()
     local traces = 0
     local cov = profile.coverage()
@@ -299,7 +323,7 @@ describe("profile.coverage", function()
       run.write(dir .. "/spec/calc_spec.lua", "package.path = 'src/?.lua;' .. package.path\n" ..
         "describe('calc', function()\n  it('adds', function() assert.are.equal(3, require('calc').add(1, 2)) end)\nend)\n")
       local rc, out = run.run(string.format("cd %s && %s %s %s --helper=tecs.profile.busted -Xhelper cover=cov.info spec",
-        run.quote(dir), env, run.quote(run.luajit), run.quote(io.popen("command -v busted"):read("*l"))))
+        run.quote(dir), env, run.quote(run.luajit:find("^[^/].*/") and (run.root .. "/" .. run.luajit) or run.luajit), run.quote(io.popen("command -v busted"):read("*l"))))
       assert.are.equal(0, rc, out)
       local info = run.read(dir .. "/cov.info")
       assert.are.equal(1, select(2, info:gsub("SF:", "")), info)

@@ -65,9 +65,17 @@ function loaders.install(prepare, loaded)
     local pieces = {}
     while true do
       local ok, piece = pcall(chunk)
-      if not ok then return nil, piece end
+      if not ok or (piece ~= nil and type(piece) ~= "string") then
+        -- The original load gets the same pieces and the same failure.
+        local i = 0
+        return orig_load(function()
+          i = i + 1
+          if pieces[i] then return pieces[i] end
+          if not ok then error(piece, 0) end
+          return piece
+        end, chunkname, mode)
+      end
       if piece == nil or piece == "" then break end
-      if type(piece) ~= "string" then return nil, "reader function must return a string" end
       pieces[#pieces + 1] = piece
     end
     local source, name = table.concat(pieces), chunkname or "=(load)"
