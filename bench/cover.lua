@@ -1,8 +1,8 @@
 --- What line coverage costs: each program runs plain, under
 -- profile.coverage (counters rewritten into the source, JIT on) and under a
 -- Lua line hook (debug.sethook(f, "l"), with the JIT on and off), in fresh
--- processes, alternating configurations run by run. Prints median wall
--- times and the ratio to the plain run.
+-- processes, alternating configurations run by run. Prints median CPU
+-- times (os.clock in the program's process) and the ratio to the plain run.
 --
 --   luajit bench/cover.lua [program-name ...]
 --
