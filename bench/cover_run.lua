@@ -4,7 +4,7 @@
 --
 -- CONFIG: none (plain run), cover (profile.coverage, JIT on), hook (a Lua
 -- line hook, debug.sethook(f, "l"), counting lines), hook-nojit (the same
--- hook after jit.off()). Prints the wall
+-- hook after jit.off()). Prints the CPU
 -- time of the program on stderr as `seconds=N`.
 local config, path = arg[1], arg[2]
 local args = {}
