@@ -12,6 +12,8 @@ have_cmd pkg-config  || need+=(pkg-config)
 have_cmd cc          || need+=(gcc)
 # `go tool pprof` reads the pprof files back in the format tests.
 have_cmd go          || need+=(golang-go)
+# `genhtml` reads the coverage lcov files back in the coverage tests.
+have_cmd genhtml     || need+=(lcov)
 if [ ${#need[@]} -gt 0 ]; then
   if ! have_cmd apt-get; then
     echo "missing: ${need[*]} (install them with your package manager)" >&2

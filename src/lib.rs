@@ -27,6 +27,7 @@ pub mod lua_api;
 pub mod output;
 pub mod profile;
 pub mod record;
+pub mod rewrite;
 pub mod sys;
 pub mod views;
 

@@ -29,6 +29,13 @@ end
 -- @function trace
 profile.trace = require("tecs.profile.trace").start
 
+--- Start a line-coverage session that keeps the JIT on (see
+-- `tecs.profile.coverage`).
+-- @function coverage
+function profile.coverage(opts)
+  return require("tecs.profile.coverage").start(opts)
+end
+
 --- Render a text view of a profile (see `tecs.profile.report`).
 -- @function report
 function profile.report(source, opts)

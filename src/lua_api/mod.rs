@@ -27,6 +27,7 @@ use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 use std::collections::{HashMap, HashSet};
 
 mod alloc;
+mod coverage;
 mod frame_names;
 mod lifecycle;
 mod options;
@@ -524,6 +525,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
     t.set("allocation_option_names", alloc_names)?;
     t.set("version", env!("CARGO_PKG_VERSION"))?;
+    coverage::register(lua, &t)?;
     Ok(t)
 }
 

@@ -4,6 +4,7 @@
 --    busted --helper=tecs.profile.busted                 -- writes busted.collapsed
 --    TECS_PROFILE=run.collapsed busted --helper=tecs.profile.busted
 --    busted --helper=tecs.profile.busted -Xhelper out=run.collapsed,intervalMs=5
+--    busted --helper=tecs.profile.busted -Xhelper cover=coverage.info  -- coverage instead
 --
 -- One sampling session covers the run, from loading the helper to busted's
 -- `exit` event, and is written as one collapsed-stack file. Samples taken
@@ -19,12 +20,23 @@ local check = require("tecs.profile.check")
 local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
 for _, a in ipairs(type(arg) == "table" and arg or {}) do
   local k, v = tostring(a):match("^([%w_]+)=(.*)$")
-  if k == "out" or k == "intervalMs" or k == "stackDepth" then
+  if k == "out" or k == "intervalMs" or k == "stackDepth" or k == "cover" or k == "coverInclude"
+      or k == "coverExclude" then
     settings[k] = v
   else
     error(string.format("tecs.profile.busted: unknown helper argument %s"
-      .. " (expected out=PATH, intervalMs=N or stackDepth=N)", check.describe(a)), 0)
+      .. " (expected out=PATH, intervalMs=N, stackDepth=N, cover=PATH, coverInclude=PATTERN"
+      .. " or coverExclude=PATTERN)", check.describe(a)), 0)
   end
+end
+
+-- `-Xhelper cover=coverage.info`: line coverage of the run instead of a
+-- profile (the two would measure each other).
+if settings.cover and settings.cover ~= "" then
+  return require("tecs.profile.coverage").busted(require("busted"), settings.cover,
+    { include = settings.coverInclude,
+      -- Spec files and the system's Lua libraries (busted's own modules load during the run).
+      exclude = { "_spec%.lua$", "^/usr/share/lua/", "^/usr/local/share/lua/", settings.coverExclude } })
 end
 if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
 

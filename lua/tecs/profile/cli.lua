@@ -59,7 +59,7 @@ local function parse(cmd, args, first)
       opts[o.key] = v
     else
       positional[#positional + 1] = a
-      if cmd == "run" then
+      if cmd == "run" or options.command(cmd).script then
         for j = i + 1, #args do positional[#positional + 1] = args[j] end
         break
       end

@@ -1,5 +1,5 @@
 --- What the command line's commands do: `run`, `report`, `flamegraph`,
--- `busted`.
+-- `cover`, `busted`.
 -- Each takes the parsed options and positional arguments and returns the
 -- exit code, or raises a usage error through `usage_error`.
 -- @module tecs.profile.cli.commands
@@ -229,6 +229,64 @@ function M.run(opts, pos)
   end
   if not ok then
     io.stderr:write(debug.traceback(program, tostring(err)), "\n")
+    status = 1
+  end
+  finish()
+  return status
+end
+
+--- `cover [options] script.lua [args]`: the script run under a coverage
+-- session; the counts are written when it ends (also through os.exit).
+-- @tparam table opts parsed options
+-- @tparam table pos the script and its arguments
+-- @treturn number exit code
+function M.cover(opts, pos)
+  if #pos < 1 then usage_error("cover needs a script") end
+  local script, out = pos[1], opts.output or "coverage.info"
+  local report = require("tecs.profile.coverage.report")
+  local format = opts.format or report.format_for(out)
+  if type(report[format]) ~= "function" or format == "format_for" then
+    usage_error("--format must be %s, got %q", table.concat(report.formats, " or "), tostring(format))
+  end
+  local ok_s, session = pcall(require("tecs.profile").coverage, { include = opts.include, exclude = opts.exclude })
+  if not ok_s then usage_error("%s", clean(session)) end
+  local chunk, lerr = loadfile(script)
+  if not chunk then
+    session:stop()
+    io.stderr:write("tecs-profile: ", tostring(lerr), "\n")
+    return 1
+  end
+  local script_args = { [0] = script, [-1] = "tecs-profile cover" }
+  for k = 2, #pos do script_args[k - 1] = pos[k] end
+  _G.arg = script_args
+
+  local finished, status = false, 0
+  local function finish()
+    if finished then return end
+    finished = true
+    session:stop()
+    local ok, err = pcall(session.write, session, out, format)
+    if not ok then
+      io.stderr:write("tecs-profile: ", clean(err), "\n")
+      status = 1
+      return
+    end
+    local st = session:stats()
+    io.stderr:write(string.format("tecs-profile cover: %d of %d lines (%.1f%%), %d of %d functions in %d chunks; %s\n",
+      st.linesHit, st.lines, st.lines > 0 and 100 * st.linesHit / st.lines or 0, st.functionsHit, st.functions,
+      st.chunks, out))
+    for _, s in ipairs(st.skipped) do io.stderr:write("tecs-profile cover: ", s.name, ": ", s.reason, "\n") end
+  end
+  local real_exit = os.exit
+  os.exit = function(code, ...)
+    finish()
+    if code == nil or code == true then code = status end
+    return real_exit(code, ...)
+  end
+  local ok, err = xpcall(function() return chunk(unpack(script_args, 1, #script_args)) end, debug.traceback)
+  os.exit = real_exit
+  if not ok then
+    io.stderr:write(tostring(err), "\n")
     status = 1
   end
   finish()

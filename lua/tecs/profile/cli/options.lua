@@ -86,6 +86,15 @@ local FLAMEGRAPH = {
   HELP,
 }
 
+local COVER = {
+  { "output", short = "o", key = "output", arg = "FILE",
+    help = "where to write the counts (default coverage.info); a name ending in .stats.out gets luacov stats" },
+  { "format", short = "f", key = "format", arg = "FMT", help = "lcov or luacov (overrides the file name)" },
+  { "include", key = "include", arg = "PATTERN", help = "count only files whose path matches this Lua pattern" },
+  { "exclude", key = "exclude", arg = "PATTERN", help = "do not count files whose path matches this Lua pattern" },
+  HELP,
+}
+
 --- The commands, in the order the main usage lists them: `name`,
 -- `synopsis` (for that list), `summary`, `usage` (the command's own usage
 -- line), `about` (what it does), `sections` (`title`, `options`) and
@@ -111,6 +120,15 @@ M.COMMANDS = {
       "speedscope file instead, .pb.gz a gzipped pprof profile (go tool pprof,\n" ..
       "Pyroscope, Parca); `-o -` writes to stdout.",
     sections = { { options = FLAMEGRAPH } } },
+  { name = "cover", synopsis = "cover [-o FILE] script.lua [args...]",
+    summary = "line and function coverage of a Lua program, with the JIT on",
+    usage = "cover [options] script.lua [args...]",
+    about = "Runs script.lua with `arg` set as luajit would, counting every line and function\n" ..
+      "of the Lua files it loads (rewritten with counters as they load, so LuaJIT keeps\n" ..
+      "compiling), then writes an lcov file (genhtml, CI) or luacov stats and prints a\n" ..
+      "summary. The exit status is 1 if the program raised an error.",
+    script = true,
+    sections = { { options = COVER } } },
   { name = "busted", synopsis = "busted [busted args...]",
     summary = "run busted's specs under LuaJIT, profiled as a whole",
     usage = "busted [busted args...]",
