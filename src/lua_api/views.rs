@@ -95,11 +95,22 @@ fn read_report_options(t: Option<Table>) -> mlua::Result<ReportOptions> {
 }
 
 /// The annotated source's notes from the report options: `trace`, a
-/// TraceReport (`sites` and its trace counts).
+/// TraceReport (`sites` and its trace counts), and `counts`, a coverage
+/// session's `files()` table.
 fn read_line_notes(opts: Option<&Table>) -> mlua::Result<views::LineNotes> {
-    let Some(trace) = opts.map(|t| t.get::<Option<Table>>("trace")).transpose()?.flatten() else {
-        return Ok(views::LineNotes::default());
+    let Some(opts) = opts else { return Ok(views::LineNotes::default()) };
+    let trace = match opts.get::<Option<Table>>("trace")? {
+        Some(t) => Some(read_trace_notes(t)?),
+        None => None,
     };
+    let counts = match opts.get::<Option<Table>>("counts")? {
+        Some(t) => Some(read_hit_counts(t)?),
+        None => None,
+    };
+    Ok(views::LineNotes { trace, counts })
+}
+
+fn read_trace_notes(trace: Table) -> mlua::Result<views::TraceNotes> {
     let sites = match trace.get::<Value>("sites")? {
         Value::Table(t) => read_sites(t)?,
         _ => return Err(err("option 'trace' must be a TraceReport from profile.trace (no 'sites' list)")),
@@ -115,7 +126,49 @@ fn read_line_notes(opts: Option<&Table>) -> mlua::Result<views::LineNotes> {
         }),
         _ => None,
     };
-    Ok(views::LineNotes { trace: Some(views::TraceNotes { sites, counts }) })
+    Ok(views::TraceNotes { sites, counts })
+}
+
+/// `{ [name] = { lines = { [line] = count } } }`, as a coverage session's
+/// `files()` returns; chunks not named after a file (`file == false`) have
+/// no frames to meet and are left out.
+fn read_hit_counts(t: Table) -> mlua::Result<views::HitCounts> {
+    const EXPECTED: &str = "option 'counts' must be a CoverageSession from profile.coverage or its files() table";
+    let mut out = views::HitCounts::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (name, entry) = pair?;
+        let (Value::String(name), Value::Table(entry)) = (&name, &entry) else {
+            return Err(err(format!("{} (entries are file name = {{ lines = {{...}} }})", EXPECTED)));
+        };
+        let name = name.to_string_lossy();
+        let Value::Table(lines) = entry.get::<Value>("lines")? else {
+            return Err(err(format!("{} (entry '{}' has no 'lines' table)", EXPECTED, name)));
+        };
+        if entry.get::<Option<bool>>("file")? == Some(false) {
+            continue;
+        }
+        let mut per_line = HashMap::new();
+        for l in lines.pairs::<Value, Value>() {
+            let (line, count) = l?;
+            let (Some(line), Some(count)) = (number(&line), number(&count)) else {
+                return Err(err(format!("{} (entry '{}': lines maps line numbers to counts)", EXPECTED, name)));
+            };
+            if line >= 1.0 && line <= f64::from(u32::MAX) {
+                per_line.insert(line as u32, count.max(0.0) as u64);
+            }
+        }
+        out.insert(name.to_string(), per_line);
+    }
+    Ok(out)
+}
+
+/// A Lua number, whichever way mlua holds it.
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        _ => None,
+    }
 }
 
 fn read_sites(t: Table) -> mlua::Result<Vec<AbortSite>> {
@@ -149,8 +202,12 @@ impl UserData for ProfileData {
         methods.add_method("report", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
             let notes = read_line_notes(opts.as_ref())?;
             let o = read_report_options(opts)?;
-            if notes.trace.is_some() && o.annotate.is_none() {
-                return Err(err("option 'trace' goes with option 'annotate' (\"hot\" or \"full\")"));
+            if o.annotate.is_none() {
+                for (name, given) in [("trace", notes.trace.is_some()), ("counts", notes.counts.is_some())] {
+                    if given {
+                        return Err(err(format!("option '{}' goes with option 'annotate' (\"hot\" or \"full\")", name)));
+                    }
+                }
             }
             let m = this.function_map(funcs)?;
             lua.create_string(views::render_with(&this.0, &m, &o, &notes))

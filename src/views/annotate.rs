@@ -1,6 +1,7 @@
 //! Source annotated with per-line shares, like `luajit -jp=a` / `-jp=A`;
 //! with a trace session's report, also where trace recording aborted and
-//! why, under each line, and each line's compiled share.
+//! why, under each line, and each line's compiled share; with a coverage
+//! session's counts, the exact number of times each line ran.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -18,6 +19,18 @@ pub struct LineNotes {
     /// A trace session's report: abort sites go under their lines, and a
     /// `jit` column gives each line's compiled share.
     pub trace: Option<TraceNotes>,
+    /// Exact hit counts by file and line (a coverage session's): a `count`
+    /// column, blank on lines the counts do not cover.
+    pub counts: Option<HitCounts>,
+}
+
+/// Times each counted line ran, by file name as the coverage session names
+/// chunks (a `@path` chunk under its path, as frames name it).
+pub type HitCounts = HashMap<String, HashMap<u32, u64>>;
+
+/// A file name as frames and chunk names compare: without a leading `./`.
+fn same_file(name: &str) -> &str {
+    name.strip_prefix("./").unwrap_or(name)
 }
 
 /// The parts of a trace report the annotated source shows.
@@ -122,7 +135,29 @@ pub fn annotate_with(
             let _ = writeln!(out, "# {}", abort_text(s));
         }
     }
-    if total == 0 && aborts.is_empty() {
+    // Each profiled file's counts; in a full view, counted files no sample
+    // reached are shown too (lines that never ran show 0).
+    let counted: HashMap<&str, &HashMap<u32, u64>> = notes
+        .counts
+        .iter()
+        .flatten()
+        .map(|(f, lines)| (same_file(f), lines))
+        .collect();
+    let full = matches!(mode, Annotate::Full);
+    if let Some(c) = &notes.counts {
+        let _ = writeln!(
+            out,
+            "# count: times each line ran, from a coverage session (blank: a line it does not count)"
+        );
+        if full {
+            for f in c.keys() {
+                if !files.keys().any(|k| same_file(k) == same_file(f)) {
+                    files.entry(f.as_str()).or_default();
+                }
+            }
+        }
+    }
+    if total == 0 && aborts.is_empty() && !(full && !counted.is_empty()) {
         out.push_str("[no samples]\n");
         return out;
     }
@@ -135,11 +170,16 @@ pub fn annotate_with(
     };
     let mut order: Vec<(&str, u64, u64)> = files
         .iter()
-        .filter(|(f, lines)| lines.values().any(|&c| shown(c)) || aborts.keys().any(|(af, _)| af == *f))
+        .filter(|(f, lines)| {
+            lines.values().any(|&c| shown(c))
+                || aborts.keys().any(|(af, _)| af == *f)
+                || (full && counted.contains_key(same_file(f)))
+        })
         .map(|(f, lines)| (*f, sum_counts(lines.values().map(|c| c.0)), lines.values().map(|c| c.1).max().unwrap_or(0)))
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     let with_jit = notes.trace.is_some();
+    let with_count = notes.counts.is_some();
     for (file, self_sum, _) in order {
         let lines = &files[file];
         let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_share(self_sum, total, opts.raw));
@@ -167,15 +207,32 @@ pub fn annotate_with(
             unplaced(&mut out, 0);
             continue;
         }
-        let jit_head = if with_jit { format!(" {:>5}", "jit") } else { String::new() };
+        let mut jit_head = if with_jit { format!(" {:>5}", "jit") } else { String::new() };
+        if with_count {
+            let _ = write!(jit_head, " {:>9}", "count");
+        }
         let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | source", "self", "total", jit_head, "line");
+        let file_counts = counted.get(same_file(file)).copied();
+        let count_of = |n: usize| -> String {
+            if !with_count {
+                return String::new();
+            }
+            match file_counts.and_then(|c| c.get(&(n as u32))) {
+                Some(c) => format!(" {:>9}", c),
+                None => format!(" {:>9}", ""),
+            }
+        };
         let src: Vec<&str> = text.lines().collect();
         let hot: Vec<usize> = (1..=src.len()).filter(|n| marked(file, *n as u32, lines)).collect();
         let visible = |n: usize| match mode {
             Annotate::Full => true,
             Annotate::Excerpts(ctx) => hot.iter().any(|&h| h.abs_diff(n) <= ctx),
         };
-        let blank_jit = if with_jit { format!(" {:>5}", "") } else { String::new() };
+        let mut blank_jit = if with_jit { format!(" {:>5}", "") } else { String::new() };
+        if with_count {
+            let _ = write!(blank_jit, " {:>9}", "");
+        }
+        let blank_share = if with_jit { format!(" {:>5}", "") } else { String::new() };
         let mut gap = true;
         for (idx, code) in src.iter().enumerate() {
             let n = idx + 1;
@@ -189,15 +246,16 @@ pub fn annotate_with(
             gap = false;
             match lines.get(&(n as u32)) {
                 Some(&c) if shown(c) => {
-                    let jit = if !with_jit {
+                    let mut jit = if !with_jit {
                         String::new()
                     } else if c.0 == 0 {
-                        blank_jit.clone()
+                        blank_share.clone()
                     } else if opts.raw {
                         format!(" {:>5}", c.2)
                     } else {
                         format!(" {:>4.0}%", pct(c.2, c.0))
                     };
+                    jit.push_str(&count_of(n));
                     let _ = writeln!(
                         out,
                         "{:>7} {:>7}{} | {:>5} | {}",
@@ -209,7 +267,7 @@ pub fn annotate_with(
                     );
                 }
                 _ => {
-                    let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | {}", "", "", blank_jit, n, code);
+                    let _ = writeln!(out, "{:>7} {:>7}{}{} | {:>5} | {}", "", "", blank_share, count_of(n), n, code);
                 }
             }
             for s in aborts.get(&(file, n as u32)).into_iter().flatten() {

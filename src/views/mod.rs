@@ -20,7 +20,7 @@ use crate::record::stack_table::VM_STATES;
 mod annotate;
 mod hot_aborts;
 
-pub use annotate::{annotate, annotate_with, LineNotes, TraceCounts, TraceNotes};
+pub use annotate::{annotate, annotate_with, HitCounts, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};
 
 /// What a level of a view groups samples by.

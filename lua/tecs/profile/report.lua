@@ -144,6 +144,12 @@ local function prepare(fname, source, opts, level)
     if not parsed then check.fail(level, "%s: option 'mode' %s", fname, err) end
     for k, v in pairs(parsed) do if opts[k] == nil then o[k] = v end end
   end
+  -- A CoverageSession gives its counts so far (its class has `files` and
+  -- `isRunning`); a files() table passes as it is.
+  local counts_class = type(o.counts) == "table" and getmetatable(o.counts)
+  if type(counts_class) == "table" and rawget(counts_class, "files") and rawget(counts_class, "isRunning") then
+    o.counts = o.counts:files()
+  end
   if o["then"] and o["then"] == o.by then
     check.fail(level, "%s: options 'by' and 'then' must differ (both %q)", fname, o.by)
   end
@@ -179,6 +185,8 @@ end
 --   `annotate` ("hot" excerpts or "full" files, with `context` lines),
 --   `trace` (with `annotate`: a TraceReport whose abort sites go under
 --   their lines, with each line's compiled share),
+--   `counts` (with `annotate`: a CoverageSession, or its `files()` table,
+--   whose exact count of runs goes beside each line it counts),
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from
 --   the source, default true), `mode` (a `-jp` mode string such as "vf")
 -- @treturn string the view; from a SampleSession, its second line gives
