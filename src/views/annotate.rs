@@ -294,3 +294,48 @@ fn abort_text(s: &AbortSite) -> String {
         zone
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(entries: &[(&str, &[(u32, u64)])]) -> HitCounts {
+        entries.iter().map(|(f, l)| (f.to_string(), l.iter().copied().collect())).collect()
+    }
+
+    #[test]
+    fn hit_counts_beside_shares() {
+        let p = crate::profile::collapsed::parse("./main.lua:2_[N] 3\n./main.lua:2_[I] 1\n").unwrap();
+        let src = "a\nb\nc\n";
+        let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+        let notes = LineNotes {
+            trace: Some(TraceNotes::default()),
+            counts: Some(counts(&[("main.lua", &[(2, 1000), (3, 0)]), ("other.lua", &[(1, 7)])])),
+        };
+        let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok(src.to_string()));
+        assert!(text.contains("# count: times each line ran"), "{}", text);
+        assert!(text.contains("   self   total   jit     count |  line | source\n"), "{}", text);
+        // `./main.lua` (a frame) meets `main.lua` (a chunk name).
+        assert!(text.contains("                                |     1 | a\n"), "{}", text);
+        assert!(text.contains(" 100.0%  100.0%   75%      1000 |     2 | b\n"), "{}", text);
+        assert!(text.contains("                        0 |     3 | c\n"), "{}", text);
+        // A counted file no sample reached is shown in a full view only.
+        assert!(text.contains("====== other.lua ======"), "{}", text);
+        assert!(text.contains("                        7 |     1 | a\n"), "{}", text);
+        let hot = annotate_with(&p, &o, Annotate::Excerpts(0), &notes, &mut |_| Ok(src.to_string()));
+        assert!(!hot.contains("other.lua"), "{}", hot);
+        assert!(!hot.contains("| c\n"), "{}", hot);
+    }
+
+    #[test]
+    fn hit_counts_without_samples() {
+        let p = crate::profile::collapsed::parse("").unwrap();
+        let notes = LineNotes { trace: None, counts: Some(counts(&[("f.lua", &[(1, 2)])])) };
+        let o = ReportOptions::default();
+        let full = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("x\ny\n".into()));
+        assert!(full.contains("                2 |     1 | x\n"), "{}", full);
+        assert!(full.contains("                  |     2 | y\n"), "{}", full);
+        let hot = annotate_with(&p, &o, Annotate::Excerpts(3), &notes, &mut |_| Ok("x\n".into()));
+        assert!(hot.contains("[no samples]"), "{}", hot);
+    }
+}

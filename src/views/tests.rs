@@ -235,6 +235,7 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
             ],
             counts: Some(TraceCounts { started: 20, completed: 8, aborted: 12, blacklistings: 1 }),
         }),
+        counts: None,
     };
     let text = annotate_with(&p, &o, Annotate::Excerpts(0), &notes, &mut |_| Ok(src.clone()));
     assert_eq!(crate::record::stack_table::VM_STATES[annotate::COMPILED], b'N');
