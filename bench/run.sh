@@ -18,6 +18,10 @@
 #   bench/run.sh alloc               allocation sessions: byte shares against
 #                                    exact counts; overhead on binary-trees
 #                                    (LUAJIT_BENCH_DIR or ALLOC_BENCH_PROGRAM)
+#   bench/run.sh cover               line coverage: profile.coverage and a
+#                                    line hook against plain runs (dkjson,
+#                                    Penlight; LuaJIT's programs too if
+#                                    LUAJIT_BENCH_DIR is set)
 #   bench/run.sh report              rewrite BENCHMARKS.md from the fragments
 #
 # Environment: BENCH_REPS (7), BENCH_SCALE (0.8), LUAJIT (luajit).
@@ -83,6 +87,19 @@ piece() {
     programs) shift; build_main; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
     alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
+    cover)
+      build_main; bash scripts/deps-bench.sh
+      # bench/cover.lua prints a fixed-width table (names in 22 columns);
+      # cover.md is the same as a Markdown table.
+      $LUAJIT bench/cover.lua | tee "$OUT/cover.txt" | awk '
+        NR == 1 {
+          print "| program | plain CPU s | profile.coverage CPU s | × plain | line hook, JIT on: CPU s | × plain | line hook, JIT off: CPU s | × plain |"
+          print "|---|---:|---:|---:|---:|---:|---:|---:|"; next }
+        { name = substr($0, 1, 22); sub(/ +$/, "", name); n = split(substr($0, 23), v, " ")
+          if (n != 7) { print "bench/run.sh cover: unexpected line: " $0 > "/dev/stderr"; exit 1 }
+          printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, v[1], v[2], v[3], v[4], v[5], v[6], v[7] }
+      ' >"$OUT/cover.md"
+      cat "$OUT/cover.md" ;;
     machine) machine | tee "$OUT/machine.md" ;;
     report) bash bench/report.sh ;;
     all)
@@ -96,6 +113,7 @@ piece() {
       echo; echo "== where samples land: truth, tecs-profile, jit.profile =="; piece truth
       echo; echo "== whole programs: overhead =="; piece programs
       echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
+      echo; echo "== line coverage: cost against plain runs and a line hook =="; piece cover
       echo "total $((SECONDS - t0)) s" | tee "$OUT/duration.md"
       piece report ;;
     *) echo "bench/run.sh: unknown piece '$1' (see the header of this script)" >&2; exit 2 ;;
