@@ -50,11 +50,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
     opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
     opt("mode", Check::Text("a -jp style mode string such as \"vf\" or \"3si\""), DefaultValue::None),
     opt("trace", Check::Table("a TraceReport from profile.trace (a table with a 'sites' list)"), DefaultValue::None),
-    opt(
-        "counts",
-        Check::Table("a CoverageSession from profile.coverage or its files() table"),
-        DefaultValue::None,
-    ),
+    opt("counts", Check::Table("a CoverageSession from profile.coverage or its files() table"), DefaultValue::None),
 ];
 
 /// `profile.hotAborts`.

@@ -205,7 +205,10 @@ impl UserData for ProfileData {
             if o.annotate.is_none() {
                 for (name, given) in [("trace", notes.trace.is_some()), ("counts", notes.counts.is_some())] {
                     if given {
-                        return Err(err(format!("option '{}' goes with option 'annotate' (\"hot\" or \"full\")", name)));
+                        return Err(err(format!(
+                            "option '{}' goes with option 'annotate' (\"hot\" or \"full\")",
+                            name
+                        )));
                     }
                 }
             }

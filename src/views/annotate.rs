@@ -137,18 +137,12 @@ pub fn annotate_with(
     }
     // Each profiled file's counts; in a full view, counted files no sample
     // reached are shown too (lines that never ran show 0).
-    let counted: HashMap<&str, &HashMap<u32, u64>> = notes
-        .counts
-        .iter()
-        .flatten()
-        .map(|(f, lines)| (same_file(f), lines))
-        .collect();
+    let counted: HashMap<&str, &HashMap<u32, u64>> =
+        notes.counts.iter().flatten().map(|(f, lines)| (same_file(f), lines)).collect();
     let full = matches!(mode, Annotate::Full);
     if let Some(c) = &notes.counts {
-        let _ = writeln!(
-            out,
-            "# count: times each line ran, from a coverage session (blank: a line it does not count)"
-        );
+        let _ =
+            writeln!(out, "# count: times each line ran, from a coverage session (blank: a line it does not count)");
         if full {
             for f in c.keys() {
                 if !files.keys().any(|k| same_file(k) == same_file(f)) {
@@ -157,7 +151,8 @@ pub fn annotate_with(
             }
         }
     }
-    if total == 0 && aborts.is_empty() && !(full && !counted.is_empty()) {
+    let counted_files_shown = full && !counted.is_empty();
+    if total == 0 && aborts.is_empty() && !counted_files_shown {
         out.push_str("[no samples]\n");
         return out;
     }
