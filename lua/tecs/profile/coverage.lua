@@ -58,6 +58,8 @@ local JIT_LIMITS = { "maxirconst=2000", "maxrecord=12000" }
 
 local CoverageSession = {}
 CoverageSession.__index = CoverageSession
+--- The class of coverage sessions (`profile.report` tells them apart by it).
+coverage.CoverageSession = CoverageSession
 local NAME = "profile.coverage"
 
 local running -- the one session whose loaders are installed

@@ -144,10 +144,9 @@ local function prepare(fname, source, opts, level)
     if not parsed then check.fail(level, "%s: option 'mode' %s", fname, err) end
     for k, v in pairs(parsed) do if opts[k] == nil then o[k] = v end end
   end
-  -- A CoverageSession gives its counts so far (its class has `files` and
-  -- `isRunning`); a files() table passes as it is.
-  local counts_class = type(o.counts) == "table" and getmetatable(o.counts)
-  if type(counts_class) == "table" and rawget(counts_class, "files") and rawget(counts_class, "isRunning") then
+  -- A CoverageSession (known by its class) gives its counts so far; a
+  -- files() table passes as it is.
+  if type(o.counts) == "table" and getmetatable(o.counts) == require("tecs.profile.coverage").CoverageSession then
     o.counts = o.counts:files()
   end
   if o["then"] and o["then"] == o.by then
