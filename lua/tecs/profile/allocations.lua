@@ -123,6 +123,8 @@ function AllocationSession:_write_file(filename, format)
   else
     local meta = self:_meta(self._started_at, self._native:stats().durationSec)
     if fmt == "speedscope" then meta.intervalMs = nil end
+    -- pprof's `alloc_objects` values: the objects estimated per stack.
+    if fmt == "pprof" then meta.objects = self._native:objectProfile() end
     content, err = output.render(self._native:profile(), fmt, meta)
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
   end
