@@ -69,11 +69,21 @@ fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String
 
 /// `native.raw.start_allocations(opts, env)`: a session handle and the
 /// settings it runs with (defaults filled in).
-pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSession, Table)> {
+pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(mlua::AnyUserData, Table)> {
     let (o, bytes_per_sample) = read_options(&opts, &env).map_err(runtime)?;
     let given = if let Value::Table(t) = &opts { Some(t) } else { None };
     let settings = options::settings_table(lua, ALLOCATION_OPTIONS, given)?;
-    Ok((super::start(lua, o, Some(bytes_per_sample))?, settings))
+    let max_stacks = o.max_stacks;
+    // The wrapper goes in once the session is a Lua value: the first
+    // session's metatable is built then, on the Lua heap, and no session
+    // charges its own start.
+    let ud = lua.create_userdata(super::start(lua, o, Some(bytes_per_sample))?)?;
+    {
+        let mut session = ud.borrow_mut::<NativeSession>()?;
+        let vm = crate::sys::VmHandle::of(lua)?;
+        session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks));
+    }
+    Ok((ud, settings))
 }
 
 /// Installs the allocator wrapper on the VM of `vm` (a live state), and

@@ -168,9 +168,9 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
     } else {
         (TickSource::luajit(None), None)
     };
-    let hook = bytes_per_sample.map(|n| alloc::install(&vm, n, &sampler, o.max_stacks));
     Ok(NativeSession {
-        alloc: hook,
+        // An allocation session's wrapper: installed by `alloc::start_raw`.
+        alloc: None,
         bytes_per_sample,
         alloc_restored: None,
         sampler,
