@@ -45,6 +45,8 @@ if arg[1] == "run" then
 end
 
 local lines = {}
+-- GC shares of a time-sampling session, one row per accuracy run.
+local gc_lines = {}
 local function out(s) print(s) lines[#lines + 1] = s end
 
 -- Accuracy: shares of bytes by function against the exact byte counts of
@@ -88,10 +90,29 @@ local function accuracy(jit_on)
     if owner then got[owner] = (got[owner] or 0) + tonumber(bytes) end
     sum = sum + tonumber(bytes)
   end
+  -- What a time-sampling session sees on the same workload: the share of
+  -- its samples in the garbage collector (VM state G), beside the bytes.
+  if not jit_on then jit.off() end
+  local ts = profile.sample({ intervalMs = 1 })
+  for _ = 1, 5 do
+    for _, name in ipairs(names) do w[name](n[name], keep) end
+  end
+  local ttext = ts:stop()
+  jit.on()
+  local gc, all = 0, 0
+  for line in ttext:gmatch("[^\n]+") do
+    local state, count = line:match("_%[(%u)%] (%d+)$")
+    if count then
+      all = all + tonumber(count)
+      if state == "G" then gc = gc + tonumber(count) end
+    end
+  end
   for _, name in ipairs(names) do
     out(string.format("| %s | %s | %.1f%% | %.1f%% | %+.1f |", jit_on and "on" or "off", name,
       100 * truth[name] / total, 100 * (got[name] or 0) / sum, 100 * ((got[name] or 0) / sum - truth[name] / total)))
   end
+  gc_lines[#gc_lines + 1] = string.format("| %s | %.1f%% | %d |", jit_on and "on" or "off",
+    all > 0 and 100 * gc / all or 0, all)
 end
 
 out("Allocation sessions: byte shares by function (bytesPerSample 4096), against exact counts")
@@ -100,6 +121,12 @@ out("| JIT | function | true share | measured share | error (points) |")
 out("|---|---|---:|---:|---:|")
 accuracy(true)
 accuracy(false)
+out("")
+out("The same workload (five rounds) under profile.sample (1 ms): CPU time in the GC")
+out("")
+out("| JIT | GC share of samples | samples |")
+out("|---|---:|---:|")
+for _, l in ipairs(gc_lines) do out(l) end
 out("")
 
 if PROGRAM then

@@ -94,6 +94,40 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(tonumber(samples) > 0, out)
   end)
 
+  it("runs an allocation session: bytes charged to the game's functions", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_alloc", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    local bytes, objects, samples, estimated, err =
+      out:match("ALLOC bytes=(%d+) objects=(%d+) samples=(%d+) estimated=(%d+) error=(%d+)")
+    assert.is_string(bytes, out)
+    bytes, objects, samples = tonumber(bytes), tonumber(objects), tonumber(samples)
+    estimated, err = tonumber(estimated), tonumber(err)
+    -- The collapsed lines printed after the counters (LÖVE's audio set-up
+    -- may write to stderr in between).
+    local lines = {}
+    for line in assert(out:match("ALLOC [^\n]*\n(.-)END"), out):gmatch("[^\n]+") do
+      if line:match("_%[%u%] %d+$") then lines[#lines + 1] = line end
+    end
+    local rows = collapsed.parse(table.concat(lines, "\n") .. "\n")
+    local total = collapsed.sum(rows)
+    -- Each sample stands for the 4096 bytes per sample of the fixture.
+    assert.is_true(samples > 1000, out)
+    assert.equal(samples * 4096, total)
+    local function charged(first, last)
+      return collapsed.sum(rows, function(r)
+        return collapsed.has_frame(r, "^main%.lua:" .. first .. "%-" .. last .. "$")
+          or collapsed.has_frame(r, "^main%.lua:" .. first .. "$")
+      end)
+    end
+    local labels, points = charged(16, 20), charged(22, 26)
+    -- Nearly every byte is the game's: strings in update, tables in draw.
+    assert.is_true(labels > points and points > 0, out)
+    assert.is_true(labels + points >= 0.95 * total, out)
+    -- The objects the samples stand for, against the wrapper's exact count.
+    assert.is_true(math.abs(estimated - objects) <= 5 * err + 1, out)
+  end)
+
   it("marks a frame at each love.timer.step of the standard love.run, and finds the slow one", function()
     local rc, out = love(root .. "/platform_spec/fixtures/love_frames", "", {
       LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })

@@ -319,17 +319,71 @@ describe("profile.allocations", function()
     assert.matches("Type: alloc_space", top, 1, true)
     assert.matches("PeriodType: space bytes", raw, 1, true)
     assert.matches("Period: 1024", raw, 1, true)
-    -- -raw lists each sample's value: their sum is the collapsed total.
+    assert.matches("alloc_objects/count alloc_space/bytes[dflt]", raw, 1, true)
+    -- -raw lists each sample's values (objects, bytes): the bytes add up to
+    -- the collapsed total.
     local sum = 0
     local in_samples = false
     for line in raw:gmatch("[^\n]+") do
       if line == "Samples:" then in_samples = true elseif line == "Locations" then in_samples = false end
-      local v = in_samples and line:match("^%s+(%d+):")
+      local v = in_samples and line:match("^%s+%d+%s+(%d+):")
       if v then sum = sum + tonumber(v) end
     end
     assert.equal(total, sum)
     assert.is_true(total > 1000 * 1024, total)
   end)
+  it("estimates objects per function (pprof alloc_objects) within the error its samples give", function()
+    local keep, n = {}, 20000
+    -- Exact blocks per function: the session's counter, samples rare.
+    local truth = {}
+    for _, name in ipairs(NAMES) do
+      work[name](n, keep)
+      local s = profile.allocations({ bytesPerSample = 1073741824 })
+      work[name](n, keep)
+      s:stop()
+      truth[name] = s:stats().allocatedObjects
+    end
+    local dir = run.tmpdir()
+    local s = profile.allocations({ bytesPerSample = 512 })
+    for _, name in ipairs(NAMES) do work[name](n, keep) end
+    s:stop(dir .. "/o.pb.gz")
+    local st = s:stats()
+    local rc, top = run.run("go tool pprof -top -nodefraction=0 -sample_index=alloc_objects "
+      .. run.quote(dir .. "/o.pb.gz"))
+    local rc2, raw = run.run("go tool pprof -raw " .. run.quote(dir .. "/o.pb.gz"))
+    os.execute("rm -rf " .. run.quote(dir))
+    assert.equal(0, rc, top)
+    assert.equal(0, rc2, raw)
+    -- The estimate against the exact count, within five standard errors;
+    -- the error (from the samples) is small enough for the check to bite.
+    local err = st.estimatedObjectsError
+    assert.is_true(st.triggeredSamples > 5000, st.triggeredSamples)
+    assert.is_true(err > 0 and err < 0.03 * st.allocatedObjects, err)
+    assert.is_true(math.abs(st.estimatedObjects - st.allocatedObjects) <= 5 * err,
+      string.format("estimated %.0f objects, counted %d (error %.0f)", st.estimatedObjects, st.allocatedObjects, err))
+    -- pprof's alloc_objects values add up to the estimate (each stack's
+    -- count rounded to a whole object).
+    local objects, rows, in_samples = 0, 0, false
+    for line in raw:gmatch("[^\n]+") do
+      if line == "Samples:" then in_samples = true elseif line == "Locations" then in_samples = false end
+      local v = in_samples and line:match("^%s+(%d+)%s+%d+:")
+      if v then objects, rows = objects + tonumber(v), rows + 1 end
+    end
+    if st.pendingSamples == 0 then
+      assert.is_true(math.abs(objects - st.estimatedObjects) <= 0.5 * rows + 1e-6,
+        string.format("pprof %d, estimated %.1f, %d rows", objects, st.estimatedObjects, rows))
+    end
+    -- Each function's flat objects in `go tool pprof -top`: its exact count
+    -- within five standard errors of the whole estimate (a bound above
+    -- each function's own error).
+    for _, name in ipairs(NAMES) do
+      local flat = top:match("\n%s*(%d+)%s+[%d.]+%%%s+[%d.]+%%%s+%d+%s+[%d.]+%%%s+M%." .. name .. " ")
+      assert.is_not_nil(flat, name .. " missing in\n" .. top)
+      assert.is_true(math.abs(tonumber(flat) - truth[name]) <= 5 * err,
+        string.format("%s: %s objects estimated, %d counted (error %.0f)", name, flat, truth[name], err))
+    end
+  end)
+
   it("is a source for profile.report (shares of samples) and the pictures (bytes)", function()
     local s = profile.allocations({ bytesPerSample = 2048 })
     work.strings(20000, {})

@@ -3,6 +3,9 @@
 --   love examples/love                  play; press P to save a profile and quit
 --   love examples/love --seconds 3      save a profile after 3 s and quit
 --   love examples/love --profiler jitp  the same with LuaJIT's jit.p, to compare
+--   love examples/love --profiler alloc where the game allocates: an allocation
+--                                       session, written as tecs-alloc.svg,
+--                                       tecs-alloc.pb.gz and tecs-alloc.txt
 --
 -- The profile goes to the save directory (love.filesystem.getSaveDirectory())
 -- as tecs.collapsed, with the function view as tecs-report.txt (jit.p's
@@ -51,6 +54,14 @@ local function save_and_quit()
   if options.profiler == "jitp" then
     jitp.stop()
     print("jitp: " .. save_path("jitp.txt"))
+  elseif options.profiler == "alloc" then
+    local text = session:stop(save_path("tecs-alloc.svg"))
+    love.filesystem.write("tecs-alloc.collapsed", text)
+    session:write(save_path("tecs-alloc.pb.gz"))
+    love.filesystem.write("tecs-alloc.txt", session:report({ by = "function", minPercent = 1 }))
+    local st = session:stats()
+    print(string.format("tecs-alloc: %s bytes=%d objects=%d samples=%d", save_path("tecs-alloc.svg"),
+      st.allocatedBytes, st.allocatedObjects, st.samples))
   else
     local path = save_path("tecs.collapsed")
     local ok, err = pcall(session.stop, session, path)
@@ -94,6 +105,9 @@ function love.load(args)
   if options.profiler == "jitp" then
     jitp = require("jit.p")
     jitp.start("fl", save_path("jitp.txt"))
+  elseif options.profiler == "alloc" then
+    -- The game allocates a few KiB a second: a sample every 256 bytes.
+    session = profile.allocations({ bytesPerSample = 256 })
   else
     session = profile.sample({ intervalMs = 1 })
   end

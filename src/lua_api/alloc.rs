@@ -9,7 +9,9 @@ use mlua::{Lua, Table, Value};
 use super::options::{self, check_table, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
+use crate::record::alloc_objects::ObjectTable;
 use crate::record::sampler::Precision;
+use crate::record::stack_table::StackTable;
 use crate::record::tick_source::ClockKind;
 use crate::sys::alloc_hook::{AllocHook, Restored};
 
@@ -67,17 +69,36 @@ fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String
 
 /// `native.raw.start_allocations(opts, env)`: a session handle and the
 /// settings it runs with (defaults filled in).
-pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSession, Table)> {
+pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(mlua::AnyUserData, Table)> {
     let (o, bytes_per_sample) = read_options(&opts, &env).map_err(runtime)?;
     let given = if let Value::Table(t) = &opts { Some(t) } else { None };
     let settings = options::settings_table(lua, ALLOCATION_OPTIONS, given)?;
-    Ok((super::start(lua, o, Some(bytes_per_sample))?, settings))
+    let max_stacks = o.max_stacks;
+    // The wrapper goes in once the session is a Lua value: the first
+    // session's metatable is built then, on the Lua heap, and no session
+    // charges its own start.
+    let ud = lua.create_userdata(super::start(lua, o, Some(bytes_per_sample))?)?;
+    {
+        let mut session = ud.borrow_mut::<NativeSession>()?;
+        let vm = crate::sys::VmHandle::of(lua)?;
+        session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks));
+    }
+    Ok((ud, settings))
 }
 
-/// Installs the allocator wrapper on the VM of `vm` (a live state).
-pub(super) fn install(vm: &crate::sys::VmHandle, bytes_per_sample: u64) -> AllocHook {
+/// Installs the allocator wrapper on the VM of `vm` (a live state), and
+/// the table of objects per stack its samples fill.
+pub(super) fn install(
+    vm: &crate::sys::VmHandle,
+    bytes_per_sample: u64,
+    sampler: &crate::sys::SamplerBox<crate::record::sampler::Sampler>,
+    max_stacks: usize,
+) -> AllocHook {
     let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
-    AllocHook::install(*vm, bytes_per_sample, seed)
+    let hook = AllocHook::install(*vm, bytes_per_sample, seed);
+    let objects = ObjectTable::new(hook.pending_objects(), max_stacks);
+    sampler.with(|s| s.objects = Some(objects));
+    hook
 }
 
 /// A profile of sample counts turned into bytes.
@@ -98,6 +119,30 @@ impl NativeSession {
         self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 
+    /// `handle:objectProfile()`: the estimated objects allocated per stack
+    /// (rounded to whole objects), for an allocation session; nil for a
+    /// sampling session.
+    pub(super) fn object_profile(&self) -> Option<Profile> {
+        self.alloc.as_ref()?;
+        let table = self.sampler.with(|s| {
+            let objects = s.objects.as_ref()?;
+            let mut out = StackTable::new(s.table.len().max(1));
+            for (i, (key, _)) in s.table.iter().enumerate() {
+                for (state, w) in objects.entry(i).into_iter().enumerate() {
+                    let n = w.round().min(u32::MAX as f64) as u32;
+                    if n > 0 {
+                        out.add(key, state, n);
+                    }
+                }
+            }
+            Some(out)
+        })?;
+        let table =
+            if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
+        let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        Some(Profile::from_table(&table, &mut namer))
+    }
+
     /// `handle:allocStats()`: what the allocator wrapper counted, for an
     /// allocation session (nil for a sampling session).
     pub(super) fn alloc_stats(&self, lua: &Lua) -> mlua::Result<Option<Table>> {
@@ -109,6 +154,10 @@ impl NativeSession {
         t.set("allocatedBytes", totals.bytes)?;
         t.set("allocatedObjects", totals.objects)?;
         t.set("triggeredSamples", totals.samples)?;
+        // The objects the samples stand for (`record::alloc_objects`), and
+        // the standard error of that estimate.
+        t.set("estimatedObjects", totals.estimated_objects)?;
+        t.set("estimatedObjectsError", totals.estimated_objects_variance.sqrt())?;
         // Triggers LuaJIT has not handed to the callback yet (a `__gc`
         // finaliser or vmevent handler was running), or lost at the stop.
         t.set("pendingSamples", totals.samples.saturating_sub(delivered))?;

@@ -168,9 +168,9 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
     } else {
         (TickSource::luajit(None), None)
     };
-    let hook = bytes_per_sample.map(|n| alloc::install(&vm, n));
     Ok(NativeSession {
-        alloc: hook,
+        // An allocation session's wrapper: installed by `alloc::start_raw`.
+        alloc: None,
         bytes_per_sample,
         alloc_restored: None,
         sampler,
@@ -397,6 +397,10 @@ impl UserData for NativeSession {
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
         methods.add_method("allocStats", |lua, this, ()| this.alloc_stats(lua));
+        methods.add_method_mut("objectProfile", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            Ok(this.object_profile().map(crate::lua_api::views::ProfileData::new))
+        });
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
         methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));

@@ -317,6 +317,11 @@ fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, m: FunctionMap) -> mlua::R
         if let Some(s) = t.get::<Option<f64>>("durationSec")? {
             meta.duration_nanos = (s.max(0.0) * 1e9) as i64;
         }
+        if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("objects")? {
+            for r in o.0.named_rows() {
+                meta.objects.insert(crate::output::pprof::stack_key(&r.zones, &r.stack), r.counts);
+            }
+        }
     }
     let stacks: Vec<StackCounts> =
         p.named_rows().map(|r| StackCounts { zones: r.zones, stack: r.stack, counts: r.counts }).collect();

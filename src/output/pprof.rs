@@ -32,9 +32,20 @@ pub struct StackCounts<'a> {
     pub counts: [u64; 5],
 }
 
-/// The `clock` of an allocation profile, whose counts are bytes: its one
-/// sample type is `alloc_space` in bytes, and the period is in bytes.
+/// The `clock` of an allocation profile, whose counts are bytes: its
+/// sample types are `alloc_objects` (a count, from [`PprofMeta::objects`])
+/// and `alloc_space` in bytes, the default; the period is in bytes.
 pub const ALLOC_SPACE: &str = "alloc_space";
+/// The object count sample type of an allocation profile.
+pub const ALLOC_OBJECTS: &str = "alloc_objects";
+
+/// The key of a stack in [`PprofMeta::objects`].
+pub fn stack_key(zones: &[&str], stack: &[&str]) -> String {
+    let mut k = zones.join("\u{1}");
+    k.push('\u{2}');
+    k.push_str(&stack.join("\u{1}"));
+    k
+}
 
 /// What the profile as a whole says about how it was taken.
 #[derive(Clone, Debug, Default)]
@@ -48,6 +59,9 @@ pub struct PprofMeta {
     pub time_nanos: i64,
     /// Length of the profile in nanoseconds (0: unknown).
     pub duration_nanos: i64,
+    /// An allocation profile's objects per stack ([`stack_key`]) and VM
+    /// state; a stack not in it counts none.
+    pub objects: HashMap<String, [u64; 5]>,
 }
 
 /// Field numbers of `profile.proto` used here.
@@ -187,9 +201,11 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
         put_uint(&mut m, field::VALUE_TYPE_UNIT, strings.id(unit));
         m
     };
-    // An allocation profile's counts are bytes: one value, `alloc_space`.
+    // An allocation profile's counts are bytes: two values, objects and
+    // `alloc_space` (bytes).
     let bytes = clock == ALLOC_SPACE;
     if bytes {
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, ALLOC_OBJECTS, "count"));
         put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, ALLOC_SPACE, "bytes"));
     } else {
         let samples_type = value_type(&mut strings, "samples", "count");
@@ -246,6 +262,7 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
             ids.push(id);
         }
         let zone = s.zones.join("/");
+        let objects = if bytes { meta.objects.get(&stack_key(&s.zones, &s.stack)).copied() } else { None };
         for (state, &count) in s.counts.iter().enumerate() {
             if count == 0 {
                 continue;
@@ -253,7 +270,8 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
             let mut m = Vec::new();
             put_packed(&mut m, field::SAMPLE_LOCATION_ID, ids.iter().copied());
             if bytes {
-                put_packed(&mut m, field::SAMPLE_VALUE, [count].into_iter());
+                let n = objects.map_or(0, |o| o[state]);
+                put_packed(&mut m, field::SAMPLE_VALUE, [n, count].into_iter());
             } else {
                 put_packed(&mut m, field::SAMPLE_VALUE, [count, count.saturating_mul(period)].into_iter());
             }

@@ -8,6 +8,7 @@
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::record::alloc_objects::ObjectTable;
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::record::timeline::{TimedSample, Timeline};
@@ -106,6 +107,8 @@ pub struct Sampler {
     /// When each recorded sample was taken (`timelineSamples`; empty
     /// unless the session sets a capacity).
     pub timeline: Timeline,
+    /// Allocation sessions: estimated objects per stack (see `alloc_objects`).
+    pub objects: Option<ObjectTable>,
 }
 
 impl Sampler {
@@ -135,6 +138,15 @@ impl Sampler {
             paused: AtomicBool::new(false),
             skipped_thread: None,
             timeline: Timeline::new(0),
+            objects: None,
+        }
+    }
+
+    /// A sample not recorded: its objects are charged to no stack.
+    #[inline]
+    fn drop_objects(&mut self) {
+        if let Some(o) = &mut self.objects {
+            o.charge(None, 0);
         }
     }
 
@@ -158,10 +170,12 @@ impl SampleSink for Sampler {
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {
             self.stats.paused += samples as u64;
+            self.drop_objects();
             return;
         }
         if self.skipped_thread.is_some_and(|t| t == vm.thread_id()) {
             self.stats.filtered += samples as u64;
+            self.drop_objects();
             return;
         }
         #[cfg(feature = "bench-timing")]
@@ -175,6 +189,7 @@ impl SampleSink for Sampler {
         if let Some(f) = &self.filter {
             if !Self::path_matches(f, Key::path(key)) {
                 self.stats.filtered += samples as u64;
+                self.drop_objects();
                 return;
             }
         }
@@ -209,6 +224,9 @@ impl SampleSink for Sampler {
         let stacks = self.table.len();
         let state = state_index(vmstate);
         let entry = self.table.add(key, state, samples);
+        if let Some(o) = &mut self.objects {
+            o.charge(entry, state);
+        }
         if self.table.len() > stacks {
             record_identities(&mut self.identities, vm, &self.scratch[stack_start..]);
         }

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use mlua::ffi;
 
 use super::VmHandle;
+use crate::record::alloc_objects::PendingWeight;
 
 /// What the wrapper of one VM needs: the allocator it wraps, and the
 /// counters of the session recording through it. Written and read on the
@@ -48,6 +49,11 @@ struct Record {
     /// The byte and block counts when recording ended.
     final_bytes: AtomicU64,
     final_objects: AtomicU64,
+    /// Object weights of the crossings not yet charged to a stack, and
+    /// the sums of all weights and of their squares (`record::alloc_objects`).
+    pending_objects: PendingWeight,
+    objects_estimate: PendingWeight,
+    objects_squares: PendingWeight,
 }
 
 /// The countdown of a wrapper that records nothing (2^62 bytes).
@@ -67,6 +73,9 @@ impl Record {
             samples: AtomicU64::new(0),
             final_bytes: AtomicU64::new(0),
             final_objects: AtomicU64::new(0),
+            pending_objects: PendingWeight::default(),
+            objects_estimate: PendingWeight::default(),
+            objects_squares: PendingWeight::default(),
         };
         let first = r.next_distance();
         r.countdown.store(first, Ordering::Relaxed);
@@ -96,7 +105,11 @@ impl Record {
     #[cfg(test)]
     fn count(&self, grow: usize, new_block: bool) -> u64 {
         match self.count_fast(grow, new_block) {
-            Some(left) => self.crossed(left),
+            Some(left) => {
+                let crossed = self.crossed(left);
+                self.weigh(crossed, grow, new_block);
+                crossed
+            }
             None => 0,
         }
     }
@@ -109,6 +122,18 @@ impl Record {
         let left = self.countdown.load(Ordering::Relaxed) - grow as i64;
         self.countdown.store(left, Ordering::Relaxed);
         (left <= 0).then_some(left)
+    }
+
+    /// Weighs `crossed` crossings of a block of `grow` counted bytes: each
+    /// crossing of a new block stands for `mean / grow` objects.
+    fn weigh(&self, crossed: u64, grow: usize, new_block: bool) {
+        if crossed == 0 || !new_block {
+            return;
+        }
+        let w = self.mean.load(Ordering::Relaxed) as f64 / grow as f64;
+        self.pending_objects.add(crossed as f64 * w);
+        self.objects_estimate.add(crossed as f64 * w);
+        self.objects_squares.add(crossed as f64 * w * w);
     }
 
     /// The slow path: new sample points drawn until one lies ahead.
@@ -181,6 +206,7 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
 #[inline(never)]
 unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     let crossed = rec.crossed(left);
+    rec.weigh(crossed, nsize - osize, ptr.is_null());
     #[cfg(target_os = "linux")]
     for _ in 0..crossed {
         super::posix::pass_tick();
@@ -192,11 +218,14 @@ unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, 
 }
 
 /// Totals counted by a session's wrapper.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AllocTotals {
     pub bytes: u64,
     pub objects: u64,
     pub samples: u64,
+    /// Objects estimated from the samples, and the estimate's variance.
+    pub estimated_objects: f64,
+    pub estimated_objects_variance: f64,
 }
 
 /// How a stop left the VM's allocator.
@@ -255,7 +284,14 @@ impl AllocHook {
             bytes: self.rec.bytes(),
             objects: self.rec.objects(),
             samples: self.rec.samples.load(Ordering::Relaxed),
+            estimated_objects: self.rec.objects_estimate.get(),
+            estimated_objects_variance: self.rec.objects_squares.get(),
         }
+    }
+
+    /// The object weights the sample callback charges to stacks.
+    pub fn pending_objects(&self) -> &'static PendingWeight {
+        &self.rec.pending_objects
     }
 }
 
@@ -330,6 +366,27 @@ mod tests {
         assert!((98_500..=101_500).contains(&crossed), "{crossed}");
         assert_eq!(r.objects(), 0);
         assert_eq!(r.bytes(), 10_000_000);
+    }
+
+    #[test]
+    fn object_weights_estimate_the_new_blocks() {
+        let r = record(1000);
+        // Blocks of 40, 200 and 3000 bytes, and growth that adds no block.
+        let mut crossed_new = 0u64;
+        for i in 0..300_000u64 {
+            let size = [40usize, 200, 3000][(i % 3) as usize];
+            let before = r.samples.load(Ordering::Relaxed);
+            r.count(size, true);
+            crossed_new += r.samples.load(Ordering::Relaxed) - before;
+            r.count(500, false);
+        }
+        let estimate = r.objects_estimate.get();
+        let sd = r.objects_squares.get().sqrt();
+        // Variance: sum of mean/size over blocks = 1e5 * (25 + 5 + 1/3).
+        let exact_sd = (100_000.0f64 * (1000.0 / 40.0 + 1000.0 / 200.0 + 1000.0 / 3000.0)).sqrt();
+        assert!((sd / exact_sd - 1.0).abs() < 0.1, "{sd} {exact_sd}");
+        assert!((estimate - 300_000.0).abs() < 5.0 * exact_sd, "{estimate} {crossed_new}");
+        assert_eq!(r.pending_objects.get(), estimate);
     }
 
     #[test]

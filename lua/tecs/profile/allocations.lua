@@ -58,6 +58,9 @@ function M.start(opts)
   if active then
     error("profile.allocations: an allocation session is already active; stop it before starting another", 2)
   end
+  -- The clock's first reading sets it up (allocating): done before the
+  -- wrapper counts, so the session's own start is not charged.
+  local started = clock.now()
   local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
     zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
@@ -72,7 +75,7 @@ function M.start(opts)
     format = settings.format,
     _started_at = os.time(),
     _delta_wall = os.time(),
-    _delta_at = clock.now(),
+    _delta_at = started,
   })
   active = session
   return session
@@ -123,6 +126,8 @@ function AllocationSession:_write_file(filename, format)
   else
     local meta = self:_meta(self._started_at, self._native:stats().durationSec)
     if fmt == "speedscope" then meta.intervalMs = nil end
+    -- pprof's `alloc_objects` values: the objects estimated per stack.
+    if fmt == "pprof" then meta.objects = self._native:objectProfile() end
     content, err = output.render(self._native:profile(), fmt, meta)
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
   end

@@ -149,7 +149,13 @@ fn samples_are_leaf_first_with_counts_time_and_labels() {
         },
         StackCounts { zones: vec![], stack: vec!["main.lua:3", "[builtin#ipairs]"], counts: [0, 0, 7, 0, 0] },
     ];
-    let meta = PprofMeta { interval_ns: 1_000_000, clock: "cpu".into(), time_nanos: 5, duration_nanos: 9 };
+    let meta = PprofMeta {
+        interval_ns: 1_000_000,
+        clock: "cpu".into(),
+        time_nanos: 5,
+        duration_nanos: 9,
+        ..Default::default()
+    };
     let d = Decoded::new(&encode(&stacks, &meta, &no_names));
     assert_eq!(d.strings[0], "");
     let samples = d.samples();
@@ -206,4 +212,24 @@ fn render_is_gzip_of_encode() {
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut raw).unwrap();
     assert_eq!(raw, encode(&stacks, &meta, &no_names));
+}
+
+#[test]
+fn an_allocation_profile_has_objects_and_bytes_with_bytes_the_default() {
+    let stacks = vec![
+        StackCounts { zones: vec!["z"], stack: vec!["a.lua:1"], counts: [0, 4096, 0, 0, 2048] },
+        StackCounts { zones: vec![], stack: vec!["a.lua:1", "b.lua:2"], counts: [1024, 0, 0, 0, 0] },
+    ];
+    let mut meta = PprofMeta { interval_ns: 1024, clock: ALLOC_SPACE.into(), ..Default::default() };
+    meta.objects.insert(stack_key(&["z"], &["a.lua:1"]), [0, 30, 0, 0, 7]);
+    let d = Decoded::new(&encode(&stacks, &meta, &no_names));
+    let types: Vec<(String, String)> = msgs(&d.top, field::PROFILE_SAMPLE_TYPE)
+        .iter()
+        .map(|t| (d.s(one(t, field::VALUE_TYPE_TYPE)).into(), d.s(one(t, field::VALUE_TYPE_UNIT)).into()))
+        .collect();
+    assert_eq!(types, vec![("alloc_objects".into(), "count".into()), ("alloc_space".into(), "bytes".into())]);
+    assert_eq!(d.s(one(&d.top, field::PROFILE_DEFAULT_SAMPLE_TYPE)), "alloc_space");
+    let values: Vec<Vec<u64>> = d.samples().into_iter().map(|s| s.1).collect();
+    // A stack the object table does not hold counts no objects.
+    assert_eq!(values, vec![vec![30, 4096], vec![7, 2048], vec![0, 1024]]);
 }
