@@ -24,12 +24,7 @@ local NAME = "AllocationSession"
 --- The session object returned by `profile.allocations`: `stop`, `pause`,
 -- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`.
 -- @type AllocationSession
-local lifecycle = {
-  name = NAME,
-  result = "collapsed",
-  stopped_hint = "its text is still available from :collapsed()",
-  kept_hint = ":collapsed() returns the text, :write(path) retries",
-}
+local lifecycle = session_base.native_kind(NAME)
 local AllocationSession = session_base.class(lifecycle)
 M.AllocationSession = AllocationSession
 
@@ -99,17 +94,6 @@ function lifecycle.finish(self)
   return self._native:collapsed()
 end
 
-function lifecycle.snapshot(self)
-  return self._native:collapsed()
-end
-
-function lifecycle.save(self, filename)
-  return self:_write_file(filename, nil)
-end
-
-function lifecycle.set_paused(self, paused)
-  if paused then self._native:pause() else self._native:resume() end
-end
 
 -- What the outputs need to label bytes: pprof's `alloc_space` sample type,
 -- whose period (bytes per sample) travels as the interval.

@@ -22,12 +22,7 @@ local M = {}
 -- `resume`, `collapsed` and `isRunning` come from `tecs.profile.session`
 -- (the hooks they call are below `M.active`).
 -- @type SampleSession
-local lifecycle = {
-  name = "SampleSession",
-  result = "collapsed",
-  stopped_hint = "its text is still available from :collapsed()",
-  kept_hint = ":collapsed() returns the text, :write(path) retries",
-}
+local lifecycle = session_base.native_kind("SampleSession")
 local SampleSession = session_base.class(lifecycle)
 M.SampleSession = SampleSession
 timeline.install(SampleSession)
@@ -141,17 +136,6 @@ function lifecycle.finish(self)
   return self._native:collapsed()
 end
 
-function lifecycle.snapshot(self)
-  return self._native:collapsed()
-end
-
-function lifecycle.save(self, filename)
-  return self:_write_file(filename, nil)
-end
-
-function lifecycle.set_paused(self, paused)
-  if paused then self._native:pause() else self._native:resume() end
-end
 
 -- Writes the profile to `filename` in the session's format (or `format`),
 -- atomically. Returns true, or nil and a message.

@@ -1,4 +1,4 @@
---- The lifecycle that sampling and trace sessions share.
+--- The lifecycle that sampling, allocation and trace sessions share.
 --
 -- A session runs from its start until `:stop()`, which may be called once;
 -- `:pause()` and `:resume()` are idempotent and error after stop. What a
@@ -99,6 +99,26 @@ end
 --- Whether `s` (a session of any kind) is paused and not stopped.
 function session.is_paused(s)
   return s._paused and not s._stopped
+end
+
+--- The kind table of a session recorded by the native module (sampling
+-- and allocation sessions): collapsed text as its result, read from the
+-- session's native handle (`_native`), written by its `_write_file`.
+-- The caller adds `finish`.
+-- @tparam string name the class name used in messages
+-- @treturn table a kind table for `class`
+function session.native_kind(name)
+  return {
+    name = name,
+    result = "collapsed",
+    stopped_hint = "its text is still available from :collapsed()",
+    kept_hint = ":collapsed() returns the text, :write(path) retries",
+    snapshot = function(self) return self._native:collapsed() end,
+    save = function(self, filename) return self:_write_file(filename, nil) end,
+    set_paused = function(self, paused)
+      if paused then self._native:pause() else self._native:resume() end
+    end,
+  }
 end
 
 return session
