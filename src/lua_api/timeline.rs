@@ -259,8 +259,8 @@ pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) ->
 /// `native.raw.read_chrome_trace(text)`: a Chrome trace event file a
 /// session wrote, read back: `{ name, intervalMs, ranges, frames = { {
 /// index, startMs, ms, samples, gcSamples, collapsed }, ... } }`, where
-/// `collapsed` is what ran in the frame as collapsed stacks weighted in
-/// microseconds of self time.
+/// `collapsed` is what ran in the frame: collapsed stacks of its samples
+/// (as many as sampling intervals fit in its ranges).
 pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Result<Table> {
     #[cfg(feature = "speedscope")]
     {

@@ -4,10 +4,10 @@
 //!
 //! The Lua track holds the sampled stacks as nested ranges; the time a
 //! range does not share with a range nested in it is time its stack was
-//! the innermost one sampled. That self time, cut into sampling intervals
-//! each counted in the frame where it ends (a sample stands for the
-//! interval before it, and a frame holds the samples taken in it), is what
-//! ran in the frame, in microseconds.
+//! the innermost one sampled. That self time, as the samples that fit in
+//! it (one per sampling interval), each counted in the frame where it ends
+//! (a sample stands for the interval before it, and a frame holds the
+//! samples taken in it), is what ran in the frame.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -60,8 +60,8 @@ pub struct ReadFrame {
     pub ms: f64,
     pub samples: u64,
     pub gc_samples: u64,
-    /// Self time by stack (`;`-joined Lua frames, caller first), in
-    /// microseconds, in the order the stacks first ran in the frame.
+    /// Samples by stack (`;`-joined Lua frames, caller first), in the
+    /// order the stacks first ran in the frame.
     pub stacks: Vec<(String, u64)>,
 }
 
@@ -180,33 +180,30 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
     order.sort_by(|&a, &b| windows[a].0.total_cmp(&windows[b].0).then(frames[a].index.cmp(&frames[b].index)));
     let frames: Vec<ReadFrame> = order.iter().map(|&i| frames[i].clone()).collect();
     let windows: Vec<(f64, f64)> = order.iter().map(|&i| windows[i]).collect();
-    let mut by_frame: Vec<Vec<(usize, f64)>> = vec![Vec::new(); frames.len()];
+    let mut by_frame: Vec<Vec<(usize, u64)>> = vec![Vec::new(); frames.len()];
     // A frame holds the samples taken in it, and a sample stands for the
-    // interval before it: a segment is cut into intervals from its end,
-    // each in the frame where it ends.
+    // interval before it: a segment is as many samples as intervals fit
+    // in it (at least one), evenly spread, each in the frame where it ends.
     let step = other.interval_ms * 1e3;
     for s in &segs {
-        let mut end = s.end;
-        while end > s.start {
-            let start = if step > 0.0 { (end - step).max(s.start) } else { s.start };
+        let len = s.end - s.start;
+        let n = if step > 0.0 { ((len / step).round() as u64).max(1) } else { 1 };
+        for k in 0..n {
+            let end = (s.end - step * k as f64).max(s.start + len / n as f64);
             let at = windows.partition_point(|w| w.0 <= end);
             if at > 0 && end <= windows[at - 1].1 {
                 let sums = &mut by_frame[at - 1];
                 match sums.iter_mut().find(|(id, _)| *id == s.stack) {
-                    Some((_, sum)) => *sum += end - start,
-                    None => sums.push((s.stack, end - start)),
+                    Some((_, sum)) => *sum += 1,
+                    None => sums.push((s.stack, 1)),
                 }
             }
-            end = start;
         }
     }
     let frames = frames
         .into_iter()
         .zip(by_frame)
-        .map(|(f, sums)| ReadFrame {
-            stacks: sums.into_iter().map(|(id, t)| (stacks[id].clone(), t.round() as u64)).collect(),
-            ..f
-        })
+        .map(|(f, sums)| ReadFrame { stacks: sums.into_iter().map(|(id, n)| (stacks[id].clone(), n)).collect(), ..f })
         .collect();
     Ok(ReadTimeline { name, interval_ms: other.interval_ms, frames, ranges: lua.len() })
 }
@@ -248,7 +245,7 @@ mod tests {
                 ms: 3.5,
                 samples: 3,
                 gc_samples: 0,
-                stacks: vec![("main.lua:1;a.lua:5".into(), 2000), ("main.lua:1;b.lua:9".into(), 1000)],
+                stacks: vec![("main.lua:1;a.lua:5".into(), 2), ("main.lua:1;b.lua:9".into(), 1)],
             },
             ReadFrame {
                 index: 2,
@@ -257,9 +254,9 @@ mod tests {
                 samples: 3,
                 gc_samples: 1,
                 stacks: vec![
-                    ("main.lua:1;b.lua:9".into(), 1000),
-                    ("main.lua:1".into(), 1000),
-                    ("main.lua:1;a.lua:5".into(), 1000),
+                    ("main.lua:1;b.lua:9".into(), 1),
+                    ("main.lua:1".into(), 1),
+                    ("main.lua:1;a.lua:5".into(), 1),
                 ],
             },
         ];

@@ -151,7 +151,7 @@ end
 --- A time line written as Chrome trace events (`SampleSession:write("x.trace.json")`,
 -- `tecs-profile run --timeline`), read back: `{ name, intervalMs, frames }`,
 -- `frames` as `SampleSession:frames` gives them, each with `collapsed`: what
--- ran in it as collapsed stacks weighted in microseconds of self time.
+-- ran in it as collapsed stacks of the samples taken in it.
 -- @tparam string text the file's contents
 -- @return the time line, or nil and a message saying why not
 function M.read_trace(text)
@@ -163,8 +163,8 @@ function M.read_trace(text)
 end
 
 --- The `n` slowest frames of a time line `read_trace` read, as
--- `SampleSession:hitches` returns them; shares are of the frame's sampled
--- time on the time line.
+-- `SampleSession:hitches` returns them; the file keeps ranges, not samples,
+-- so a frame's samples are counted back as sampling intervals in its ranges.
 -- @tparam table trace
 -- @tparam integer n
 -- @treturn table
