@@ -49,11 +49,11 @@ local function clean(err)
 end
 
 -- The text of `path` when it holds JSON (a time line), else nil (a
--- collapsed file, or one that cannot be read: `report` says why).
+-- collapsed file), and the error when it cannot be read.
 local function time_line_file(path)
-  local text = read_file(path)
+  local text, err = read_file(path)
   if text and text:match("^%s*[{%[]") then return text end
-  return nil
+  return nil, err
 end
 
 -- `report` on a time line: its frames, or with `--hitches N` its slowest
@@ -95,14 +95,17 @@ function M.report(opts, pos)
   if #pos ~= 1 then usage_error("report needs exactly one FILE (got %d)", #pos) end
   local report = require("tecs.profile.report")
   local text
-  local timeline_text = time_line_file(pos[1])
   if opts.hitches ~= nil and (opts.hitches < 1 or opts.hitches ~= math.floor(opts.hitches)) then
     usage_error("--hitches needs a positive integer, got %s", tostring(opts.hitches))
   end
   if opts.hitches and opts.aborts then usage_error("--hitches and --aborts cannot be given together") end
+  local timeline_text, read_err = time_line_file(pos[1])
   if timeline_text then
     text = trace_report(pos[1], timeline_text, opts)
     if not text then return 1 end
+  elseif opts.hitches and read_err then
+    io.stderr:write("tecs-profile: cannot read '", pos[1], "': ", tostring(read_err), "\n")
+    return 1
   elseif opts.hitches then
     io.stderr:write("tecs-profile: --hitches needs a time-line file written by --timeline or ",
       ':write("x.trace.json"); ', pos[1], " is not one\n")
