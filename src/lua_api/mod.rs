@@ -506,6 +506,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
     raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
     raw.set("is_profile", lua.create_function(views::is_profile)?)?;
+    raw.set("read_chrome_trace", lua.create_function(timeline::read_chrome_trace)?)?;
     raw.set("check_options", lua.create_function(check_options)?)?;
     raw.set("start_allocations", lua.create_function(alloc::start_raw)?)?;
     raw.set("_test_wrap_allocator", lua.create_function(alloc::test_wrap_allocator)?)?;

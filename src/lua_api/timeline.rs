@@ -255,3 +255,39 @@ pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) ->
     }
     Ok(list)
 }
+
+/// `native.raw.read_chrome_trace(text)`: a Chrome trace event file a
+/// session wrote, read back: `{ name, intervalMs, ranges, frames = { {
+/// index, startMs, ms, samples, gcSamples, collapsed }, ... } }`, where
+/// `collapsed` is what ran in the frame: collapsed stacks of its samples
+/// (as many as sampling intervals fit in its ranges).
+pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Result<Table> {
+    #[cfg(feature = "speedscope")]
+    {
+        let text = text.to_str().map_err(|_| runtime("not Chrome trace event JSON (not UTF-8 text)"))?;
+        let tl = crate::output::chrome_trace_read::read(&text).map_err(runtime)?;
+        let t = lua.create_table_with_capacity(0, 4)?;
+        t.set("name", tl.name)?;
+        t.set("intervalMs", tl.interval_ms)?;
+        t.set("ranges", tl.ranges)?;
+        let list = lua.create_table_with_capacity(tl.frames.len(), 0)?;
+        for (i, f) in tl.frames.into_iter().enumerate() {
+            let r = lua.create_table_with_capacity(0, 6)?;
+            r.set("index", f.index)?;
+            r.set("startMs", f.start_ms)?;
+            r.set("ms", f.ms)?;
+            r.set("samples", f.samples)?;
+            r.set("gcSamples", f.gc_samples)?;
+            let collapsed: String = f.stacks.iter().map(|(s, us)| format!("{} {}\n", s, us)).collect();
+            r.set("collapsed", collapsed)?;
+            list.raw_set(i + 1, r)?;
+        }
+        t.set("frames", list)?;
+        Ok(t)
+    }
+    #[cfg(not(feature = "speedscope"))]
+    {
+        let _ = (lua, text);
+        Err(runtime("reading Chrome trace events needs a build with the speedscope feature"))
+    }
+}

@@ -3,6 +3,8 @@
 
 #[cfg(feature = "speedscope")]
 pub mod chrome_trace;
+#[cfg(feature = "speedscope")]
+pub mod chrome_trace_read;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod pprof;

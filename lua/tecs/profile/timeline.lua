@@ -114,6 +114,83 @@ function M.hitches_text(hitches, frames)
   return table.concat(out)
 end
 
+--- The `n` slowest of `frames` (records as `SampleSession:frames` gives
+-- them), slowest first, as `SampleSession:hitches` returns them.
+-- @tparam table frames
+-- @tparam integer n
+-- @tparam function profile_of the profile object of what ran in a frame
+-- @treturn table
+function M.slowest(frames, n, profile_of)
+  local sorted = {}
+  for i, f in ipairs(frames) do sorted[i] = f end
+  table.sort(sorted, function(a, b)
+    if a.ms ~= b.ms then return a.ms > b.ms end
+    return a.index < b.index
+  end)
+  local maps = {} -- file -> function ranges, built once per file
+  local out = {}
+  for i = 1, math.min(n, #sorted) do
+    local f = sorted[i]
+    local prof = profile_of(f)
+    local map = {}
+    for _, file in ipairs(prof:files()) do
+      if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end
+      map[file] = maps[file] or nil
+    end
+    local total = prof:samples()
+    local top = {}
+    for j, r in ipairs(prof:selfByFunction(map)) do
+      top[j] = { name = r.name, share = r.samples / total }
+    end
+    out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
+      top = top }
+  end
+  return out
+end
+
+--- A time line written as Chrome trace events (`SampleSession:write("x.trace.json")`,
+-- `tecs-profile run --timeline`), read back: `{ name, intervalMs, frames }`,
+-- `frames` as `SampleSession:frames` gives them, each with `collapsed`: what
+-- ran in it as collapsed stacks of the samples taken in it.
+-- @tparam string text the file's contents
+-- @return the time line, or nil and a message saying why not
+function M.read_trace(text)
+  local ok, native = pcall(require, "tecs.profile.native")
+  if not ok then return nil, "cannot load the native module tecs.profile.native: " .. tostring(native) end
+  local rok, t = native.call(native.raw.read_chrome_trace, text)
+  if not rok then return nil, t end
+  return t
+end
+
+--- The `n` slowest frames of a time line `read_trace` read, as
+-- `SampleSession:hitches` returns them; the file keeps ranges, not samples,
+-- so a frame's samples are counted back as sampling intervals in its ranges.
+-- @tparam table trace
+-- @tparam integer n
+-- @treturn table
+function M.trace_hitches(trace, n)
+  local native = require("tecs.profile.native")
+  return M.slowest(trace.frames, n, function(f) return native.parse_profile(f.collapsed) end)
+end
+
+--- The frames of a time line `read_trace` read, summed up as text.
+-- @tparam table trace
+-- @treturn string
+function M.frames_text(trace)
+  local frames = trace.frames
+  if #frames == 0 then return M.hitches_text({}, 0) end
+  local ms, total, samples, gc, slowest = {}, 0, 0, 0, frames[1]
+  for i, f in ipairs(frames) do
+    ms[i], total, samples, gc = f.ms, total + f.ms, samples + f.samples, gc + f.gcSamples
+    if f.ms > slowest.ms then slowest = f end
+  end
+  table.sort(ms)
+  return string.format("%d frames (%d to %d), %.2f ms in all, %d samples (%d in GC)\n",
+      #frames, frames[1].index, frames[#frames].index, total, samples, gc) ..
+    string.format("frame time: median %.2f ms, slowest %.2f ms (frame %d)\n",
+      ms[math.ceil(#ms / 2)], slowest.ms, slowest.index)
+end
+
 --- Add `frames` and `hitches` to the class of sampling sessions.
 function M.install(SampleSession)
   --- One record per frame marked (see `profile.frame`), in order:
@@ -163,30 +240,7 @@ function M.install(SampleSession)
       check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
         check.describe(n))
     end
-    local frames = self._native:frames()
-    table.sort(frames, function(a, b)
-      if a.ms ~= b.ms then return a.ms > b.ms end
-      return a.index < b.index
-    end)
-    local maps = {} -- file -> function ranges, built once per file
-    local out = {}
-    for i = 1, math.min(n, #frames) do
-      local f = frames[i]
-      local prof = self._native:frameProfile(f.index)
-      local map = {}
-      for _, file in ipairs(prof:files()) do
-        if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end
-        map[file] = maps[file] or nil
-      end
-      local total = prof:samples()
-      local top = {}
-      for j, r in ipairs(prof:selfByFunction(map)) do
-        top[j] = { name = r.name, share = r.samples / total }
-      end
-      out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
-        top = top }
-    end
-    return out
+    return M.slowest(self._native:frames(), n, function(f) return self._native:frameProfile(f.index) end)
   end
 end
 

@@ -48,8 +48,46 @@ local function clean(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
 end
 
+-- The text of `path` when it holds JSON (a time line), else nil (a
+-- collapsed file), and the error when it cannot be read.
+local function time_line_file(path)
+  local text, err = read_file(path)
+  if text and text:match("^%s*[{%[]") then return text end
+  return nil, err
+end
+
+-- `report` on a time line: its frames, or with `--hitches N` its slowest
+-- frames; nil after saying why not.
+local function trace_report(path, text, opts)
+  local timeline = require("tecs.profile.timeline")
+  local given = {}
+  for _, s in ipairs(options.VIEW) do
+    if opts[s.key] ~= nil then given[#given + 1] = "--" .. s[1] end
+  end
+  if opts.aborts then given[#given + 1] = "--aborts" end
+  if #given > 0 then
+    io.stderr:write("tecs-profile: ", path, " is a time line: ", table.concat(given, ", "),
+      " need", #given == 1 and "s" or "", " a collapsed-stack file (tecs-profile run -o FILE, or ",
+      ':write("x.collapsed")); a time line gives its frames, and --hitches N\n')
+    return nil
+  end
+  local trace, err = timeline.read_trace(text)
+  if not trace then
+    io.stderr:write("tecs-profile: ", path, ": ", clean(err), "\n")
+    return nil
+  end
+  if opts.hitches then
+    local ok, out = pcall(timeline.trace_hitches, trace, opts.hitches)
+    if not ok then io.stderr:write("tecs-profile: ", path, ": ", clean(out), "\n") return nil end
+    return timeline.hitches_text(out, #trace.frames)
+  end
+  return timeline.frames_text(trace) ..
+    "(--hitches N: the N slowest frames and what ran in them; the other views need a collapsed-stack file)\n"
+end
+
 --- `report FILE`: a text view of a collapsed-stack file, or with
--- `--aborts CSV` its hot aborts.
+-- `--aborts CSV` its hot aborts; on a time line (Chrome trace events) its
+-- frames, or with `--hitches N` its slowest frames.
 -- @tparam table opts parsed options
 -- @tparam table pos positional arguments
 -- @treturn number exit code
@@ -57,7 +95,22 @@ function M.report(opts, pos)
   if #pos ~= 1 then usage_error("report needs exactly one FILE (got %d)", #pos) end
   local report = require("tecs.profile.report")
   local text
-  if opts.aborts then
+  if opts.hitches ~= nil and (opts.hitches < 1 or opts.hitches ~= math.floor(opts.hitches)) then
+    usage_error("--hitches needs a positive integer, got %s", tostring(opts.hitches))
+  end
+  if opts.hitches and opts.aborts then usage_error("--hitches and --aborts cannot be given together") end
+  local timeline_text, read_err = time_line_file(pos[1])
+  if timeline_text then
+    text = trace_report(pos[1], timeline_text, opts)
+    if not text then return 1 end
+  elseif opts.hitches and read_err then
+    io.stderr:write("tecs-profile: cannot read '", pos[1], "': ", tostring(read_err), "\n")
+    return 1
+  elseif opts.hitches then
+    io.stderr:write("tecs-profile: --hitches needs a time-line file written by --timeline or ",
+      ':write("x.trace.json"); ', pos[1], " is not one\n")
+    return 1
+  elseif opts.aborts then
     local csv, err = read_file(opts.aborts)
     if not csv then io.stderr:write("tecs-profile: cannot read '", opts.aborts, "': ", tostring(err), "\n") return 1 end
     local trace, perr = require("tecs.profile.trace.report").read_csv(csv)

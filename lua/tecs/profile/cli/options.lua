@@ -70,6 +70,9 @@ local REPORT = {
   { "aborts", key = "aborts", arg = "CSV",
     help = "rank the abort sites of a trace report (CSV written by profile.trace():stop(file)) by sampled time" },
   { "output", short = "o", key = "output", arg = "FILE", help = "write the view to FILE instead of stdout" },
+  { "hitches", key = "hitches", arg = "N", number = true,
+    help = "the N slowest frames of a time line (FILE written by run --timeline or :write(\"x.trace.json\")) " ..
+      "and what ran in them" },
   HELP,
 }
 
@@ -107,10 +110,12 @@ M.COMMANDS = {
       "then prints a text report (functions by self time, like `luajit -jp`).",
     sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
   { name = "report", synopsis = "report [options] FILE",
-    summary = "text views of a collapsed-stack file",
+    summary = "text views of a collapsed-stack file, or the frames of a time line",
     usage = "report [options] FILE",
     about = "Prints a text view of FILE (collapsed stacks, as written by tecs-profile,\n" ..
-      "profile.sample():stop(file) or any collapsed-stack tool).",
+      "profile.sample():stop(file) or any collapsed-stack tool). On a time line (Chrome\n" ..
+      "trace events written by run --timeline or :write(\"x.trace.json\")) it prints\n" ..
+      "the frames, and with --hitches N the slowest of them.",
     sections = { { options = REPORT }, { title = "View options:", options = M.VIEW } } },
   { name = "flamegraph", synopsis = "flamegraph FILE -o OUT.svg",
     summary = "draw an SVG flamegraph (or write speedscope JSON or pprof)",

@@ -1,0 +1,146 @@
+-- `tecs-profile report` on a time line (Chrome trace events): the frames
+-- and the slowest of them read back from the file must be those the
+-- session had. The slow frame is set by construction (CPU time burned in
+-- a known function); nothing depends on the machine's speed.
+local profile = require("tecs.profile")
+local sample = require("tecs.profile.sample")
+local timeline = require("tecs.profile.timeline")
+local options = require("tecs.profile.cli.options")
+local run = require("spec.support.run")
+
+local work = dofile("spec/fixtures/frames_work.lua")
+
+-- The rows of a hitches table: { index, ms, samples, gc, first = first function named }.
+local function rows(text)
+  local out, header = {}, text:match("^Slowest %d+ of (%d+) frames:\n")
+  for line in text:gmatch("[^\n]+") do
+    local index, ms, samples, gc, what = line:match("^%s*(%d+)%s+([%d.]+)%s+(%d+)%s+(%d+)  (.*)$")
+    if index then
+      out[#out + 1] = { index = tonumber(index), ms = ms, samples = tonumber(samples), gc = tonumber(gc),
+        first = what:match("^%d+%% ([^,]*)") }
+    end
+  end
+  return out, tonumber(header)
+end
+
+describe("tecs-profile report on a time line", function()
+  local dir, trace, collapsed, run_out
+
+  setup(function()
+    dir = run.tmpdir()
+    trace, collapsed = dir .. "/game.trace.json", dir .. "/game.collapsed"
+    local rc, out, err = run.run3(run.cli .. " run -q --hitches 12 --timeline " .. run.quote(trace) .. " -o " ..
+      run.quote(collapsed) .. " spec/fixtures/frames_game.lua")
+    assert.equal(0, rc, err)
+    run_out = out
+  end)
+
+  teardown(function()
+    local active = sample.active()
+    if active then active:stop() end
+    os.execute("rm -rf " .. run.quote(dir))
+  end)
+
+  it("report --hitches N names the slow frame first, with the frames run --hitches found", function()
+    local want, frames = rows(run_out)
+    assert.equal(12, frames, run_out)
+    local rc, out, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(trace))
+    assert.equal(0, rc, err)
+    local got, got_frames = rows(out)
+    assert.equal(frames, got_frames, out)
+    assert.equal(2, #got, out)
+    assert.matches("^%s+8%s+[%d.]+%s+%d+%s+%d+  %d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)",
+      out:match("\n[^\n]*\n([^\n]*)"))
+    -- The same frames, times, counts and leading function as the session gave.
+    for i = 1, 2 do assert.same(want[i], got[i]) end
+    -- Every frame, as many as were marked.
+    rc, out = run.run3(run.cli .. " report --hitches 50 " .. run.quote(trace))
+    assert.equal(0, rc)
+    got = rows(out)
+    assert.equal(12, #got)
+    for i = 1, 12 do
+      assert.same({ want[i].index, want[i].ms, want[i].samples }, { got[i].index, got[i].ms, got[i].samples })
+    end
+  end)
+
+  it("report FILE.trace.json prints the frames", function()
+    local want = rows(run_out)
+    local samples = 0
+    for _, r in ipairs(want) do samples = samples + r.samples end
+    local rc, out, err = run.run3(run.cli .. " report " .. run.quote(trace))
+    assert.equal(0, rc, err)
+    assert.matches("^12 frames %(1 to 12%), [%d.]+ ms in all, " .. samples .. " samples %(%d+ in GC%)\n", out)
+    assert.matches("slowest " .. want[1].ms .. " ms (frame " .. want[1].index .. ")", out, 1, true)
+    assert.matches("the other views need a collapsed-stack file", out, 1, true)
+  end)
+
+  it("the time line read back holds the session's frames and what ran in them", function()
+    work.quick_work(0.02)
+    work.slow_work(0.02)
+    local s = profile.sample({ intervalMs = 1 })
+    profile.frame()
+    work.quick_work(0.03)
+    profile.frame()
+    work.slow_work(0.06)
+    profile.frame()
+    work.quick_work(0.03)
+    s:stop()
+    local t = assert(timeline.read_trace(s:timeline("chrome-trace")))
+    assert.equal(s.intervalMs, t.intervalMs)
+    local frames = s:frames()
+    assert.equal(3, #frames)
+    assert.equal(#frames, #t.frames)
+    for i, f in ipairs(frames) do
+      local r = t.frames[i]
+      assert.same({ f.index, f.ms, f.samples, f.gcSamples }, { r.index, r.ms, r.samples, r.gcSamples })
+      -- Start times are whole microseconds in the file.
+      assert.is_true(math.abs(f.startMs - r.startMs) <= 0.0005, f.startMs .. " vs " .. r.startMs)
+    end
+    local want, got = s:hitches(3), timeline.trace_hitches(t, 3)
+    assert.equal(3, #got)
+    for i = 1, 3 do
+      assert.equal(want[i].index, got[i].index)
+      local share = 0
+      for _, e in ipairs(got[i].top) do share = share + e.share end
+      assert.is_true(math.abs(share - 1) < 1e-9, "shares add up to " .. share)
+    end
+    -- The slow frame (the 2nd marked) is slow_work's, in the file as in the session.
+    local slow
+    for _, h in ipairs(got) do if h.index == frames[2].index then slow = h end end
+    assert.matches("^M%.slow_work ", slow.top[1].name)
+    assert.is_true(slow.top[1].share > 0.5, "share " .. slow.top[1].share)
+  end)
+
+  it("refuses other files with a reason", function()
+    local rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(collapsed))
+    assert.equal(1, rc)
+    assert.matches('--hitches needs a time-line file written by --timeline or :write("x.trace.json")', err, 1, true)
+    rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(dir .. "/missing.trace.json"))
+    assert.equal(1, rc)
+    assert.matches("cannot read '" .. dir .. "/missing.trace.json'", err, 1, true)
+    local bad = dir .. "/bad.trace.json"
+    run.write(bad, '{"traceEvents":[{"name":')
+    rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(bad))
+    assert.equal(1, rc)
+    assert.matches("bad.trace.json: not Chrome trace event JSON (", err, 1, true)
+    local other = dir .. "/other.json"
+    run.write(other, '{"traceEvents":[],"otherData":{"exporter":"another tool"}}')
+    rc, _, err = run.run3(run.cli .. " report " .. run.quote(other))
+    assert.equal(1, rc)
+    assert.matches('from "another tool", not a time line tecs-profile wrote', err, 1, true)
+    rc, _, err = run.run3(run.cli .. " report --by line " .. run.quote(trace))
+    assert.equal(1, rc)
+    assert.matches("is a time line: --by needs a collapsed-stack file", err, 1, true)
+    rc, _, err = run.run3(run.cli .. " report --hitches 0 " .. run.quote(trace))
+    assert.equal(2, rc)
+    assert.matches("--hitches needs a positive integer, got 0", err, 1, true)
+    -- The collapsed file still gets its views.
+    rc = run.run3(run.cli .. " report " .. run.quote(collapsed))
+    assert.equal(0, rc)
+    -- The help comes from the option table.
+    local help = options.usage("report")
+    assert.matches("--hitches N", help, 1, true)
+    local _, out = run.run3(run.cli .. " report --help")
+    assert.matches(help, out, 1, true)
+  end)
+end)
