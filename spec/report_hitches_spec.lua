@@ -134,9 +134,16 @@ describe("tecs-profile report on a time line", function()
     rc, _, err = run.run3(run.cli .. " report --hitches 0 " .. run.quote(trace))
     assert.equal(2, rc)
     assert.matches("--hitches needs a positive integer, got 0", err, 1, true)
-    -- The collapsed file still gets its views.
+    -- The collapsed file still gets its views, also when its first frame
+    -- starts with "[" (a C function's root frame, a truncated stack).
     rc = run.run3(run.cli .. " report " .. run.quote(collapsed))
     assert.equal(0, rc)
+    local bracketed = dir .. "/bracketed.collapsed"
+    run.write(bracketed, "[C:luajit+0x92c0];main.lua:3_[I] 7\n[truncated stack];a.lua:1_[N] 3\n")
+    local out
+    rc, out, err = run.run3(run.cli .. " report " .. run.quote(bracketed))
+    assert.equal(0, rc, err)
+    assert.matches("# 10 samples", out, 1, true)
     -- The help comes from the option table.
     local help = options.usage("report")
     assert.matches("--hitches N", help, 1, true)

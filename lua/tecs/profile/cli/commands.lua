@@ -48,11 +48,13 @@ local function clean(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
 end
 
--- The text of `path` when it holds JSON (a time line), else nil (a
--- collapsed file), and the error when it cannot be read.
+-- The text of `path` when it holds a JSON object (a time line: Chrome
+-- trace files we write are objects), else nil (a collapsed file, whose
+-- first frame may well start with "[", as "[C]" or "[truncated stack]"
+-- do), and the error when it cannot be read.
 local function time_line_file(path)
   local text, err = read_file(path)
-  if text and text:match("^%s*[{%[]") then return text end
+  if text and text:match("^%s*{") then return text end
   return nil, err
 end
 
