@@ -8,7 +8,7 @@ local report = {}
 report.formats = { "lcov", "luacov" }
 
 function report.format_for(path)
-  if path:match("luacov%.stats%.out$") or path:match("%.stats%.out$") then return "luacov" end
+  if path:match("%.stats%.out$") then return "luacov" end
   return "lcov"
 end
 
