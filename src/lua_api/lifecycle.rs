@@ -68,8 +68,11 @@ impl Drop for UnblockedSignals {
 }
 
 /// The per-thread tick handler, armed for LuaJIT's profiler state;
-/// disarmed when dropped.
-pub(super) struct ArmedTicks(());
+/// disarmed when dropped. `running_c` says whether the handler also notes
+/// the C function each tick lands in, or why not.
+pub(super) struct ArmedTicks {
+    pub(super) running_c: Result<(), &'static str>,
+}
 
 impl Drop for ArmedTicks {
     fn drop(&mut self) {
@@ -156,6 +159,7 @@ pub(super) fn take_over_foreign(api: &ProfilerApi, lua: &Lua) -> mlua::Result<bo
 /// LuaJIT's timer and says why (see `record::tick_source`).
 #[cfg(target_os = "linux")]
 pub(super) fn per_thread_ticks(
+    lua: &Lua,
     run: &ProfilerRun,
     sampler: &SamplerBox<Sampler>,
     clock: ClockKind,
@@ -172,7 +176,7 @@ pub(super) fn per_thread_ticks(
         return (TickSource::luajit(Some(why.into())), None);
     };
     posix::arm_ticks(&profiler);
-    let armed = ArmedTicks(());
+    let armed = ArmedTicks { running_c: posix::running_c::arm(lua, profiler.g) };
     for s in [sig, libc::SIGTRAP] {
         signals.unblock(s);
     }
@@ -187,6 +191,7 @@ pub(super) fn per_thread_ticks(
 
 #[cfg(not(target_os = "linux"))]
 pub(super) fn per_thread_ticks(
+    _lua: &Lua,
     _run: &ProfilerRun,
     _sampler: &SamplerBox<Sampler>,
     _clock: ClockKind,
@@ -200,7 +205,11 @@ pub(super) fn per_thread_ticks(
 /// session just started: LuaJIT's own timer is disarmed, so that only
 /// allocations take samples.
 #[cfg(target_os = "linux")]
-pub(super) fn allocation_triggers(run: &ProfilerRun, sampler: &SamplerBox<Sampler>) -> mlua::Result<ArmedTicks> {
+pub(super) fn allocation_triggers(
+    lua: &Lua,
+    run: &ProfilerRun,
+    sampler: &SamplerBox<Sampler>,
+) -> mlua::Result<ArmedTicks> {
     use sys::posix;
     posix::disarm_itimer_prof();
     let (cb, data) = sampler.callback_words();
@@ -208,11 +217,15 @@ pub(super) fn allocation_triggers(run: &ProfilerRun, sampler: &SamplerBox<Sample
         mlua::Error::runtime("LuaJIT's profiler state could not be located in this build (allocation sessions need it)")
     })?;
     posix::arm_ticks(&profiler);
-    Ok(ArmedTicks(()))
+    Ok(ArmedTicks { running_c: posix::running_c::arm(lua, profiler.g) })
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn allocation_triggers(_run: &ProfilerRun, _sampler: &SamplerBox<Sampler>) -> mlua::Result<ArmedTicks> {
+pub(super) fn allocation_triggers(
+    _lua: &Lua,
+    _run: &ProfilerRun,
+    _sampler: &SamplerBox<Sampler>,
+) -> mlua::Result<ArmedTicks> {
     Err(mlua::Error::runtime("allocation sessions are only supported on Linux"))
 }
 

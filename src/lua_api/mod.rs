@@ -88,6 +88,9 @@ pub struct NativeSession {
     alloc: Option<sys::alloc_hook::AllocHook>,
     bytes_per_sample: Option<u64>,
     alloc_restored: Option<sys::alloc_hook::Restored>,
+    /// Whether the tick handler notes the C function a tick lands in (the
+    /// leaf of samples in state C), or why not.
+    running_c: Result<(), &'static str>,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -155,7 +158,7 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
     }
     let profiler = ProfilerRun { api, vm };
     let (ticks, armed) = if bytes_per_sample.is_some() {
-        match lifecycle::allocation_triggers(&profiler, &sampler) {
+        match lifecycle::allocation_triggers(lua, &profiler, &sampler) {
             Ok(armed) => (TickSource::luajit(None), Some(armed)),
             Err(e) => {
                 drop(profiler);
@@ -164,11 +167,16 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
             }
         }
     } else if o.env.precise {
-        lifecycle::per_thread_ticks(&profiler, &sampler, o.clock, o.interval_ns, &mut signals)
+        lifecycle::per_thread_ticks(lua, &profiler, &sampler, o.clock, o.interval_ns, &mut signals)
     } else {
         (TickSource::luajit(None), None)
     };
+    let running_c = match &armed {
+        Some(a) => a.running_c,
+        None => Err("the tick source is LuaJIT's own timer"),
+    };
     Ok(NativeSession {
+        running_c,
         // An allocation session's wrapper: installed by `alloc::start_raw`.
         alloc: None,
         bytes_per_sample,

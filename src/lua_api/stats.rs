@@ -112,6 +112,10 @@ impl NativeSession {
         }
         t.set("precision", if self.precision == Precision::Line { "line" } else { "function" })?;
         t.set("linesCorrected", self.call_site_lines.len())?;
+        t.set("cFunctionLeaves", st.c_leaves)?;
+        if let Err(why) = self.running_c {
+            t.set("cFunctionLeavesNote", why)?;
+        }
         t.set("intervalMs", self.interval_ns as f64 / 1e6)?;
         t.set("requestedRate", 1e9 / self.interval_ns as f64)?;
         let basis = if kind.is_wall() { wall } else { cpu.unwrap_or(wall) };

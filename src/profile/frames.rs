@@ -72,6 +72,19 @@ pub fn kind(frame: &str) -> FrameKind {
     }
 }
 
+/// The frame a sample's time belongs to at source-line level: the leaf,
+/// or, when the leaf is the C function a Lua line was calling, that line
+/// (a line's own time includes the C functions it calls, as in `jit.p`).
+pub fn line_leaf(stack: &[&str]) -> usize {
+    let n = stack.len();
+    if n >= 2 && matches!(kind(stack[n - 1]), FrameKind::C | FrameKind::Builtin) && kind(stack[n - 2]) == FrameKind::Lua
+    {
+        n - 2
+    } else {
+        n.saturating_sub(1)
+    }
+}
+
 /// The module (source file) of a frame; builtins and C functions are grouped
 /// under `[builtin]` and `[C]`.
 pub fn module(frame: &str) -> &str {
@@ -196,6 +209,16 @@ impl FunctionMap {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_c_leaf_belongs_to_its_calling_line() {
+        assert_eq!(line_leaf(&["a.lua:1", "b.lua:2", "table.sort"]), 1);
+        assert_eq!(line_leaf(&["a.lua:1", "[C:liblove.so+0x10]"]), 0);
+        assert_eq!(line_leaf(&["a.lua:1", "b.lua:2"]), 1, "a Lua leaf is its own line");
+        assert_eq!(line_leaf(&["pcall", "table.sort"]), 1, "no Lua line to give it to");
+        assert_eq!(line_leaf(&["table.sort"]), 0);
+        assert_eq!(line_leaf(&[]), 0);
+    }
     use super::*;
 
     #[test]

@@ -12,7 +12,7 @@ use crate::record::alloc_objects::ObjectTable;
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::record::timeline::{TimedSample, Timeline};
-use crate::sys::{FunctionAnchor, SampleSink, VmStack, ZoneAnchor};
+use crate::sys::{FunctionAnchor, RunningC, SampleSink, VmStack, ZoneAnchor};
 use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
@@ -42,6 +42,8 @@ pub struct SampleStats {
     /// (used by `make bench` to split the per-sample cost); zero otherwise.
     pub callback_ns: u64,
     pub dump_ns: u64,
+    /// Samples given the C function they were taken in as their leaf.
+    pub c_leaves: u64,
 }
 
 /// How compiled code is attributed (see `Precision` in the README).
@@ -75,6 +77,9 @@ impl Precision {
         }
     }
 }
+
+/// Index of state C in the stack table's counts.
+const C_STATE: usize = state_index(b'C');
 
 /// Call sites kept per session: distinct Lua lines seen right after a C
 /// function returned (see `Sampler::call_sites`).
@@ -150,6 +155,13 @@ impl Sampler {
         }
     }
 
+    #[inline]
+    fn timeline_push(&mut self, entry: Option<u32>, state: usize, samples: u32) {
+        if self.timeline.enabled() {
+            self.timeline.push(TimedSample::new(crate::sys::monotonic_ns(), entry, state, samples));
+        }
+    }
+
     pub fn zones_mut(&mut self) -> Option<&mut ZoneAnchor> {
         self.zones.as_mut()
     }
@@ -166,6 +178,8 @@ impl SampleSink for Sampler {
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8) {
         #[cfg(test)]
         let _probe = crate::sys::alloc_probe::InSample::enter();
+        // Taken from every callback, so a note never outlives its sample.
+        let note = crate::sys::take_tick_note();
         self.stats.callbacks += 1;
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {
@@ -196,19 +210,37 @@ impl SampleSink for Sampler {
         #[cfg(feature = "bench-timing")]
         let dump_started = std::time::Instant::now();
         let stack_start = key.len();
+        // LuaJIT gives every tick of a callback the VM state of the first:
+        // compiled code can run on, and call C functions, before it reaches
+        // a safe point. The tick handler counted each tick's own state; when
+        // it saw every tick, the counts are used instead. Ticks that found a
+        // C function running get it as their leaf.
+        let mut states = [0u32; 5];
+        if note.states.iter().map(|&n| n as u64).sum::<u64>() == samples as u64 {
+            states = note.states;
+        } else {
+            states[state_index(vmstate)] = samples;
+        }
+        // An interpreted callback runs at the very next bytecode: a C
+        // function found by a later tick cannot be under this stack.
+        let running_c = if vmstate == b'I' || states[C_STATE] == 0 { Default::default() } else { note.running_c };
+        let any_c = running_c.iter().any(Option::is_some);
+        // That C function is a frame of the stack too, and counts against
+        // the depth.
+        let depth = if any_c { (self.depth - 1).max(1) } else { self.depth };
         // One frame more than kept: its presence says the stack was cut.
-        vm.dump(&self.fmt, -(self.depth + 1), key);
-        mark_truncated(key, stack_start, self.depth);
+        vm.dump(&self.fmt, -(depth + 1), key);
+        mark_truncated(key, stack_start, depth);
         let leaf = leaf_start(key, stack_start);
         if vmstate != b'I' && self.precision == Precision::Function {
             if let Some((first, last)) = vm.leaf_span() {
                 replace_line_with_span(key, leaf, first, last);
             }
-        } else if self.precision == Precision::Line && vmstate == b'C' {
-            // The site key is the state letter followed by the leaf frame;
-            // the letter goes in the scratch space after the key and out again.
+        } else if self.precision == Precision::Line && states[C_STATE] > 0 {
+            // The site key is the state letter (C) followed by the leaf
+            // frame; it goes in the scratch space after the key and out again.
             let end = key.len();
-            key.push(vmstate);
+            key.push(b'C');
             key.extend_from_within(leaf..end);
             if !self.call_sites.contains_key(&key[end..]) {
                 if let Some(slot) = vm.capture_leaf(&mut self.functions) {
@@ -217,21 +249,59 @@ impl SampleSink for Sampler {
             }
             key.truncate(end);
         }
+        // The stack as the VM has it; each C function ticks found goes after
+        // it, for those ticks.
+        let lua_end = key.len();
         #[cfg(feature = "bench-timing")]
         {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
         let stacks = self.table.len();
-        let state = state_index(vmstate);
-        let entry = self.table.add(key, state, samples);
+        // The entry and state the allocation objects of this sample go to:
+        // those of the first tick.
+        let first = state_index(vmstate);
+        let mut entry = None;
+        let mut first_found = false;
+        for (c, ticks) in running_c.into_iter().flatten() {
+            let in_c = ticks.min(states[C_STATE]);
+            if in_c == 0 {
+                continue;
+            }
+            push_c_frame(&mut self.scratch, lua_end > stack_start, c);
+            // A C function that called Lua is still on the stack, below
+            // the Lua frame the callback ran in: the time was its own,
+            // but it is not a leaf above that frame. Such ticks keep the
+            // stack as dumped.
+            let key = &self.scratch;
+            let leaf = leaf_start(key, stack_start);
+            let on_stack = lua_end > stack_start
+                && memchr::memmem::find_iter(&key[stack_start..lua_end], &key[leaf..])
+                    .any(|at| is_whole_frame(&key[stack_start..lua_end], at, key.len() - leaf));
+            if !on_stack {
+                self.stats.c_leaves += in_c as u64;
+                let e = self.table.add(&self.scratch, C_STATE, in_c);
+                self.timeline_push(e, C_STATE, in_c);
+                states[C_STATE] -= in_c;
+                if !first_found && first == C_STATE {
+                    (entry, first_found) = (e, true);
+                }
+            }
+            self.scratch.truncate(lua_end);
+        }
+        for (state, &n) in states.iter().enumerate() {
+            if n > 0 {
+                let e = self.table.add(&self.scratch, state, n);
+                self.timeline_push(e, state, n);
+                if !first_found && state == first {
+                    (entry, first_found) = (e, true);
+                }
+            }
+        }
         if let Some(o) = &mut self.objects {
-            o.charge(entry, state);
+            o.charge(entry, first);
         }
         if self.table.len() > stacks {
-            record_identities(&mut self.identities, vm, &self.scratch[stack_start..]);
-        }
-        if self.timeline.enabled() {
-            self.timeline.push(TimedSample::new(crate::sys::monotonic_ns(), entry, state, samples));
+            record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
         }
         #[cfg(feature = "bench-timing")]
         {
@@ -251,6 +321,44 @@ fn record_identities(ids: &mut FrameIdentities, vm: &VmStack, stack: &[u8]) {
         let Some(f) = vm.frame_function(level as i32) else { return };
         if !ids.record(text, &f) {
             return;
+        }
+    }
+}
+
+/// Whether `stack[at..at + len]` is one whole frame of `stack`.
+#[inline]
+fn is_whole_frame(stack: &[u8], at: usize, len: usize) -> bool {
+    (at == 0 || stack[at - 1] == FRAME_SEP) && (at + len == stack.len() || stack[at + len] == FRAME_SEP)
+}
+
+/// Appends the C function a sample was taken in, written as LuaJIT's stack
+/// dump writes a C frame (`[builtin#N]`, `@0x...`), so that it is named as
+/// every C frame is.
+#[inline]
+fn push_c_frame(key: &mut Vec<u8>, after_frame: bool, c: RunningC) {
+    if after_frame {
+        key.push(FRAME_SEP);
+    }
+    match c {
+        RunningC::Builtin(id) => {
+            key.extend_from_slice(b"[builtin#");
+            push_int(key, id as i32);
+            key.push(b']');
+        }
+        RunningC::Function(addr) => {
+            key.extend_from_slice(b"@0x");
+            let mut buf = [0u8; 16];
+            let mut i = buf.len();
+            let mut v = addr;
+            loop {
+                i -= 1;
+                buf[i] = b"0123456789abcdef"[v & 15];
+                v >>= 4;
+                if v == 0 {
+                    break;
+                }
+            }
+            key.extend_from_slice(&buf[i..]);
         }
     }
 }
@@ -320,7 +428,23 @@ fn push_int(out: &mut Vec<u8>, n: i32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{leaf_start, mark_truncated, replace_line_with_span, Sampler, FRAME_SEP, TRUNCATED_FRAME};
+    use super::{
+        leaf_start, mark_truncated, push_c_frame, replace_line_with_span, Sampler, FRAME_SEP, TRUNCATED_FRAME,
+    };
+    use crate::sys::RunningC;
+
+    #[test]
+    fn c_leaves_are_written_as_the_stack_dump_writes_c_frames() {
+        let mut key = b"a.lua:3".to_vec();
+        push_c_frame(&mut key, true, RunningC::Builtin(17));
+        assert_eq!(key, b"a.lua:3\x1f[builtin#17]");
+        let mut key = b"a.lua:3".to_vec();
+        push_c_frame(&mut key, true, RunningC::Function(0x7f00_dead_beef));
+        assert_eq!(key, b"a.lua:3\x1f@0x7f00deadbeef");
+        let mut alone = Vec::new();
+        push_c_frame(&mut alone, false, RunningC::Function(0x10));
+        assert_eq!(alone, b"@0x10");
+    }
 
     fn stack(frames: &[&str]) -> Vec<u8> {
         frames.join("\x1f").into_bytes()

@@ -12,7 +12,7 @@ pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
 
 /// Index of a LuaJIT vmstate character in [`VM_STATES`].
 #[inline]
-pub fn state_index(vmstate: u8) -> usize {
+pub const fn state_index(vmstate: u8) -> usize {
     match vmstate {
         b'N' => 0,
         b'I' => 1,
@@ -222,27 +222,37 @@ impl StackTable {
     /// A copy of the table in which, for every key whose VM state letter
     /// and leaf frame are in `leaves` (`[state][leaf]`), that state's count
     /// moves to the same key with the leaf replaced (the line correction).
+    /// A C function noted above the leaf (see `Sampler`) stays above the
+    /// replaced frame: the line is the Lua frame below it.
     pub fn with_leaves_replaced(&self, leaves: &std::collections::HashMap<Vec<u8>, Vec<u8>>) -> StackTable {
+        use crate::record::sampler::FRAME_SEP;
         let mut out = StackTable::new(self.max_entries);
         out.overflow = self.overflow;
         let mut moved = Vec::new();
         let mut site = Vec::new();
         for (key, e) in self.iter() {
             let stack = Key::stack(key);
-            let leaf_at = key.len() - stack.len()
-                + memchr::memrchr(crate::record::sampler::FRAME_SEP, stack).map(|i| i + 1).unwrap_or(0);
+            let stack_at = key.len() - stack.len();
+            let frame_start = |end: usize| memchr::memrchr(FRAME_SEP, &stack[..end]).map(|i| i + 1).unwrap_or(0);
+            let mut leaf_at = frame_start(stack.len());
+            let mut leaf_end = stack.len();
+            if leaf_at > 0 && is_c_frame(&stack[leaf_at..]) {
+                leaf_end = leaf_at - 1;
+                leaf_at = frame_start(leaf_end);
+            }
             for (state, &n) in e.counts.iter().enumerate() {
                 if n == 0 {
                     continue;
                 }
                 site.clear();
                 site.push(VM_STATES[state]);
-                site.extend_from_slice(&key[leaf_at..]);
+                site.extend_from_slice(&stack[leaf_at..leaf_end]);
                 match leaves.get(&site) {
                     Some(new_leaf) => {
                         moved.clear();
-                        moved.extend_from_slice(&key[..leaf_at]);
+                        moved.extend_from_slice(&key[..stack_at + leaf_at]);
                         moved.extend_from_slice(new_leaf);
+                        moved.extend_from_slice(&stack[leaf_end..]);
                         out.add(&moved, state, n);
                     }
                     _ => {
@@ -289,6 +299,11 @@ impl StackTable {
         let buckets = (self.index.capacity() * 8 / 7 + 1).next_power_of_two();
         arena + entries + buckets * (std::mem::size_of::<u32>() + 1)
     }
+}
+
+/// Whether a raw frame is a C function as LuaJIT's stack dump writes one.
+fn is_c_frame(frame: &[u8]) -> bool {
+    frame.starts_with(b"[builtin#") || frame.starts_with(b"@")
 }
 
 #[cfg(test)]

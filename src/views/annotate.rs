@@ -78,9 +78,10 @@ pub fn annotate_with(
     for row in profile.named_rows() {
         let n = row.total();
         let mut seen: Vec<&str> = Vec::new();
+        let leaf = frames::line_leaf(&row.stack);
         for (i, f) in row.stack.iter().enumerate().rev() {
             let Some((file, line)) = frames::file_line(f) else { continue };
-            let is_leaf = i + 1 == row.stack.len();
+            let is_leaf = i == leaf;
             let c = files.entry(file).or_default().entry(line).or_default();
             if is_leaf {
                 c.0 = c.0.saturating_add(n);

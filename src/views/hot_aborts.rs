@@ -64,6 +64,9 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
         }
         seen_lines.clear();
         seen_funcs.clear();
+        // C time counts to the calling line, and to the C function's own
+        // function rather than the caller's.
+        let line_leaf = frames::line_leaf(&row.stack);
         let leaf = row.stack.len() - 1;
         for (j, &frame) in row.stack.iter().enumerate().rev() {
             let func = k.function_of(frame);
@@ -72,7 +75,7 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
                 for &i in by_line.get(frame).into_iter().flatten() {
                     let h = &mut out[i];
                     h.line_total = h.line_total.saturating_add(n);
-                    if j == leaf {
+                    if j == line_leaf {
                         h.line_self = h.line_self.saturating_add(n);
                     }
                 }

@@ -234,7 +234,7 @@ fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &NamedRow<'a>, state: u8, depth
                 out.push(Occurrence { key: NO_STACK.into(), frame: None, is_self: true });
                 return out;
             }
-            let leaf = row.stack.len() - 1;
+            let leaf = if g == Group::Line { frames::line_leaf(&row.stack) } else { row.stack.len() - 1 };
             out.push(Occurrence { key: k.frame_key_at(g, row, leaf, depth), frame: Some(leaf), is_self: true });
             if depth.unsigned_abs() <= 1 {
                 for i in (0..leaf).rev() {
@@ -304,7 +304,8 @@ fn second_keys<'a>(
             match occ.frame {
                 Some(i) => vec![k.frame_key(g, row.stack[i]).to_string()],
                 None => {
-                    let leaf = k.frame_key(g, row.stack[row.stack.len() - 1]).to_string();
+                    let at = if g == Group::Line { frames::line_leaf(&row.stack) } else { row.stack.len() - 1 };
+                    let leaf = k.frame_key(g, row.stack[at]).to_string();
                     if sort == Metric::SelfTime {
                         vec![leaf]
                     } else {

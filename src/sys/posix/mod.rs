@@ -88,6 +88,7 @@ pub fn block_signal(sig: c_int) {
     }
 }
 
+pub mod running_c;
 mod sources;
 mod ticks;
 pub use sources::*;

@@ -58,6 +58,7 @@ pub fn pass_tick() {
         && sigprof_disposition() == Some(h)
     {
         TICKS_PASSED.fetch_add(1, Ordering::Relaxed);
+        super::running_c::note_tick();
         // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
         // LuaJIT's object when armed); it only needs its profiler state to
         // be live, which the check above established on this thread.
@@ -398,6 +399,7 @@ pub fn arm_ticks(p: &LuaJitProfiler) {
 /// From now on the handler ignores every tick.
 pub fn disarm_ticks() {
     STATE.store(0, Ordering::Release);
+    super::running_c::disarm();
 }
 
 /// Ticks passed on to LuaJIT and ticks refused since the last arm.

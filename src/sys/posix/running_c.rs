@@ -1,0 +1,463 @@
+//! Which C function the VM thread is inside when a tick arrives.
+//!
+//! LuaJIT runs the profiler callback at the next bytecode it dispatches. A
+//! tick taken inside a C function (`love.graphics.present`, `table.sort`,
+//! `os.clock`) therefore reaches the callback after that function has
+//! returned, and its stack dump ends at the calling Lua line: the C function
+//! is gone. The tick handler runs on the VM thread at the moment of the
+//! tick, so it can see the function still on the Lua stack: when the VM
+//! state is "C", the running thread's `base` is the C function's frame and
+//! the slot below it holds the function. The handler notes that function
+//! here; the callback takes the note when LuaJIT reports state "C".
+//!
+//! Reading that takes four facts about the host LuaJIT's structures that
+//! no API gives: the offsets of `vmstate` and `cur_L` in the global state,
+//! whether it is a GC64 build, and where `base` sits in a `lua_State`.
+//! They are found when a session starts (`arm`), by reading the structures
+//! while a probe C function of ours runs, and every fact is checked
+//! against something known (the probe's own function object, its argument
+//! count, the running thread). If any check fails the feature stays off
+//! and `stats()` says why. At tick time every read of VM memory beyond the
+//! global state goes through `process_vm_readv` on our own process, which
+//! fails with an error rather than a fault on an address that is not
+//! mapped, so even a torn read in the middle of a VM transition cannot
+//! crash the program.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+
+use mlua::ffi;
+use mlua::Lua;
+
+/// `~LJ_VMST_C`: the VM state while a C function runs.
+const VMSTATE_C: i32 = -2;
+/// `~LJ_TFUNC` as stored in a GC object's `gct` byte.
+const GCT_FUNC: u8 = 8;
+/// `~LJ_TTHREAD` as stored in a GC object's `gct` byte.
+const GCT_THREAD: u8 = 6;
+/// `LJ_TFUNC` in the top 17 bits of a GC64 TValue.
+const ITYPE_FUNC_GC64: u64 = 0x1FFF7;
+/// Function ids: 0 is a Lua function, 1 a plain C function, more a builtin.
+const FF_LUA: u8 = 0;
+const FF_C: u8 = 1;
+/// Bytes of the global state searched for the fields found by value.
+const GLOBAL_SCAN: usize = 1024;
+
+/// Offsets of one build's `lua_State` and function object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    gc64: bool,
+    glref: usize,
+    base: usize,
+    stack: usize,
+    stacksize: usize,
+    /// `sizeof(lua_State)` in LuaJIT's own sources: the main thread sits
+    /// right before the global state in LuaJIT's one allocation
+    /// (`GG_State`). It is also how much of a thread the handler reads.
+    thread_size: usize,
+    /// The function slot is this many bytes below a frame's base.
+    func_slot: usize,
+    gct: usize,
+    fn_ffid: usize,
+    fn_f: usize,
+}
+
+const GC64: Shape = Shape {
+    gc64: true,
+    glref: 16,
+    base: 32,
+    stack: 56,
+    stacksize: 88,
+    thread_size: 96,
+    func_slot: 16,
+    gct: 9,
+    fn_ffid: 10,
+    fn_f: 40,
+};
+
+const GC32: Shape = Shape {
+    gc64: false,
+    glref: 8,
+    base: 16,
+    stack: 36,
+    stacksize: 56,
+    thread_size: 64,
+    func_slot: 8,
+    gct: 5,
+    fn_ffid: 6,
+    fn_f: 24,
+};
+
+/// The armed layout: `G == 0` means off.
+static G: AtomicUsize = AtomicUsize::new(0);
+static VMSTATE_OFF: AtomicUsize = AtomicUsize::new(0);
+static CUR_L_OFF: AtomicUsize = AtomicUsize::new(0);
+static IS_GC64: AtomicBool = AtomicBool::new(true);
+static PID: AtomicI32 = AtomicI32::new(0);
+/// The C functions ticks found since the last `take`, each as 0 (free) or
+/// `NOTE_SET | ffid << 48 | C address`, and how many ticks found each. A
+/// callback can stand for many ticks (compiled code in function precision
+/// reaches no safe point for a while, and calls C functions meanwhile);
+/// more functions than slots are counted as C ticks with no function.
+static NOTES: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
+static NOTE_TICKS: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
+pub const NOTE_SLOTS: usize = 4;
+const NOTE_SET: usize = 1 << 63;
+/// Ticks since the last `take` by the VM state they found, in the order
+/// N (compiled), I, C, G, J (the letters LuaJIT's callback gets).
+static STATES: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+/// `take` is reading: a tick meanwhile notes nothing (it is then missing
+/// from the next counts, whose sum no longer matches LuaJIT's, so that the
+/// callback uses LuaJIT's state for them).
+static IN_TAKE: AtomicBool = AtomicBool::new(false);
+const ADDR_MASK: usize = (1 << 48) - 1;
+
+/// What the probe found, read back by `arm` after the call.
+static PROBE_FN: AtomicUsize = AtomicUsize::new(0);
+static PROBE_G: AtomicUsize = AtomicUsize::new(0);
+static PROBE_RESULT: AtomicUsize = AtomicUsize::new(0);
+static PROBE_ERR: std::sync::Mutex<&'static str> = std::sync::Mutex::new("");
+
+/// The function running when the last tick arrived, if it was a C function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunningC {
+    /// A builtin (fast function), by its id in `jit.vmdef.ffnames`.
+    Builtin(u8),
+    /// Any other C function, by its address.
+    Function(usize),
+}
+
+/// What the ticks since the last `take` found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickNote {
+    /// Ticks by VM state, in the order N, I, C, G, J. All zero when the
+    /// handler notes nothing.
+    pub states: [u32; 5],
+    /// The C functions C ticks found, and how many ticks found each.
+    pub running_c: [Option<(RunningC, u32)>; NOTE_SLOTS],
+}
+
+/// Finds the layout while a probe of ours runs on `lua`'s current thread,
+/// and arms the tick handler's reads for the global state `g`. Returns why
+/// not when any check fails.
+pub fn arm(lua: &Lua, g: usize) -> Result<(), &'static str> {
+    disarm();
+    // SAFETY: `getpid` has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    if !self_read_works() {
+        return Err("process_vm_readv is not permitted here");
+    }
+    PROBE_G.store(g, Ordering::Relaxed);
+    PROBE_RESULT.store(0, Ordering::Relaxed);
+    *PROBE_ERR.lock().unwrap_or_else(|e| e.into_inner()) = "the probe did not run";
+    let mut called = false;
+    let flag = &mut called;
+    // SAFETY: exec_raw runs the closure inside a protected C call on the
+    // current thread with room for 3 more slots; the probe is pushed, its
+    // two arguments after it, and `lua_pcall` pops all three (and pushes
+    // one error value, dropped by exec_raw's stack guard, on failure).
+    let ran = unsafe {
+        lua.exec_raw::<()>((), |l| {
+            ffi::lua_pushcfunction(l, probe);
+            PROBE_FN.store(ffi::lua_topointer(l, -1) as usize, Ordering::Relaxed);
+            ffi::lua_pushnil(l);
+            ffi::lua_pushnil(l);
+            *flag = ffi::lua_pcall(l, 2, 0, 0) == 0;
+        })
+    };
+    if ran.is_err() || !called {
+        return Err("the layout probe could not run");
+    }
+    let packed = PROBE_RESULT.load(Ordering::Relaxed);
+    if packed == 0 {
+        return Err(*PROBE_ERR.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+    IS_GC64.store(packed & 1 == 1, Ordering::Relaxed);
+    VMSTATE_OFF.store((packed >> 1) & 0xFFFF, Ordering::Relaxed);
+    CUR_L_OFF.store((packed >> 17) & 0xFFFF, Ordering::Relaxed);
+    take();
+    G.store(g, Ordering::Release);
+    Ok(())
+}
+
+/// From now on the tick handler notes nothing.
+pub fn disarm() {
+    G.store(0, Ordering::Release);
+    take();
+}
+
+/// Takes the note (and clears it).
+pub fn take() -> TickNote {
+    IN_TAKE.store(true, Ordering::SeqCst);
+    let mut note = TickNote::default();
+    for ((out, v), n) in note.running_c.iter_mut().zip(&NOTES).zip(&NOTE_TICKS) {
+        let (v, n) = (v.swap(0, Ordering::SeqCst), n.swap(0, Ordering::SeqCst));
+        if v & NOTE_SET != 0 && n > 0 {
+            let ffid = ((v >> 48) & 0xFF) as u8;
+            let c = if ffid == FF_C { RunningC::Function(v & ADDR_MASK) } else { RunningC::Builtin(ffid) };
+            *out = Some((c, n.min(u32::MAX as usize) as u32));
+        }
+    }
+    for (out, n) in note.states.iter_mut().zip(&STATES) {
+        *out = n.swap(0, Ordering::SeqCst).min(u32::MAX as usize) as u32;
+    }
+    IN_TAKE.store(false, Ordering::SeqCst);
+    note
+}
+
+fn fail(why: &'static str) -> c_int {
+    *PROBE_ERR.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    0
+}
+
+unsafe extern "C-unwind" fn sentinel_panic(_l: *mut ffi::lua_State) -> c_int {
+    0
+}
+
+/// Reads the word of `size` bytes (4 or 8) at `addr`.
+///
+/// # Safety
+/// `addr` must be readable for `size` bytes.
+unsafe fn word(addr: usize, size: usize) -> usize {
+    if size == 8 {
+        std::ptr::read_unaligned(addr as *const u64) as usize
+    } else {
+        std::ptr::read_unaligned(addr as *const u32) as usize
+    }
+}
+
+/// The probe: runs as a C function called with two arguments, so the VM
+/// state is "C", the running thread is `l`, its `base` is this call's
+/// frame and the slot below holds this very function.
+unsafe extern "C-unwind" fn probe(l: *mut ffi::lua_State) -> c_int {
+    let g = PROBE_G.load(Ordering::Relaxed);
+    let la = l as usize;
+    // SAFETY (whole body): `l` is the live running thread, whose header
+    // is at least 64 bytes (96 in GC64 builds); `g` is its live global
+    // state, embedded with the main thread in LuaJIT's GG_State, which is
+    // far larger than `GLOBAL_SCAN` bytes past `g`. Reads of the stack and
+    // of the function object happen only after the pointers to them have
+    // been checked against the thread's own stack and argument count.
+    let shape = if word(la + GC64.glref, 8) == g {
+        GC64
+    } else if word(la + GC32.glref, 4) == g {
+        GC32
+    } else {
+        return fail("the thread header does not point to the global state");
+    };
+    let ptr = if shape.gc64 { 8 } else { 4 };
+    let base = word(la + shape.base, 8);
+    let top = word(la + shape.base + 8, 8);
+    let nargs = ffi::lua_gettop(l) as usize;
+    if top < base || top - base != nargs * 8 {
+        return fail("the thread's base and top do not frame the probe's arguments");
+    }
+    let stack = word(la + shape.stack, ptr);
+    if base < stack + shape.func_slot {
+        return fail("the probe's frame is not on the thread's stack");
+    }
+    let slot = word(base - shape.func_slot, 8);
+    let func = if shape.gc64 {
+        if (slot as u64) >> 47 != ITYPE_FUNC_GC64 {
+            return fail("the probe's function slot holds no function");
+        }
+        slot & ((1 << 47) - 1)
+    } else {
+        slot & 0xFFFF_FFFF
+    };
+    if func != PROBE_FN.load(Ordering::Relaxed) {
+        return fail("the probe's function slot holds another object");
+    }
+    let probe_addr = probe as *const c_void as usize;
+    if *((func + shape.gct) as *const u8) != GCT_FUNC
+        || *((func + shape.fn_ffid) as *const u8) != FF_C
+        || word(func + shape.fn_f, 8) != probe_addr
+    {
+        return fail("the function object's layout is not the expected one");
+    }
+    // cur_L follows the panic function and two bytecode words in every
+    // LuaJIT 2.1: find the panic function by setting a unique one.
+    let old = ffi::lua_atpanic(l, sentinel_panic);
+    let sentinel = sentinel_panic as *const c_void as usize;
+    let panic_at: Vec<usize> = (0..GLOBAL_SCAN).step_by(8).filter(|&o| word(g + o, 8) == sentinel).collect();
+    ffi::lua_atpanic(l, old);
+    let [panic_off] = panic_at[..] else {
+        return fail("the panic function was not found once in the global state");
+    };
+    let cur_l_off = panic_off + 16;
+    if word(g + cur_l_off, ptr) != la {
+        return fail("the global state's current thread is not the running thread");
+    }
+    // vmstate comes right before the main thread's reference (LuaJIT 2.1
+    // since 2020), or before the temporary buffer whose last word is that
+    // reference (2.1.0-beta3 of 2017). The main thread precedes the global
+    // state in GG_State.
+    // Some builds (OpenResty's) add fields to the thread, so its size is
+    // found: the main thread's header points back to the global state.
+    let Some(main) = (shape.thread_size..=shape.thread_size + 64)
+        .step_by(8)
+        .map(|size| g - size)
+        .find(|&m| word(m + shape.glref, ptr) == g && *((m + shape.gct) as *const u8) == GCT_THREAD)
+    else {
+        return fail("the main thread is not where GG_State puts it");
+    };
+    let back: &[usize] = if shape.gc64 { &[4, 8, 32] } else { &[4, 16] };
+    let mut found: Vec<usize> = Vec::new();
+    for o in (0..panic_off).step_by(ptr).filter(|&o| word(g + o, ptr) == main) {
+        for &b in back {
+            if o >= b && *((g + o - b) as *const i32) == VMSTATE_C && !found.contains(&(o - b)) {
+                found.push(o - b);
+            }
+        }
+    }
+    let [vmstate_off] = found[..] else {
+        return fail("the VM state field was not found once in the global state");
+    };
+    if vmstate_off > 0xFFFF || cur_l_off > 0xFFFF {
+        return fail("the global state is larger than expected");
+    }
+    PROBE_RESULT.store((shape.gc64 as usize) | vmstate_off << 1 | cur_l_off << 17, Ordering::Relaxed);
+    0
+}
+
+/// Copies `out.len()` bytes at `addr` of this process, or returns false
+/// (never faults: the kernel checks the address). Async-signal-safe.
+fn self_read(addr: usize, out: &mut [u8]) -> bool {
+    let local = libc::iovec { iov_base: out.as_mut_ptr() as *mut c_void, iov_len: out.len() };
+    let remote = libc::iovec { iov_base: addr as *mut c_void, iov_len: out.len() };
+    // SAFETY: `local` describes `out`, writable for its length; the remote
+    // range is only read, and by the kernel, which reports unmapped
+    // addresses as an error.
+    let n = unsafe { libc::process_vm_readv(PID.load(Ordering::Relaxed), &local, 1, &remote, 1, 0) };
+    n == out.len() as isize
+}
+
+fn self_read_works() -> bool {
+    let probe_value: u64 = 0x7ec5_0000_0000_7ec5;
+    let mut out = [0u8; 8];
+    self_read(&probe_value as *const u64 as usize, &mut out) && u64::from_ne_bytes(out) == probe_value
+}
+
+fn field(buf: &[u8], at: usize, size: usize) -> usize {
+    let mut w = [0u8; 8];
+    w[..size].copy_from_slice(&buf[at..at + size]);
+    u64::from_le_bytes(w) as usize
+}
+
+/// Notes the C function the VM thread is in, if it is in one. Called by
+/// the tick handler on the VM thread, before LuaJIT's handler.
+pub fn note_tick() {
+    let g = G.load(Ordering::Acquire);
+    if g == 0 {
+        return;
+    }
+    if IN_TAKE.load(Ordering::SeqCst) {
+        return;
+    }
+    // SAFETY: `g` is the live global state of the session's VM (armed only
+    // while its profiler runs); the offset was found inside it by `arm`.
+    let vmstate = unsafe { std::ptr::read_volatile((g + VMSTATE_OFF.load(Ordering::Relaxed)) as *const i32) };
+    // LuaJIT's own mapping: a trace number, or ~INTERP, ~C, ~GC, else JIT.
+    let state = match vmstate {
+        0.. => 0,
+        -1 => 1,
+        VMSTATE_C => 2,
+        -3 => 3,
+        _ => 4,
+    };
+    STATES[state].fetch_add(1, Ordering::SeqCst);
+    if vmstate != VMSTATE_C {
+        return;
+    }
+    let Some(v) = running_now(g) else { return };
+    for (slot, n) in NOTES.iter().zip(&NOTE_TICKS) {
+        let cur = slot.load(Ordering::SeqCst);
+        if cur == 0 {
+            slot.store(v, Ordering::SeqCst);
+        } else if cur != v {
+            continue;
+        }
+        n.fetch_add(1, Ordering::SeqCst);
+        return;
+    }
+}
+
+/// The note for the C function running now (the VM is in state C).
+fn running_now(g: usize) -> Option<usize> {
+    let shape = if IS_GC64.load(Ordering::Relaxed) { GC64 } else { GC32 };
+    let ptr = if shape.gc64 { 8 } else { 4 };
+    // SAFETY: `g` is live (see `note_tick`); the current-thread reference
+    // at the offset found by `arm` is `ptr` bytes.
+    let cur = unsafe { word(g + CUR_L_OFF.load(Ordering::Relaxed), ptr) };
+    let mut header = [0u8; 96];
+    if cur == 0 || !self_read(cur, &mut header[..shape.thread_size]) {
+        return None;
+    }
+    let base = field(&header, shape.base, 8);
+    let stack = field(&header, shape.stack, ptr);
+    let size = field(&header, shape.stacksize, 4);
+    if base < stack + shape.func_slot || base > stack + size * 8 {
+        return None;
+    }
+    let mut slot = [0u8; 8];
+    if !self_read(base - shape.func_slot, &mut slot) {
+        return None;
+    }
+    let slot = u64::from_le_bytes(slot);
+    let func = if shape.gc64 {
+        if slot >> 47 != ITYPE_FUNC_GC64 {
+            return None;
+        }
+        (slot & ((1 << 47) - 1)) as usize
+    } else {
+        (slot & 0xFFFF_FFFF) as usize
+    };
+    let mut object = [0u8; 48];
+    if func == 0 || !self_read(func, &mut object[..shape.fn_f + 8]) {
+        return None;
+    }
+    let ffid = object[shape.fn_ffid];
+    if object[shape.gct] != GCT_FUNC || ffid == FF_LUA {
+        return None;
+    }
+    let addr = if ffid == FF_C { field(&object, shape.fn_f, 8) } else { 0 };
+    if addr & !ADDR_MASK != 0 {
+        return None;
+    }
+    Some(NOTE_SET | (ffid as usize) << 48 | addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two words a thread header may point to its global state with
+    /// (GC64 and 32-bit builds); `arm` must accept exactly one.
+    fn global_candidates(lua: &Lua) -> [usize; 2] {
+        let mut out = [0; 2];
+        let slot = &mut out;
+        // SAFETY: the state is live; its header is at least 24 bytes.
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                let la = l as usize;
+                *slot = [word(la + GC64.glref, 8), word(la + GC32.glref, 4)];
+            })
+            .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn the_layout_is_found_and_checked_on_this_luajit() {
+        let lua = Lua::new();
+        let armed: Vec<usize> = global_candidates(&lua).into_iter().filter(|&g| arm(&lua, g).is_ok()).collect();
+        assert_eq!(armed.len(), 1, "exactly one reading of the header is this build's");
+        assert_eq!(arm(&lua, armed[0]), Ok(()));
+        // Armed, and no tick came: nothing is noted.
+        assert_eq!(take(), TickNote::default());
+        disarm();
+        // A wrong global state is refused, not trusted.
+        assert!(arm(&lua, armed[0] + 8).is_err());
+        disarm();
+    }
+}
