@@ -79,6 +79,36 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.matches('"hitches":[{"gcSamples":', html, 1, true)
   end)
 
+  it("names the C functions samples were taken in: love.graphics.present, love.graphics.print", function()
+    local rc, out = love(root .. "/examples/love", "--seconds 2", { LUA_PATH = false, LUA_CPATH = false })
+    assert.equal(0, rc, out)
+    local text = assert(read(save_dir("tecs-profile-example") .. "/tecs.collapsed"), "no profile written:\n" .. out)
+    local rows = collapsed.parse(text)
+    local by_leaf, in_c = {}, 0
+    for _, r in ipairs(rows) do
+      if r.state == "C" then
+        in_c = in_c + r.count
+        local leaf = r.frames[#r.frames]
+        by_leaf[leaf] = (by_leaf[leaf] or 0) + r.count
+      end
+    end
+    -- The standard love.run presents every frame, and the example's draw
+    -- prints text: both are C functions of LÖVE, named by their Lua path
+    -- and drawn above the Lua frame that called them.
+    assert.is_true((by_leaf["love.graphics.present"] or 0) > 0, text)
+    assert.is_true((by_leaf["love.graphics.print"] or 0) > 0, text)
+    assert.is_true(collapsed.sum(rows, function(r)
+      return r.frames[#r.frames] == "love.graphics.print" and r.frames[#r.frames - 1]:match("^game%.lua:") ~= nil
+    end) > 0, text)
+    -- Nearly every sample in state C knows its C function; an address left
+    -- unnamed would read [C:...].
+    local named = 0
+    for leaf, n in pairs(by_leaf) do
+      if leaf:match("^love%.%a+%.%a+$") or leaf:match("^%a+%.%a+$") or leaf:match("^%a+$") then named = named + n end
+    end
+    assert.is_true(named >= 0.8 * in_c, string.format("%d of %d C samples named:\n%s", named, in_c, text))
+  end)
+
   it("unblocks SIGPROF only while sampling and restores the mask at stop", function()
     local rc, out = love(root .. "/platform_spec/fixtures/love_sigmask", "", {
       LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })

@@ -116,8 +116,17 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
             out.push(e);
         }
     };
-    for p in &tp.samples {
-        let end = p.t_ns;
+    // Points one callback split (by VM state, or by the C function each
+    // tick found) share its time: they are drawn back to back, the last
+    // ending at that time.
+    let mut later = vec![0u64; tp.samples.len()];
+    for i in (0..tp.samples.len().saturating_sub(1)).rev() {
+        if tp.samples[i].t_ns == tp.samples[i + 1].t_ns {
+            later[i] = later[i + 1] + tp.weight_ns(&tp.samples[i + 1]);
+        }
+    }
+    for (p, &later) in tp.samples.iter().zip(&later) {
+        let end = p.t_ns.saturating_sub(later);
         let start = end.saturating_sub(tp.weight_ns(p)).max(prev_end);
         // Within the microsecond of the one before, a sample has nothing to
         // draw (readers do not order empty ranges among their neighbours);

@@ -17,11 +17,12 @@
 //! while a probe C function of ours runs, and every fact is checked
 //! against something known (the probe's own function object, its argument
 //! count, the running thread). If any check fails the feature stays off
-//! and `stats()` says why. At tick time every read of VM memory beyond the
-//! global state goes through `process_vm_readv` on our own process, which
-//! fails with an error rather than a fault on an address that is not
-//! mapped, so even a torn read in the middle of a VM transition cannot
-//! crash the program.
+//! and `stats()` says why. At tick time the global state, the running
+//! thread and its stack are read directly (all are alive while a C
+//! function runs); the function object is read through `process_vm_readv`
+//! on our own process, which fails with an error rather than a fault on an
+//! address that is not mapped, so a stale slot in the middle of a VM
+//! transition cannot crash the program.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -53,7 +54,7 @@ struct Shape {
     stacksize: usize,
     /// `sizeof(lua_State)` in LuaJIT's own sources: the main thread sits
     /// right before the global state in LuaJIT's one allocation
-    /// (`GG_State`). It is also how much of a thread the handler reads.
+    /// (`GG_State`).
     thread_size: usize,
     /// The function slot is this many bytes below a frame's base.
     func_slot: usize,
@@ -389,21 +390,19 @@ fn running_now(g: usize) -> Option<usize> {
     // SAFETY: `g` is live (see `note_tick`); the current-thread reference
     // at the offset found by `arm` is `ptr` bytes.
     let cur = unsafe { word(g + CUR_L_OFF.load(Ordering::Relaxed), ptr) };
-    let mut header = [0u8; 96];
-    if cur == 0 || !self_read(cur, &mut header[..shape.thread_size]) {
+    if cur == 0 {
         return None;
     }
-    let base = field(&header, shape.base, 8);
-    let stack = field(&header, shape.stack, ptr);
-    let size = field(&header, shape.stacksize, 4);
+    // SAFETY: in state C the current thread is running a C function, so it
+    // is alive, and so is its stack; `base` is read from it and the slot
+    // below is read only when it lies inside that stack.
+    let (base, stack, size) =
+        unsafe { (word(cur + shape.base, 8), word(cur + shape.stack, ptr), word(cur + shape.stacksize, 4)) };
     if base < stack + shape.func_slot || base > stack + size * 8 {
         return None;
     }
-    let mut slot = [0u8; 8];
-    if !self_read(base - shape.func_slot, &mut slot) {
-        return None;
-    }
-    let slot = u64::from_le_bytes(slot);
+    // SAFETY: see above.
+    let slot = unsafe { word(base - shape.func_slot, 8) } as u64;
     let func = if shape.gc64 {
         if slot >> 47 != ITYPE_FUNC_GC64 {
             return None;
@@ -412,6 +411,9 @@ fn running_now(g: usize) -> Option<usize> {
     } else {
         (slot & 0xFFFF_FFFF) as usize
     };
+    // The function object is read through the kernel: in the few
+    // instructions where the VM has set state C before storing the new
+    // base, the slot can still hold a function that has since been freed.
     let mut object = [0u8; 48];
     if func == 0 || !self_read(func, &mut object[..shape.fn_f + 8]) {
         return None;

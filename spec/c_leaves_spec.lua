@@ -1,0 +1,135 @@
+-- C functions as the leaf of their samples: the tick handler reads the C
+-- function the VM is in, so a sample taken in `table.sort` or
+-- `love.graphics.present` names it, above the Lua line that called it.
+-- Checked against the truth (spec/fixtures/c_leaves.lua: two C functions
+-- called from one line, each timed unprofiled), at both precisions.
+local profile = require("tecs.profile")
+local collapsed = require("spec.support.collapsed")
+local work = dofile("spec/fixtures/c_leaves.lua")
+
+local FILE = "spec/fixtures/c_leaves.lua"
+
+-- Whether a frame lies in the workload's step function.
+local function in_step(frame)
+  if frame:sub(1, #FILE + 1) ~= FILE .. ":" then return false end
+  local rest = frame:sub(#FILE + 2)
+  local a = tonumber(rest:match("^(%d+)%-%d+$"))
+  local l = tonumber(rest:match("^(%d+)$"))
+  return a == work.first or (l ~= nil and l >= work.first and l <= work.last)
+end
+
+-- Samples of the step by part: its leaf C function, or the Lua part.
+local function parts(text)
+  local counts, n = { sort = 0, clock = 0, lua = 0 }, 0
+  for _, r in ipairs(collapsed.parse(text)) do
+    local k
+    for i = 1, #r.frames do if in_step(r.frames[i]) then k = i end end
+    if k then
+      local leaf = r.frames[#r.frames]
+      local part = (k == #r.frames - 1 and leaf == "table.sort" and "sort")
+        or (k == #r.frames - 1 and leaf == "os.clock" and "clock") or "lua"
+      counts[part] = counts[part] + r.count
+      n = n + r.count
+    end
+  end
+  return counts, n
+end
+
+describe("C functions as leaves", function()
+  after_each(function()
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  for _, precision in ipairs({ "function", "line" }) do
+    it("two C functions on one line get their true shares (precision " .. precision .. ")", function()
+      local want = work.truth(0.4)
+      local s = profile.sample({ precision = precision })
+      work.run(1.5)
+      local text = s:stop()
+      local again = work.truth(0.4)
+      local st = s:stats()
+      if st.cFunctionLeavesNote then
+        -- Only LuaJIT's own timer leaves nothing to read the VM from.
+        assert.equal("process-cpu-itimer", st.clock, st.cFunctionLeavesNote)
+        pending("no C leaves with LuaJIT's own timer: " .. st.cFunctionLeavesNote)
+        return
+      end
+      local counts, n = parts(text)
+      assert.is_true(n >= 1000, "too few samples of the step: " .. n .. "\n" .. text)
+      assert.is_true(st.cFunctionLeaves >= counts.sort + counts.clock, text)
+      local report = {}
+      for _, name in ipairs({ "sort", "clock", "lua" }) do
+        report[#report + 1] = string.format("%s %.1f%% (truth %.1f%% / %.1f%%)", name, 100 * counts[name] / n,
+          100 * want[name], 100 * again[name])
+      end
+      local msg = table.concat(report, "; ") .. string.format(" [%d samples, %s]", n, st.clock)
+      print(precision .. ": " .. msg)
+      for _, name in ipairs({ "sort", "clock", "lua" }) do
+        local p = (want[name] + again[name]) / 2
+        local spread = math.abs(want[name] - again[name])
+        local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
+        local got = counts[name] / n
+        assert.is_true(math.abs(got - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
+          100 * math.abs(got - p), 100 * tol, msg))
+      end
+      -- In every view by line, the C time stays on the line that called it.
+      local by_line = profile.report(text, { by = "line", minPercent = 0 })
+      assert.is_nil(by_line:find("table.sort", 1, true), by_line)
+      assert.is_nil(by_line:find("os.clock", 1, true), by_line)
+      -- By function, each C function is a row of its own.
+      local by_function = profile.report(text, { by = "function", minPercent = 0 })
+      assert.matches("table%.sort\n", by_function)
+      assert.matches("os%.clock\n", by_function)
+    end)
+  end
+
+  it("a C function that called back into Lua is not drawn above its callee", function()
+    local cmp = function(a, b) return a < b end
+    local base = {}
+    for i = 1, 2000 do base[i] = (i * 7919) % 1009 end
+    local s = profile.sample({ intervalMs = 0.5 })
+    local t0 = os.clock()
+    while os.clock() - t0 < 0.6 do
+      local t = {}
+      for i = 1, #base do t[i] = base[i] end
+      table.sort(t, cmp)
+    end
+    local text = s:stop()
+    local callee, leaf_over_callee = 0, 0
+    for _, r in ipairs(collapsed.parse(text)) do
+      for i = 1, #r.frames - 1 do
+        if r.frames[i] == "table.sort" then
+          callee = callee + r.count
+          if r.frames[#r.frames] == "table.sort" then leaf_over_callee = leaf_over_callee + r.count end
+          break
+        end
+      end
+    end
+    -- The comparator runs under table.sort: the stacks show that, and
+    -- no sample puts table.sort again above the comparator.
+    assert.is_true(callee > 100, text)
+    assert.equal(0, leaf_over_callee, text)
+  end)
+
+  it("a module's C function by its Lua path (lfs.attributes)", function()
+    local ok, lfs = pcall(require, "lfs")
+    if not ok then
+      pending("LuaFileSystem is not installed")
+      return
+    end
+    local s = profile.sample({ intervalMs = 0.5 })
+    local t0 = os.clock()
+    local n = 0
+    while os.clock() - t0 < 0.5 do
+      for _ = 1, 50 do n = n + (lfs.attributes("/", "size") and 1 or 0) end
+    end
+    local text = s:stop()
+    local rows = collapsed.parse(text)
+    local total = collapsed.sum(rows)
+    local named = collapsed.sum(rows, function(r) return r.frames[#r.frames] == "lfs.attributes" end)
+    -- stat() is most of this loop; its samples name it, not an address.
+    assert.is_true(named >= 0.5 * total, string.format("%d of %d samples in lfs.attributes:\n%s", named, total, text))
+    assert.is_nil(text:find("[C:", 1, true), text)
+  end)
+end)
