@@ -1,7 +1,8 @@
 //! Source annotated with per-line shares, like `luajit -jp=a` / `-jp=A`;
 //! with a trace session's report, also where trace recording aborted and
-//! why, under each line, and each line's compiled share; with a coverage
-//! session's counts, the exact number of times each line ran.
+//! why, under each line, each line's compiled share and the traces that
+//! compiled it; with a coverage session's counts, the exact number of times
+//! each line ran.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -40,6 +41,24 @@ pub struct TraceNotes {
     /// Traces started, completed and aborted, and loops blacklisted; None
     /// when the report does not say (one read back from CSV).
     pub counts: Option<TraceCounts>,
+    /// The completed traces that cover each line (LuaJIT's trace numbers,
+    /// ascending), by file named as abort locations name it; None when the
+    /// report does not say: no `traces` column then.
+    pub lines: Option<HashMap<String, HashMap<u32, Vec<u32>>>>,
+}
+
+/// Trace numbers a `traces` cell shows before a `+n` for the rest.
+const TRACES_SHOWN: usize = 2;
+/// Width of the `traces` column (a longer cell widens its own line only).
+const TRACES_WIDTH: usize = 10;
+
+/// A `traces` cell: the first trace numbers, then how many more.
+fn traces_cell(list: &[u32]) -> String {
+    let mut cell: Vec<String> = list.iter().take(TRACES_SHOWN).map(|t| format!("T{}", t)).collect();
+    if list.len() > TRACES_SHOWN {
+        cell.push(format!("+{}", list.len() - TRACES_SHOWN));
+    }
+    cell.join(" ")
 }
 
 /// A trace session's counters.
@@ -131,6 +150,12 @@ pub fn annotate_with(
             out,
             "# jit: the share of a line's self samples in compiled code (compiled samples name lines only at precision \"line\")"
         );
+        if t.lines.is_some() {
+            let _ = writeln!(
+                out,
+                "# traces: the completed traces that cover a line (LuaJIT's numbers, as -jv shows them; +n: n more); blank: in none"
+            );
+        }
         for s in &elsewhere {
             let _ = writeln!(out, "# {}", abort_text(s));
         }
@@ -175,6 +200,11 @@ pub fn annotate_with(
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     let with_jit = notes.trace.is_some();
     let with_count = notes.counts.is_some();
+    let traced: Option<HashMap<&str, &HashMap<u32, Vec<u32>>>> = notes
+        .trace
+        .as_ref()
+        .and_then(|t| t.lines.as_ref())
+        .map(|l| l.iter().map(|(f, lines)| (same_file(f), lines)).collect());
     for (file, self_sum, _) in order {
         let lines = &files[file];
         let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_share(self_sum, total, opts.raw));
@@ -206,16 +236,26 @@ pub fn annotate_with(
         if with_count {
             let _ = write!(jit_head, " {:>9}", "count");
         }
+        if traced.is_some() {
+            let _ = write!(jit_head, " {:>w$}", "traces", w = TRACES_WIDTH);
+        }
         let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | source", "self", "total", jit_head, "line");
         let file_counts = counted.get(same_file(file)).copied();
+        let file_traces = traced.as_ref().and_then(|t| t.get(same_file(file)).copied());
+        // The columns after `jit`: `count` and `traces`, when shown.
         let count_of = |n: usize| -> String {
-            if !with_count {
-                return String::new();
+            let mut cells = String::new();
+            if with_count {
+                match file_counts.and_then(|c| c.get(&(n as u32))) {
+                    Some(c) => cells = format!(" {:>9}", c),
+                    None => cells = format!(" {:>9}", ""),
+                }
             }
-            match file_counts.and_then(|c| c.get(&(n as u32))) {
-                Some(c) => format!(" {:>9}", c),
-                None => format!(" {:>9}", ""),
+            if traced.is_some() {
+                let list = file_traces.and_then(|t| t.get(&(n as u32))).map(|l| traces_cell(l)).unwrap_or_default();
+                let _ = write!(cells, " {:>w$}", list, w = TRACES_WIDTH);
             }
+            cells
         };
         let src: Vec<&str> = text.lines().collect();
         let hot: Vec<usize> = (1..=src.len()).filter(|n| marked(file, *n as u32, lines)).collect();
@@ -226,6 +266,9 @@ pub fn annotate_with(
         let mut blank_jit = if with_jit { format!(" {:>5}", "") } else { String::new() };
         if with_count {
             let _ = write!(blank_jit, " {:>9}", "");
+        }
+        if traced.is_some() {
+            let _ = write!(blank_jit, " {:>w$}", "", w = TRACES_WIDTH);
         }
         let blank_share = if with_jit { format!(" {:>5}", "") } else { String::new() };
         let mut gap = true;

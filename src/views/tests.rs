@@ -234,6 +234,7 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
                 site(9, "phys.lua:7", "loop unroll limit reached"),
             ],
             counts: Some(TraceCounts { started: 20, completed: 8, aborted: 12, blacklistings: 1 }),
+            lines: None,
         }),
         counts: None,
     };
@@ -251,4 +252,52 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
     let plain = annotate(&p, &o, Annotate::Excerpts(0), &mut |_| Ok(src.clone()));
     assert!(plain.contains(" 100.0%  100.0% |     5 | code5"), "{}", plain);
     assert!(!plain.contains("code7"));
+}
+
+#[test]
+fn annotates_the_traces_that_cover_each_line() {
+    // Line 2 in two traces, line 3 in four, line 4 in none; line 3's abort
+    // note keeps its place under the line.
+    let p = crate::profile::collapsed::parse("./loop.lua:2_[N] 3\n./loop.lua:3_[I] 1\n").unwrap();
+    let src = "a\nb\nc\nd\n";
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let lines: HashMap<u32, Vec<u32>> = [(2, vec![3, 7]), (3, vec![1, 3, 7, 12])].into_iter().collect();
+    let notes = LineNotes {
+        trace: Some(TraceNotes {
+            sites: vec![AbortSite {
+                severity: "warn".into(),
+                count: 2,
+                reason: "r".into(),
+                location: "loop.lua:3".into(),
+                ..Default::default()
+            }],
+            counts: None,
+            lines: Some([("loop.lua".to_string(), lines)].into_iter().collect()),
+        }),
+        counts: None,
+    };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok(src.to_string()));
+    assert!(text.contains("# traces: the completed traces that cover a line"), "{}", text);
+    assert!(text.contains("   self   total   jit     traces |  line | source\n"), "{}", text);
+    assert!(text.contains("  75.0%   75.0%  100%      T3 T7 |     2 | b\n"), "{}", text);
+    assert!(text.contains("  25.0%   25.0%    0%   T1 T3 +2 |     3 | c\n"), "{}", text);
+    assert!(text.contains("                                 |     4 | d\n"), "{}", text);
+    assert!(
+        text.contains("|     3 | c\n                                 |       | ^ trace aborted 2 times (warn): r\n"),
+        "{}",
+        text
+    );
+    // With exact counts too, `traces` comes after `count`.
+    let counted = LineNotes {
+        counts: Some([("loop.lua".to_string(), [(2, 5)].into_iter().collect())].into_iter().collect()),
+        ..notes.clone()
+    };
+    let text = annotate_with(&p, &o, Annotate::Full, &counted, &mut |_| Ok(src.to_string()));
+    assert!(text.contains("   jit     count     traces |"), "{}", text);
+    assert!(text.contains("  100%         5      T3 T7 |     2 | b\n"), "{}", text);
+    // A report without lines (read back from CSV) has no column.
+    let no_lines = LineNotes { trace: Some(TraceNotes { lines: None, ..notes.trace.clone().unwrap() }), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &no_lines, &mut |_| Ok(src.to_string()));
+    assert!(!text.contains("traces |"), "{}", text);
+    assert!(!text.contains("T3"), "{}", text);
 }
