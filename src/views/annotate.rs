@@ -153,7 +153,7 @@ pub fn annotate_with(
         if t.lines.is_some() {
             let _ = writeln!(
                 out,
-                "# traces: the completed traces that cover a line (LuaJIT's numbers, as -jv shows them; +n: n more); blank: in none"
+                "# traces column: the completed traces that cover a line (LuaJIT's numbers, as -jv shows them; +n: n more); blank: in none"
             );
         }
         for s in &elsewhere {

@@ -277,7 +277,7 @@ fn annotates_the_traces_that_cover_each_line() {
         counts: None,
     };
     let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok(src.to_string()));
-    assert!(text.contains("# traces: the completed traces that cover a line"), "{}", text);
+    assert!(text.contains("# traces column: the completed traces that cover a line"), "{}", text);
     assert!(text.contains("   self   total   jit     traces |  line | source\n"), "{}", text);
     assert!(text.contains("  75.0%   75.0%  100%      T3 T7 |     2 | b\n"), "{}", text);
     assert!(text.contains("  25.0%   25.0%    0%   T1 T3 +2 |     3 | c\n"), "{}", text);

@@ -37,6 +37,10 @@ local function chunk_name(func, source)
 end
 
 --- A new line map.
+-- The record handler (`tecs.profile.trace.tracker`) appends each recorded
+-- bytecode itself, as `funcs[n], pcs[n]` after incrementing `n` (the
+-- position is negative for a builtin), up to `MAX_PENDING`; past it, it
+-- sets `truncated`.
 -- @treturn table the map: pass it to the functions below
 function M.new()
   return {
@@ -47,21 +51,6 @@ function M.new()
     pairs_kept = 0,
     unmapped = 0,
   }
-end
-
---- Note one recorded bytecode of the trace being recorded.
--- @tparam table map
--- @param func the function being recorded
--- @tparam number pc its bytecode position (negative for a builtin)
-function M.record(map, func, pc)
-  local n = map.n
-  if n >= M.MAX_PENDING then
-    map.truncated = true
-    return
-  end
-  n = n + 1
-  map.funcs[n], map.pcs[n] = func, pc
-  map.n = n
 end
 
 -- Forget the recorded bytecodes (and the references to their functions).

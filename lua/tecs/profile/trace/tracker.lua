@@ -197,7 +197,10 @@ function M.handler(self)
     if what == "start" then
       start_tr, start_func, start_pc, start_op = tr, func, pc, nil
       start_parent, start_exit = a, b
-      linemap.drop(lines)
+      -- Nothing is pending here (every outcome drops it); the check keeps
+      -- this event free of Lua calls, which would tick hot counters (the
+      -- "start" event runs before the VM stops counting for the recording).
+      if lines.n > 0 then linemap.drop(lines) end
       if type(func) == "function" and type(pc) == "number" then
         start_op = opname_at(func, pc)
       end
@@ -227,6 +230,7 @@ function M.handler(self)
   end
 
   local record_link -- set after attaching
+  local funcs, pcs, MAX_PENDING = lines.funcs, lines.pcs, linemap.MAX_PENDING
   -- Runs for every bytecode recorded, so it only appends (see
   -- `tecs.profile.trace.lines`); the trace's "start" was seen when
   -- `start_tr` matches (a recording under way at attach time is skipped).
@@ -238,7 +242,18 @@ function M.handler(self)
         io.stderr:write("VM handler failed: ", tostring(err), "\n")
       end
     end
-    if tr == start_tr and self._recording then linemap.record(lines, func, pc) end
+    if tr == start_tr and self._recording then
+      -- Appended in place (see `tecs.profile.trace.lines`): no call, as this
+      -- runs for every recorded bytecode.
+      local n = lines.n
+      if n < MAX_PENDING then
+        n = n + 1
+        funcs[n], pcs[n] = func, pc
+        lines.n = n
+      else
+        lines.truncated = true
+      end
+    end
   end
 
   return handler, function(l) link = l end, record_handler, function(l) record_link = l end
