@@ -36,6 +36,8 @@ local function chunk_name(func, source)
   return ok and info and info.short_src or "?"
 end
 
+local WEAK_KEYS = { __mode = "k" }
+
 --- A new line map.
 -- The record handler (`tecs.profile.trace.tracker`) appends each recorded
 -- bytecode itself, as `funcs[n], pcs[n]` after incrementing `n` (the
@@ -50,6 +52,9 @@ function M.new()
     by_file = {}, -- by_file[file][line][traceno] = true
     pairs_kept = 0,
     unmapped = 0,
+    -- Per function: its chunk name, and the line of each position seen.
+    file_of = setmetatable({}, WEAK_KEYS),
+    line_at = setmetatable({}, WEAK_KEYS),
   }
 end
 
@@ -67,21 +72,29 @@ function M.drop(map)
 end
 
 -- The lines covered by the recorded bytecodes: { [file] = { [line] = true } }.
+-- A function's lines are looked up once per bytecode position and kept
+-- while the function lives (a function is recorded into many traces, and a
+-- loop's body more than once into one).
 local function covered_lines(map)
   local funcinfo = jutil.funcinfo
   local funcs, pcs = map.funcs, map.pcs
-  local out, names = {}, {}
+  local file_of, line_at = map.file_of, map.line_at
+  local out = {}
   for i = 1, map.n do
     local func, pc = funcs[i], pcs[i]
     if pc >= 0 then
-      local fi = funcinfo(func, pc)
-      local line = fi.currentline
-      if type(fi.source) == "string" and type(line) == "number" then
-        local file = names[func]
-        if not file then
-          file = chunk_name(func, fi.source)
-          names[func] = file
-        end
+      local at = line_at[func]
+      if not at then at = {}; line_at[func] = at end
+      local line = at[pc]
+      if line == nil then
+        local fi = funcinfo(func, pc)
+        line = fi.currentline
+        if type(fi.source) ~= "string" or type(line) ~= "number" then line = false end
+        at[pc] = line
+        if line and not file_of[func] then file_of[func] = chunk_name(func, fi.source) end
+      end
+      if line then
+        local file = file_of[func]
         local set = out[file]
         if not set then set = {}; out[file] = set end
         set[line] = true
