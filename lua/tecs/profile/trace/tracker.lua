@@ -122,6 +122,9 @@ function M.handler(self)
   local start_tr, start_func, start_pc, start_op
   -- Parent trace and exit of the side trace being recorded.
   local start_parent, start_exit
+  -- The trace whose recorded bytecodes are noted: the one being recorded,
+  -- when its start was counted.
+  local collect_tr
 
   local function opname_at(func, pc)
     local ok, ins = pcall(funcbc, func, pc)
@@ -206,6 +209,7 @@ function M.handler(self)
       end
       if not self._paused then counts.tracesStarted = counts.tracesStarted + 1 end
       self._recording = not self._paused
+      collect_tr = self._recording and tr or nil
     elseif what == "stop" then
       if not self._paused then
         counts.tracesCompleted = counts.tracesCompleted + 1
@@ -215,36 +219,34 @@ function M.handler(self)
         end
       end
       linemap.drop(lines)
-      start_tr, self._recording = nil, false
+      start_tr, collect_tr, self._recording = nil, nil, false
     elseif what == "abort" then
       if not self._paused then
         local ok, err = pcall(on_abort, tr, func, pc, a, b)
         if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
       end
       linemap.drop(lines)
-      start_tr, self._recording = nil, false
+      start_tr, collect_tr, self._recording = nil, nil, false
     elseif what == "flush" then
-      linemap.drop(lines)
-      start_tr, self._recording = nil, false
+      if lines.n > 0 then linemap.drop(lines) end
+      start_tr, collect_tr, self._recording = nil, nil, false
     end
   end
 
-  local record_link -- set after attaching
+  local record_previous -- the record handler chained to, set after attaching
   local funcs, pcs, MAX_PENDING = lines.funcs, lines.pcs, linemap.MAX_PENDING
-  -- Runs for every bytecode recorded, so it only appends (see
-  -- `tecs.profile.trace.lines`); the trace's "start" was seen when
-  -- `start_tr` matches (a recording under way at attach time is skipped).
+  -- Runs for every bytecode recorded, so it only appends, in place (see
+  -- `tecs.profile.trace.lines`), with no call; only for `collect_tr`, a
+  -- trace whose "start" was seen (a recording under way at attach time is
+  -- skipped).
   local function record_handler(tr, func, pc, depth)
-    local previous = record_link and record_link.previous
-    if previous then
-      local ok, err = pcall(previous, tr, func, pc, depth)
+    if record_previous then
+      local ok, err = pcall(record_previous, tr, func, pc, depth)
       if not ok then
         io.stderr:write("VM handler failed: ", tostring(err), "\n")
       end
     end
-    if tr == start_tr and self._recording then
-      -- Appended in place (see `tecs.profile.trace.lines`): no call, as this
-      -- runs for every recorded bytecode.
+    if tr == collect_tr then
       local n = lines.n
       if n < MAX_PENDING then
         n = n + 1
@@ -256,7 +258,7 @@ function M.handler(self)
     end
   end
 
-  return handler, function(l) link = l end, record_handler, function(l) record_link = l end
+  return handler, function(l) link = l end, record_handler, function(l) record_previous = l.previous end
 end
 
 return M
