@@ -147,6 +147,15 @@ describe("lines per trace", function()
     for i = 1, math.min(2, #list) do want[i] = "T" .. list[i] end
     if #list > 2 then want[#want + 1] = "+" .. (#list - 2) end
     assert.equal(table.concat(want, " "), cell)
+    -- Under the file, the traces that start in it: loop A's own among them.
+    local own
+    for _, n in ipairs(list) do
+      if r.by_number[n].start == FIXTURE .. ":" .. at["loop A"] then own = n end
+    end
+    assert.is_number(own, r.out)
+    local legend = text:match("\n# traces starting here: ([^\n]*)")
+    assert.is_string(legend, text)
+    assert.is_truthy((", " .. legend .. ","):find(", T" .. own .. " line " .. at["loop A"] .. " loop,", 1, true), legend)
     -- The jit.off function's body ran only interpreted: the column is blank.
     local body_cold = row(at["cold body"])
     assert.is_nil(body_cold:match("T%d"), body_cold)
@@ -178,6 +187,19 @@ describe("lines per trace", function()
     for _, x in ipairs(r.traces) do if x.partial then partial = partial + 1 end end
     assert.is_true(partial >= 1, r.out)
     assert.equal(partial, r.k.tracesUnmapped, r.out)
+  end)
+
+  it("lists no trace recorded while paused", function()
+    local r = run([[
+      local tr = profile.trace()
+      tr:pause()
+      dofile(FIXTURE)
+      tr:resume()
+      dump(tr:stop())
+    ]])
+    assert.equal(0, #r.traces, r.out)
+    assert.is_nil(next(r.lines), r.out)
+    assert.equal(0, r.k.pairs, r.out)
   end)
 
   it("keeps a record handler attached before it working, and puts it back", function()

@@ -131,7 +131,20 @@ fn read_trace_notes(trace: Table) -> mlua::Result<views::TraceNotes> {
         Value::Nil => None,
         _ => return Err(err("option 'trace' must be a TraceReport from profile.trace ('lines' is not a table)")),
     };
-    Ok(views::TraceNotes { sites, counts, lines })
+    let mut notes = views::TraceNotes { sites, counts, lines, starts: Vec::new() };
+    if let Value::Table(list) = trace.get::<Value>("traces")? {
+        for x in list.sequence_values::<Table>() {
+            let x = x?;
+            let whole = |name: &str| -> mlua::Result<Option<u32>> {
+                Ok(x.get::<Option<f64>>(name)?.filter(|n| *n >= 0.0 && *n <= f64::from(u32::MAX)).map(|n| n as u32))
+            };
+            let Some(number) = whole("number")? else { continue };
+            let start = x.get::<Option<String>>("start")?.unwrap_or_default();
+            let link = x.get::<Option<String>>("link")?.unwrap_or_default();
+            notes.add_start(number, start, link, whole("linkTo")?.unwrap_or(0), whole("parent")?);
+        }
+    }
+    Ok(notes)
 }
 
 /// A TraceReport's `lines`: `{ [file] = { [line] = { trace numbers } } }`.

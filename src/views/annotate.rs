@@ -45,6 +45,51 @@ pub struct TraceNotes {
     /// ascending), by file named as abort locations name it; None when the
     /// report does not say: no `traces` column then.
     pub lines: Option<HashMap<String, HashMap<u32, Vec<u32>>>>,
+    /// The completed traces, in the report's order, for the list under each
+    /// file of the traces that start in it (see [`TraceNotes::add_start`]).
+    pub starts: Vec<TraceStart>,
+}
+
+/// Where a completed trace starts and how it ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceStart {
+    pub number: u32,
+    /// `file:line`, as abort locations name it.
+    pub start: String,
+    /// LuaJIT's link type ("loop", "root", "return", ...), "" when unknown.
+    pub link: String,
+    /// The trace linked to (0: none).
+    pub link_to: u32,
+    /// The trace a side trace starts from.
+    pub parent: Option<u32>,
+}
+
+impl TraceNotes {
+    /// Add a completed trace to the lists under the files.
+    pub fn add_start(&mut self, number: u32, start: String, link: String, link_to: u32, parent: Option<u32>) {
+        self.starts.push(TraceStart { number, start, link, link_to, parent });
+    }
+}
+
+/// Traces listed under a file before a `+n more`.
+const STARTS_SHOWN: usize = 12;
+
+/// One trace in a file's list: `T5 line 20 (side of T3) -> T1`.
+fn start_text(t: &TraceStart, line: u32) -> String {
+    let mut text = format!("T{} line {}", t.number, line);
+    if let Some(p) = t.parent {
+        let _ = write!(text, " (side of T{})", p);
+    }
+    match t.link.as_str() {
+        "" => {}
+        "root" | "stitch" if t.link_to != 0 => {
+            let _ = write!(text, " {} -> T{}", t.link, t.link_to);
+        }
+        link => {
+            let _ = write!(text, " {}", link);
+        }
+    }
+    text
 }
 
 /// Trace numbers a `traces` cell shows before a `+n` for the rest.
@@ -314,8 +359,33 @@ pub fn annotate_with(
         }
         // Past the end: the file changed since, or the site's line is off.
         unplaced(&mut out, src.len() as u32 + 1);
+        if traced.is_some() {
+            starts_in(&mut out, notes, file);
+        }
     }
     out
+}
+
+/// The list of the traces that start in `file`, if any.
+fn starts_in(out: &mut String, notes: &LineNotes, file: &str) {
+    let Some(t) = &notes.trace else { return };
+    let here: Vec<String> = t
+        .starts
+        .iter()
+        .filter_map(|s| match frames::file_line(&s.start) {
+            Some((f, line)) if same_file(f) == same_file(file) => Some(start_text(s, line)),
+            _ => None,
+        })
+        .collect();
+    if here.is_empty() {
+        return;
+    }
+    let shown = here.len().min(STARTS_SHOWN);
+    let _ = write!(out, "# traces starting here: {}", here[..shown].join(", "));
+    if here.len() > shown {
+        let _ = write!(out, ", +{} more", here.len() - shown);
+    }
+    out.push('\n');
 }
 
 /// One abort site as a note: count, severity, reason and zone.

@@ -235,6 +235,7 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
             ],
             counts: Some(TraceCounts { started: 20, completed: 8, aborted: 12, blacklistings: 1 }),
             lines: None,
+            starts: Vec::new(),
         }),
         counts: None,
     };
@@ -273,6 +274,7 @@ fn annotates_the_traces_that_cover_each_line() {
             }],
             counts: None,
             lines: Some([("loop.lua".to_string(), lines)].into_iter().collect()),
+            starts: Vec::new(),
         }),
         counts: None,
     };
@@ -300,4 +302,33 @@ fn annotates_the_traces_that_cover_each_line() {
     let text = annotate_with(&p, &o, Annotate::Full, &no_lines, &mut |_| Ok(src.to_string()));
     assert!(!text.contains("traces |"), "{}", text);
     assert!(!text.contains("T3"), "{}", text);
+}
+
+#[test]
+fn lists_the_traces_that_start_in_each_file() {
+    let p = crate::profile::collapsed::parse("./loop.lua:2_[N] 3\n").unwrap();
+    let mut trace = TraceNotes { lines: Some(HashMap::new()), ..Default::default() };
+    trace.add_start(1, "loop.lua:9".into(), "loop".into(), 1, None);
+    trace.add_start(2, "other.lua:1".into(), "return".into(), 0, None);
+    trace.add_start(3, "./loop.lua:12".into(), "root".into(), 1, Some(1));
+    trace.add_start(4, "[builtin#21]".into(), "".into(), 0, None);
+    let notes = LineNotes { trace: Some(trace.clone()), counts: None };
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(
+        text.ends_with("|     2 | b\n# traces starting here: T1 line 9 loop, T3 line 12 (side of T1) root -> T1\n"),
+        "{}",
+        text
+    );
+    // Past a dozen, the rest are counted.
+    for n in 10..30 {
+        trace.add_start(n, "loop.lua:1".into(), "loop".into(), n, None);
+    }
+    let notes = LineNotes { trace: Some(trace), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(text.contains(", T19 line 1 loop, +10 more\n"), "{}", text);
+    // Without the report's lines, no list.
+    let notes = LineNotes { trace: Some(TraceNotes { lines: None, ..notes.trace.unwrap() }), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(!text.contains("traces starting here"), "{}", text);
 }
