@@ -200,9 +200,10 @@ function M.handler(self)
     if what == "start" then
       start_tr, start_func, start_pc, start_op = tr, func, pc, nil
       start_parent, start_exit = a, b
-      -- Nothing is pending here (every outcome drops it); the check keeps
-      -- this event free of Lua calls, which would tick hot counters (the
-      -- "start" event runs before the VM stops counting for the recording).
+      -- Nothing is pending here (every outcome drops it). The check saves
+      -- a Lua call: calls in this event tick the VM's hot counters, which
+      -- are still counting then (they stop while a trace is recorded,
+      -- which covers the record, stop and abort events).
       if lines.n > 0 then linemap.drop(lines) end
       if type(func) == "function" and type(pc) == "number" then
         start_op = opname_at(func, pc)
