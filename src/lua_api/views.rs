@@ -126,7 +126,54 @@ fn read_trace_notes(trace: Table) -> mlua::Result<views::TraceNotes> {
         }),
         _ => None,
     };
-    Ok(views::TraceNotes { sites, counts })
+    let lines = match trace.get::<Value>("lines")? {
+        Value::Table(t) => Some(read_trace_lines(t)?),
+        Value::Nil => None,
+        _ => return Err(err("option 'trace' must be a TraceReport from profile.trace ('lines' is not a table)")),
+    };
+    let mut notes = views::TraceNotes { sites, counts, lines, starts: Vec::new() };
+    if let Value::Table(list) = trace.get::<Value>("traces")? {
+        for x in list.sequence_values::<Table>() {
+            let x = x?;
+            let whole = |name: &str| -> mlua::Result<Option<u32>> {
+                Ok(x.get::<Option<f64>>(name)?.filter(|n| *n >= 0.0 && *n <= f64::from(u32::MAX)).map(|n| n as u32))
+            };
+            let Some(number) = whole("number")? else { continue };
+            let start = x.get::<Option<String>>("start")?.unwrap_or_default();
+            let link = x.get::<Option<String>>("link")?.unwrap_or_default();
+            notes.add_start(number, start, link, whole("linkTo")?.unwrap_or(0), whole("parent")?);
+        }
+    }
+    Ok(notes)
+}
+
+/// A TraceReport's `lines`: `{ [file] = { [line] = { trace numbers } } }`.
+fn read_trace_lines(t: Table) -> mlua::Result<HashMap<String, HashMap<u32, Vec<u32>>>> {
+    const EXPECTED: &str =
+        "option 'trace' must be a TraceReport from profile.trace ('lines' maps files to { [line] = { trace numbers } })";
+    let mut out = HashMap::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (Value::String(file), Value::Table(by_line)) = pair? else { return Err(err(EXPECTED)) };
+        let mut per_line = HashMap::new();
+        for l in by_line.pairs::<Value, Value>() {
+            let (line, Value::Table(list)) = l? else { return Err(err(EXPECTED)) };
+            let Some(line) = number(&line) else { return Err(err(EXPECTED)) };
+            let mut traces = Vec::new();
+            for tr in list.sequence_values::<Value>() {
+                match number(&tr?) {
+                    Some(n) if n >= 0.0 && n <= f64::from(u32::MAX) => traces.push(n as u32),
+                    _ => return Err(err(EXPECTED)),
+                }
+            }
+            traces.sort_unstable();
+            traces.dedup();
+            if line >= 1.0 && line <= f64::from(u32::MAX) && !traces.is_empty() {
+                per_line.insert(line as u32, traces);
+            }
+        }
+        out.insert(file.to_string_lossy().to_string(), per_line);
+    }
+    Ok(out)
 }
 
 /// `{ [name] = { lines = { [line] = count } } }`, as a coverage session's

@@ -1,7 +1,8 @@
 //! Source annotated with per-line shares, like `luajit -jp=a` / `-jp=A`;
 //! with a trace session's report, also where trace recording aborted and
-//! why, under each line, and each line's compiled share; with a coverage
-//! session's counts, the exact number of times each line ran.
+//! why, under each line, each line's compiled share and the traces that
+//! compiled it; with a coverage session's counts, the exact number of times
+//! each line ran.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -40,6 +41,69 @@ pub struct TraceNotes {
     /// Traces started, completed and aborted, and loops blacklisted; None
     /// when the report does not say (one read back from CSV).
     pub counts: Option<TraceCounts>,
+    /// The completed traces that cover each line (LuaJIT's trace numbers,
+    /// ascending), by file named as abort locations name it; None when the
+    /// report does not say: no `traces` column then.
+    pub lines: Option<HashMap<String, HashMap<u32, Vec<u32>>>>,
+    /// The completed traces, in the report's order, for the list under each
+    /// file of the traces that start in it (see [`TraceNotes::add_start`]).
+    pub starts: Vec<TraceStart>,
+}
+
+/// Where a completed trace starts and how it ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceStart {
+    pub number: u32,
+    /// `file:line`, as abort locations name it.
+    pub start: String,
+    /// LuaJIT's link type ("loop", "root", "return", ...), "" when unknown.
+    pub link: String,
+    /// The trace linked to (0: none).
+    pub link_to: u32,
+    /// The trace a side trace starts from.
+    pub parent: Option<u32>,
+}
+
+impl TraceNotes {
+    /// Add a completed trace to the lists under the files.
+    pub fn add_start(&mut self, number: u32, start: String, link: String, link_to: u32, parent: Option<u32>) {
+        self.starts.push(TraceStart { number, start, link, link_to, parent });
+    }
+}
+
+/// Traces listed under a file before a `+n more`.
+const STARTS_SHOWN: usize = 12;
+
+/// One trace in a file's list: `T5 line 20 (side of T3) -> T1`.
+fn start_text(t: &TraceStart, line: u32) -> String {
+    let mut text = format!("T{} line {}", t.number, line);
+    if let Some(p) = t.parent {
+        let _ = write!(text, " (side of T{})", p);
+    }
+    match t.link.as_str() {
+        "" => {}
+        "root" | "stitch" if t.link_to != 0 => {
+            let _ = write!(text, " {} -> T{}", t.link, t.link_to);
+        }
+        link => {
+            let _ = write!(text, " {}", link);
+        }
+    }
+    text
+}
+
+/// Trace numbers a `traces` cell shows before a `+n` for the rest.
+const TRACES_SHOWN: usize = 2;
+/// Width of the `traces` column (a longer cell widens its own line only).
+const TRACES_WIDTH: usize = 10;
+
+/// A `traces` cell: the first trace numbers, then how many more.
+fn traces_cell(list: &[u32]) -> String {
+    let mut cell: Vec<String> = list.iter().take(TRACES_SHOWN).map(|t| format!("T{}", t)).collect();
+    if list.len() > TRACES_SHOWN {
+        cell.push(format!("+{}", list.len() - TRACES_SHOWN));
+    }
+    cell.join(" ")
 }
 
 /// A trace session's counters.
@@ -132,6 +196,12 @@ pub fn annotate_with(
             out,
             "# jit: the share of a line's self samples in compiled code (compiled samples name lines only at precision \"line\")"
         );
+        if t.lines.is_some() {
+            let _ = writeln!(
+                out,
+                "# traces column: the completed traces that cover a line (LuaJIT's numbers, as -jv shows them; +n: n more); blank: in none"
+            );
+        }
         for s in &elsewhere {
             let _ = writeln!(out, "# {}", abort_text(s));
         }
@@ -176,6 +246,11 @@ pub fn annotate_with(
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(b.0)));
     let with_jit = notes.trace.is_some();
     let with_count = notes.counts.is_some();
+    let traced: Option<HashMap<&str, &HashMap<u32, Vec<u32>>>> = notes
+        .trace
+        .as_ref()
+        .and_then(|t| t.lines.as_ref())
+        .map(|l| l.iter().map(|(f, lines)| (same_file(f), lines)).collect());
     for (file, self_sum, _) in order {
         let lines = &files[file];
         let _ = writeln!(out, "\n====== {} ====== (self {})", file, fmt_share(self_sum, total, opts.raw));
@@ -207,16 +282,26 @@ pub fn annotate_with(
         if with_count {
             let _ = write!(jit_head, " {:>9}", "count");
         }
+        if traced.is_some() {
+            let _ = write!(jit_head, " {:>w$}", "traces", w = TRACES_WIDTH);
+        }
         let _ = writeln!(out, "{:>7} {:>7}{} | {:>5} | source", "self", "total", jit_head, "line");
         let file_counts = counted.get(same_file(file)).copied();
+        let file_traces = traced.as_ref().and_then(|t| t.get(same_file(file)).copied());
+        // The columns after `jit`: `count` and `traces`, when shown.
         let count_of = |n: usize| -> String {
-            if !with_count {
-                return String::new();
+            let mut cells = String::new();
+            if with_count {
+                match file_counts.and_then(|c| c.get(&(n as u32))) {
+                    Some(c) => cells = format!(" {:>9}", c),
+                    None => cells = format!(" {:>9}", ""),
+                }
             }
-            match file_counts.and_then(|c| c.get(&(n as u32))) {
-                Some(c) => format!(" {:>9}", c),
-                None => format!(" {:>9}", ""),
+            if traced.is_some() {
+                let list = file_traces.and_then(|t| t.get(&(n as u32))).map(|l| traces_cell(l)).unwrap_or_default();
+                let _ = write!(cells, " {:>w$}", list, w = TRACES_WIDTH);
             }
+            cells
         };
         let src: Vec<&str> = text.lines().collect();
         let hot: Vec<usize> = (1..=src.len()).filter(|n| marked(file, *n as u32, lines)).collect();
@@ -227,6 +312,9 @@ pub fn annotate_with(
         let mut blank_jit = if with_jit { format!(" {:>5}", "") } else { String::new() };
         if with_count {
             let _ = write!(blank_jit, " {:>9}", "");
+        }
+        if traced.is_some() {
+            let _ = write!(blank_jit, " {:>w$}", "", w = TRACES_WIDTH);
         }
         let blank_share = if with_jit { format!(" {:>5}", "") } else { String::new() };
         let mut gap = true;
@@ -272,8 +360,33 @@ pub fn annotate_with(
         }
         // Past the end: the file changed since, or the site's line is off.
         unplaced(&mut out, src.len() as u32 + 1);
+        if traced.is_some() {
+            starts_in(&mut out, notes, file);
+        }
     }
     out
+}
+
+/// The list of the traces that start in `file`, if any.
+fn starts_in(out: &mut String, notes: &LineNotes, file: &str) {
+    let Some(t) = &notes.trace else { return };
+    let here: Vec<String> = t
+        .starts
+        .iter()
+        .filter_map(|s| match frames::file_line(&s.start) {
+            Some((f, line)) if same_file(f) == same_file(file) => Some(start_text(s, line)),
+            _ => None,
+        })
+        .collect();
+    if here.is_empty() {
+        return;
+    }
+    let shown = here.len().min(STARTS_SHOWN);
+    let _ = write!(out, "# traces starting here: {}", here[..shown].join(", "));
+    if here.len() > shown {
+        let _ = write!(out, ", +{} more", here.len() - shown);
+    }
+    out.push('\n');
 }
 
 /// One abort site as a note: count, severity, reason and zone.

@@ -235,6 +235,8 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
                 site(9, "phys.lua:7", "loop unroll limit reached"),
             ],
             counts: Some(TraceCounts { started: 20, completed: 8, aborted: 12, blacklistings: 1 }),
+            lines: None,
+            starts: Vec::new(),
         }),
         counts: None,
     };
@@ -252,4 +254,82 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
     let plain = annotate(&p, &o, Annotate::Excerpts(0), &mut |_| Ok(src.clone()));
     assert!(plain.contains(" 100.0%  100.0% |     5 | code5"), "{}", plain);
     assert!(!plain.contains("code7"));
+}
+
+#[test]
+fn annotates_the_traces_that_cover_each_line() {
+    // Line 2 in two traces, line 3 in four, line 4 in none; line 3's abort
+    // note keeps its place under the line.
+    let p = crate::profile::collapsed::parse("./loop.lua:2_[N] 3\n./loop.lua:3_[I] 1\n").unwrap();
+    let src = "a\nb\nc\nd\n";
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let lines: HashMap<u32, Vec<u32>> = [(2, vec![3, 7]), (3, vec![1, 3, 7, 12])].into_iter().collect();
+    let notes = LineNotes {
+        trace: Some(TraceNotes {
+            sites: vec![AbortSite {
+                severity: "warn".into(),
+                count: 2,
+                reason: "r".into(),
+                location: "loop.lua:3".into(),
+                ..Default::default()
+            }],
+            counts: None,
+            lines: Some([("loop.lua".to_string(), lines)].into_iter().collect()),
+            starts: Vec::new(),
+        }),
+        counts: None,
+    };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok(src.to_string()));
+    assert!(text.contains("# traces column: the completed traces that cover a line"), "{}", text);
+    assert!(text.contains("   self   total   jit     traces |  line | source\n"), "{}", text);
+    assert!(text.contains("  75.0%   75.0%  100%      T3 T7 |     2 | b\n"), "{}", text);
+    assert!(text.contains("  25.0%   25.0%    0%   T1 T3 +2 |     3 | c\n"), "{}", text);
+    assert!(text.contains("                                 |     4 | d\n"), "{}", text);
+    assert!(
+        text.contains("|     3 | c\n                                 |       | ^ trace aborted 2 times (warn): r\n"),
+        "{}",
+        text
+    );
+    // With exact counts too, `traces` comes after `count`.
+    let counted = LineNotes {
+        counts: Some([("loop.lua".to_string(), [(2, 5)].into_iter().collect())].into_iter().collect()),
+        ..notes.clone()
+    };
+    let text = annotate_with(&p, &o, Annotate::Full, &counted, &mut |_| Ok(src.to_string()));
+    assert!(text.contains("   jit     count     traces |"), "{}", text);
+    assert!(text.contains("  100%         5      T3 T7 |     2 | b\n"), "{}", text);
+    // A report without lines (read back from CSV) has no column.
+    let no_lines = LineNotes { trace: Some(TraceNotes { lines: None, ..notes.trace.clone().unwrap() }), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &no_lines, &mut |_| Ok(src.to_string()));
+    assert!(!text.contains("traces |"), "{}", text);
+    assert!(!text.contains("T3"), "{}", text);
+}
+
+#[test]
+fn lists_the_traces_that_start_in_each_file() {
+    let p = crate::profile::collapsed::parse("./loop.lua:2_[N] 3\n").unwrap();
+    let mut trace = TraceNotes { lines: Some(HashMap::new()), ..Default::default() };
+    trace.add_start(1, "loop.lua:9".into(), "loop".into(), 1, None);
+    trace.add_start(2, "other.lua:1".into(), "return".into(), 0, None);
+    trace.add_start(3, "./loop.lua:12".into(), "root".into(), 1, Some(1));
+    trace.add_start(4, "[builtin#21]".into(), "".into(), 0, None);
+    let notes = LineNotes { trace: Some(trace.clone()), counts: None };
+    let o = ReportOptions { min_percent: 1.0, ..Default::default() };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(
+        text.ends_with("|     2 | b\n# traces starting here: T1 line 9 loop, T3 line 12 (side of T1) root -> T1\n"),
+        "{}",
+        text
+    );
+    // Past a dozen, the rest are counted.
+    for n in 10..30 {
+        trace.add_start(n, "loop.lua:1".into(), "loop".into(), n, None);
+    }
+    let notes = LineNotes { trace: Some(trace), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(text.contains(", T19 line 1 loop, +10 more\n"), "{}", text);
+    // Without the report's lines, no list.
+    let notes = LineNotes { trace: Some(TraceNotes { lines: None, ..notes.trace.unwrap() }), counts: None };
+    let text = annotate_with(&p, &o, Annotate::Full, &notes, &mut |_| Ok("a\nb\n".into()));
+    assert!(!text.contains("traces starting here"), "{}", text);
 }

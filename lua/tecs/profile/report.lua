@@ -183,7 +183,8 @@ end
 --   caller first), `raw` (counts instead of percentages), `limit` (rows),
 --   `annotate` ("hot" excerpts or "full" files, with `context` lines),
 --   `trace` (with `annotate`: a TraceReport whose abort sites go under
---   their lines, with each line's compiled share),
+--   their lines, with each line's compiled share and the traces that
+--   cover it),
 --   `counts` (with `annotate`: a CoverageSession, or its `files()` table,
 --   whose exact count of runs goes beside each line it counts),
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from

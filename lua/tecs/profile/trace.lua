@@ -21,6 +21,7 @@
 -- `tecs.profile.trace.tracker` (the event handler),
 -- `tecs.profile.trace.reasons` (abort reasons worded like `-jv`),
 -- `tecs.profile.trace.vmevent` (sharing the event with an earlier handler),
+-- `tecs.profile.trace.lines` (the lines each completed trace covers),
 -- `tecs.profile.trace.report` (`TraceReport` and its CSV).
 -- @module tecs.profile.trace
 
@@ -28,6 +29,7 @@ local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
+local linemap = require("tecs.profile.trace.lines")
 local session_base = require("tecs.profile.session")
 local reasons = require("tecs.profile.trace.reasons")
 local report = require("tecs.profile.trace.report")
@@ -83,6 +85,7 @@ local TraceSession = session_base.class({
   stopped_hint = "its report is still available from :report()",
   kept_hint = ":report() returns the report, report:write(path) retries",
   finish = function(self)
+    vmevent.detach(self._record_handler, self._record_link)
     vmevent.detach_trace(self._handler, self._link)
     if active == self then active = nil end
     return report.build(self, elapsed(self))
@@ -117,12 +120,16 @@ function M.start(opts)
       benignAborts = 0, blacklistings = 0, handlerErrors = 0,
     },
     _recording = false, -- a counted trace start whose outcome is not known yet
+    _lines = linemap.new(),
     _started_at = clock.now(),
   })
-  local handler, set_link = tracker.handler(session)
+  local handler, set_link, record_handler, set_record_link = tracker.handler(session)
   session._handler = handler
   session._link = vmevent.attach_trace(handler)
   set_link(session._link)
+  session._record_handler = record_handler
+  session._record_link = vmevent.attach(record_handler, "record")
+  set_record_link(session._record_link)
   active = session
   return session
 end

@@ -4,6 +4,7 @@
 local check = require("tecs.profile.check")
 local csv = require("tecs.profile.csv")
 local fs = require("tecs.profile.fs")
+local linemap = require("tecs.profile.trace.lines")
 
 local M = {}
 
@@ -11,7 +12,15 @@ local M = {}
 -- Fields: `durationSec`, `totalAborts`, `blacklisted`, `sites` (each with
 -- `severity`, `count`, `reason`, `location`, `zone`, sorted), `includeBenign`,
 -- `tracesStarted`, `tracesCompleted`, `tracesAborted`, `benignAborts`,
--- `blacklistings`.
+-- `blacklistings`; and which lines the completed traces cover: `traces`
+-- (in completion order, each with `number` (LuaJIT's, as `-jv` shows it;
+-- a flushed trace's number can come back), `start` (`file:line`),
+-- `parent` and `exit` (for a side trace), `link` (the link type: "loop",
+-- "root", "return", "interpreter", ...), `linkTo` (the trace linked to),
+-- `lines` (how many lines it covers), `partial` (when some were not kept)),
+-- `lines` (`{ [file] = { [line] = { trace numbers, ascending } } }`, files
+-- named as in abort locations) and `tracesUnmapped` (completed traces not
+-- listed, or listed without all their lines, past the memory bounds).
 -- @type TraceReport
 local TraceReport = {}
 TraceReport.__index = TraceReport
@@ -47,6 +56,8 @@ function M.build(self, duration)
   local c = self._counts
   local sites = sorted_sites(self._sites)
   local total, blacklisted = 0, 0
+  local traces, lines, unmapped = {}, {}, 0
+  if self._lines then traces, lines, unmapped = linemap.snapshot(self._lines) end
   for _, s in ipairs(sites) do
     total = total + s.count
     if s.severity == "blacklist" then blacklisted = blacklisted + s.count end
@@ -65,6 +76,9 @@ function M.build(self, duration)
     tracesAborted = c.tracesAborted,
     benignAborts = c.benignAborts,
     blacklistings = c.blacklistings,
+    traces = traces,
+    lines = lines,
+    tracesUnmapped = unmapped,
   }, TraceReport)
 end
 

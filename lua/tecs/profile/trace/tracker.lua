@@ -8,6 +8,7 @@
 -- @module tecs.profile.trace.tracker
 
 local jitinfo = require("tecs.profile.jitinfo")
+local linemap = require("tecs.profile.trace.lines")
 
 local jutil_ok, jutil = pcall(require, "jit.util")
 if not jutil_ok then jutil = nil end
@@ -71,6 +72,18 @@ local function location_of(funcinfo, fmt, func, pc, handler)
   return lua_caller_location(func, handler) or fmt:funcname(func)
 end
 
+-- `file:line` where a trace starts (always in a Lua function: a loop, a
+-- function's entry or a side exit), or the function's name.
+local function start_location(funcinfo, fmt, func, pc)
+  if type(func) ~= "function" or type(pc) ~= "number" then return "?" end
+  local fi = funcinfo(func, pc)
+  if type(fi.source) == "string" then
+    local ok, info = pcall(debug.getinfo, func, "S")
+    return file_line(fi.source, (ok and info and info.short_src) or fi.loc, fi.currentline or fi.linedefined or 0)
+  end
+  return fmt:funcname(func)
+end
+
 -- The zone path: the zone stack joined with '/', or "" when empty.
 local function zone_path(zones)
   local n = zones and #zones or 0
@@ -84,23 +97,34 @@ end
 
 --- The trace-event handler of `self`, a trace session.
 -- The handler reads `self._paused` and `self.includeBenign`, and fills
--- `self._sites` (sites by key) and `self._counts`; it sets
--- `self._recording` while a counted trace is being recorded.
+-- `self._sites` (sites by key), `self._counts` and `self._lines` (a
+-- `tecs.profile.trace.lines` map of the lines each completed trace covers);
+-- it sets `self._recording` while a counted trace is being recorded.
 -- @tparam table self the session (also needs `_fmt`, a `tecs.profile.trace.reasons` formatter)
 -- @treturn function the handler, for `jit.attach`
 -- @treturn function `set_link(link)`: gives the handler the link returned by
 --   `tecs.profile.trace.vmevent.attach_trace`, whose `previous` handler it chains to
+-- @treturn function the "record" event handler, which notes the bytecodes of
+--   the trace being recorded (for `jit.attach(fn, "record")`)
+-- @treturn function `set_record_link(link)`: its link, as for `set_link`
 function M.handler(self)
   local funcinfo, funcbc = jutil.funcinfo, jutil.funcbc
   local band = require("bit").band
   local fmt = self._fmt
   local zones = jitinfo.zone()
   local sites, counts = self._sites, self._counts
+  local lines = self._lines
+  local traceinfo = jutil.traceinfo
   local include_benign = self.includeBenign
   local link -- set after attaching
   local handler -- the event handler, defined below
   -- Start of the trace being recorded: function, pc, opcode name there.
   local start_tr, start_func, start_pc, start_op
+  -- Parent trace and exit of the side trace being recorded.
+  local start_parent, start_exit
+  -- The trace whose recorded bytecodes are noted: the one being recorded,
+  -- when its start was counted.
+  local collect_tr
 
   local function opname_at(func, pc)
     local ok, ins = pcall(funcbc, func, pc)
@@ -149,6 +173,21 @@ function M.handler(self)
     end
   end
 
+  -- List a trace that completed with the lines it covers.
+  local function on_stop(tr)
+    local entry = {
+      number = tr,
+      start = start_location(funcinfo, fmt, start_func, start_pc),
+      parent = start_parent,
+      exit = start_exit,
+    }
+    local ok, info = pcall(traceinfo, tr)
+    if ok and type(info) == "table" then
+      entry.link, entry.linkTo = info.linktype, info.link
+    end
+    linemap.commit(lines, entry)
+  end
+
   function handler(what, tr, func, pc, a, b)
     local previous = link and link.previous
     if previous then
@@ -160,26 +199,67 @@ function M.handler(self)
     end
     if what == "start" then
       start_tr, start_func, start_pc, start_op = tr, func, pc, nil
+      start_parent, start_exit = a, b
+      -- Nothing is pending here (every outcome drops it). The check saves
+      -- a Lua call: calls in this event tick the VM's hot counters, which
+      -- are still counting then (they stop while a trace is recorded,
+      -- which covers the record, stop and abort events).
+      if lines.n > 0 then linemap.drop(lines) end
       if type(func) == "function" and type(pc) == "number" then
         start_op = opname_at(func, pc)
       end
       if not self._paused then counts.tracesStarted = counts.tracesStarted + 1 end
       self._recording = not self._paused
+      collect_tr = self._recording and tr or nil
     elseif what == "stop" then
-      if not self._paused then counts.tracesCompleted = counts.tracesCompleted + 1 end
-      start_tr, self._recording = nil, false
+      if not self._paused then
+        counts.tracesCompleted = counts.tracesCompleted + 1
+        if start_tr == tr and self._recording then
+          local ok, err = pcall(on_stop, tr)
+          if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
+        end
+      end
+      linemap.drop(lines)
+      start_tr, collect_tr, self._recording = nil, nil, false
     elseif what == "abort" then
       if not self._paused then
         local ok, err = pcall(on_abort, tr, func, pc, a, b)
         if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
       end
-      start_tr, self._recording = nil, false
+      linemap.drop(lines)
+      start_tr, collect_tr, self._recording = nil, nil, false
     elseif what == "flush" then
-      start_tr, self._recording = nil, false
+      if lines.n > 0 then linemap.drop(lines) end
+      start_tr, collect_tr, self._recording = nil, nil, false
     end
   end
 
-  return handler, function(l) link = l end
+  local record_previous -- the record handler chained to, set after attaching
+  local funcs, pcs, MAX_PENDING = lines.funcs, lines.pcs, linemap.MAX_PENDING
+  -- Runs for every bytecode recorded, so it only appends, in place (see
+  -- `tecs.profile.trace.lines`), with no call; only for `collect_tr`, a
+  -- trace whose "start" was seen (a recording under way at attach time is
+  -- skipped).
+  local function record_handler(tr, func, pc, depth)
+    if record_previous then
+      local ok, err = pcall(record_previous, tr, func, pc, depth)
+      if not ok then
+        io.stderr:write("VM handler failed: ", tostring(err), "\n")
+      end
+    end
+    if tr == collect_tr then
+      local n = lines.n
+      if n < MAX_PENDING then
+        n = n + 1
+        funcs[n], pcs[n] = func, pc
+        lines.n = n
+      else
+        lines.truncated = true
+      end
+    end
+  end
+
+  return handler, function(l) link = l end, record_handler, function(l) record_previous = l.previous end
 end
 
 return M

@@ -1,4 +1,5 @@
---- Sharing LuaJIT's trace event with a handler that is already attached.
+--- Sharing LuaJIT's trace and record events with a handler that is
+-- already attached.
 --
 -- `jit.attach(fn, "trace")` keeps one handler per event: it stores `fn` in
 -- the registry table `_VMEVENTS` under a slot derived from the event name,
@@ -29,14 +30,15 @@ local function copy(t)
   return c
 end
 
---- Attach `fn` to the "trace" event.
+--- Attach `fn` to the VM event `event` ("trace" or "record").
 -- @tparam function fn the new handler
--- @treturn table link: `previous` (the handler that was attached, or nil)
---   and `slot` (where the handler lives, or nil when unknown); pass it to
---   `detach_trace`
-function M.attach_trace(fn)
+-- @tparam string event the event's name
+-- @treturn table link: `previous` (the handler that was attached, or nil),
+--   `slot` (where the handler lives, or nil when unknown) and `event`; pass
+--   it to `detach`
+function M.attach(fn, event)
   local before = copy(handler_table())
-  jit.attach(fn, "trace")
+  jit.attach(fn, event)
   local slot
   local t = handler_table()
   if t then
@@ -46,7 +48,12 @@ function M.attach_trace(fn)
   end
   local previous = slot ~= nil and before[slot] or nil
   if type(previous) ~= "function" or rawequal(previous, fn) then previous = nil end
-  return { slot = slot, previous = previous }
+  return { slot = slot, previous = previous, event = event }
+end
+
+--- Attach `fn` to the "trace" event (see `attach`).
+function M.attach_trace(fn)
+  return M.attach(fn, "trace")
 end
 
 --- The handler currently attached to the "trace" event, when it can be
@@ -59,17 +66,20 @@ function M.current(link)
 end
 
 --- Detach `fn` and restore the handler it replaced.
--- @tparam function fn the handler given to `attach_trace`
--- @tparam table link as returned by `attach_trace`
+-- @tparam function fn the handler given to `attach` or `attach_trace`
+-- @tparam table link as returned by `attach` or `attach_trace`
 -- @treturn boolean whether the previous handler was put back
-function M.detach_trace(fn, link)
+function M.detach(fn, link)
   local holds_slot = link.slot == nil or rawequal(M.current(link), fn)
   jit.attach(fn) -- removes fn from every event slot
   if holds_slot and link.previous then
-    jit.attach(link.previous, "trace")
+    jit.attach(link.previous, link.event or "trace")
     return true
   end
   return false
 end
+
+--- Detach a handler attached by `attach_trace` (see `detach`).
+M.detach_trace = M.detach
 
 return M
