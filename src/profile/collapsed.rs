@@ -35,34 +35,38 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
             s
         })
         .collect();
-    // Where each row's line starts, in the rows' order.
-    let mut places: Vec<usize> = super::large_vec(rows.len());
-    let mut size = 0usize;
-    for r in rows {
-        places.push(size);
-        let frames = if r.len == 0 { "<root>".len() } else { r.text };
-        size += zone_prefixes[r.zone as usize].len() + frames + "_[X] ".len() + digits(r.total()) + 1;
-    }
-    // The rows in storage order, with what writing a line needs of each,
-    // gathered in a loop of nothing but these reads (rows lie anywhere: the
-    // loads overlap here, and would wait one by one in the loop that writes).
-    let line = |i: usize| {
-        let r = &rows[i];
-        Line { start: r.start, len: r.len, zone: r.zone, state: r.dominant_state(), total: r.total(), place: places[i] }
-    };
-    let mut lines: Vec<Line> = super::large_vec(rows.len());
-    if profile.frames.len() <= u32::MAX as usize {
-        // Sorting 8-byte keys (where the stack starts, the row) moves a
-        // fifth of the bytes sorting the lines would.
+    // Each row's place in storage order: its rank by where its stack starts.
+    let mut rank: Vec<u32> = vec![0; rows.len()];
+    if profile.frames.len() <= u32::MAX as usize && rows.len() <= u32::MAX as usize {
+        // Sorting 8-byte keys (where the stack starts, the row).
         let mut order: Vec<u64> = super::large_vec(rows.len());
         order.extend(rows.iter().enumerate().map(|(i, r)| ((r.start as u64) << 32) | i as u64));
         order.sort_unstable();
-        lines.extend(order.iter().map(|&o| line(o as u32 as usize)));
+        for (k, &o) in order.iter().enumerate() {
+            rank[o as u32 as usize] = k as u32;
+        }
     } else {
-        lines.extend((0..rows.len()).map(line));
-        lines.sort_unstable_by_key(|l| l.start);
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_unstable_by_key(|&i| rows[i].start);
+        for (k, &i) in order.iter().enumerate() {
+            rank[i] = k as u32;
+        }
     }
-    drop(places);
+    // The rows in storage order, with what writing a line needs of each
+    // and where the line goes: the rows are read front to back (they are
+    // in text order), each stored to its rank (stores do not wait for
+    // memory as loads from scattered rows would).
+    let mut lines: Vec<Line> = vec![Line::default(); rows.len()];
+    let mut size = 0usize;
+    for (r, &k) in rows.iter().zip(&rank) {
+        let frames = if r.len == 0 { "<root>".len() } else { r.text };
+        let total = r.total();
+        let line_len = zone_prefixes[r.zone as usize].len() + frames + "_[X] ".len() + digits(total) + 1;
+        lines[k as usize] =
+            Line { start: r.start, len: r.len, zone: r.zone, state: r.dominant_state(), total, place: size };
+        size += line_len;
+    }
+    drop(rank);
 
     let mut out = vec![0u8; size];
     crate::sys::advise_huge_pages(&mut out);
@@ -116,6 +120,7 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
 }
 
 /// A row as [`write_bytes`] reads it, in storage order.
+#[derive(Clone, Default)]
 struct Line {
     start: usize,
     len: u32,
