@@ -90,26 +90,12 @@ impl Profile {
                 })
                 .then(a.row.cmp(&b.row))
         });
-        // Row `keys[k].row` goes to place `k`: moved in place, cycle by
-        // cycle (no second row list), each place marked done by pointing
-        // its key at itself.
-        for i in 0..keys.len() {
-            if keys[i].row as usize == i {
-                continue;
-            }
-            let held = self.rows[i];
-            let mut j = i;
-            loop {
-                let from = keys[j].row as usize;
-                keys[j].row = j as u32;
-                if from == i {
-                    self.rows[j] = held;
-                    break;
-                }
-                self.rows[j] = self.rows[from];
-                j = from;
-            }
-        }
+        // Row `keys[k].row` goes to place `k`: gathered into a new list in
+        // a loop of nothing but these reads, whose cache misses overlap
+        // (moving rows in place, cycle by cycle, waits for each in turn).
+        let mut sorted: Vec<super::Row> = super::large_vec(self.rows.len());
+        sorted.extend(keys.iter().map(|k| self.rows[k.row as usize]));
+        self.rows = sorted;
     }
 
     /// Compares two lists of name ids as lists of names.
