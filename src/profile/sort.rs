@@ -148,16 +148,17 @@ impl Profile {
                 })
                 .then(a.row.cmp(&b.row))
         };
-        let mut run: Vec<u32> = Vec::new();
+        // A run's keys are copied out once, not looked up per comparison.
+        let mut run: Vec<SortKey> = Vec::new();
         let mut at = 0;
         while at < n {
             let end = at + digests[at..].iter().take_while(|d| d.0 == digests[at].0).count();
             if end - at > 1 {
                 run.clear();
-                run.extend(digests[at..end].iter().map(|d| d.1));
-                run.sort_unstable_by(|&a, &b| full(&keys[a as usize], &keys[b as usize]));
-                for (d, &row) in digests[at..end].iter_mut().zip(&run) {
-                    d.1 = row;
+                run.extend(digests[at..end].iter().map(|d| keys[d.1 as usize]));
+                run.sort_unstable_by(full);
+                for (d, key) in digests[at..end].iter_mut().zip(&run) {
+                    d.1 = key.row;
                 }
             }
             at = end;
