@@ -35,23 +35,17 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
             s
         })
         .collect();
-    // Each row's place in storage order: its rank by where its stack starts.
+    // Each row's place in storage order: its rank by where its stack starts
+    // (a radix sort of (start, row) pairs: the starts are below the frame
+    // count, so only their low bytes need passes).
+    let mut order: Vec<(u64, u32)> = super::large_vec(rows.len());
+    order.extend(rows.iter().enumerate().map(|(i, r)| (r.start as u64, i as u32)));
+    super::sort::radix_sort(&mut order);
     let mut rank: Vec<u32> = vec![0; rows.len()];
-    if profile.frames.len() <= u32::MAX as usize && rows.len() <= u32::MAX as usize {
-        // Sorting 8-byte keys (where the stack starts, the row).
-        let mut order: Vec<u64> = super::large_vec(rows.len());
-        order.extend(rows.iter().enumerate().map(|(i, r)| ((r.start as u64) << 32) | i as u64));
-        order.sort_unstable();
-        for (k, &o) in order.iter().enumerate() {
-            rank[o as u32 as usize] = k as u32;
-        }
-    } else {
-        let mut order: Vec<usize> = (0..rows.len()).collect();
-        order.sort_unstable_by_key(|&i| rows[i].start);
-        for (k, &i) in order.iter().enumerate() {
-            rank[i] = k as u32;
-        }
+    for (k, &(_, i)) in order.iter().enumerate() {
+        rank[i as usize] = k as u32;
     }
+    drop(order);
     // The rows in storage order, with what writing a line needs of each
     // and where the line goes: the rows are read front to back (they are
     // in text order), each stored to its rank (stores do not wait for
@@ -105,7 +99,7 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
             out[at..at + 6].copy_from_slice(b"<root>");
             at += 6;
         }
-        let count = format_u64(row.total, &mut number).as_bytes();
+        let count = format_u64(row.total, &mut number);
         let tail = &mut out[at..at + 6 + count.len()];
         tail[..2].copy_from_slice(b"_[");
         tail[2] = row.state;
@@ -141,7 +135,7 @@ fn digits(mut n: u64) -> usize {
 }
 
 /// `n` in decimal, written into `buf`.
-fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();
     loop {
         at -= 1;
@@ -151,7 +145,7 @@ fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
             break;
         }
     }
-    std::str::from_utf8(&buf[at..]).expect("ASCII digits")
+    &buf[at..]
 }
 
 #[derive(Debug, PartialEq, Eq)]

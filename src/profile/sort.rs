@@ -42,7 +42,7 @@ fn chunk_key(name: &[u8], at: usize) -> u128 {
 
 /// Sorts (digest, row) pairs by digest, keeping the order of equal ones:
 /// least significant byte first, skipping bytes every digest shares.
-fn radix_sort(items: &mut Vec<(u64, u32)>) {
+pub(super) fn radix_sort(items: &mut Vec<(u64, u32)>) {
     // Every pass stores to every place of `other`, so it is never cleared.
     let mut other: Vec<(u64, u32)> = vec![(0, 0); items.len()];
     let mut counts = [0usize; 256];
