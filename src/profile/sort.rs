@@ -43,26 +43,32 @@ fn chunk_key(name: &[u8], at: usize) -> u128 {
 /// Sorts (digest, row) pairs by digest, keeping the order of equal ones:
 /// least significant byte first, skipping bytes every digest shares.
 pub(super) fn radix_sort(items: &mut Vec<(u64, u32)>) {
-    // Every pass stores to every place of `other`, so it is never cleared.
-    let mut other: Vec<(u64, u32)> = vec![(0, 0); items.len()];
-    let mut counts = [0usize; 256];
-    for byte in 0..8 {
-        let shift = byte * 8;
-        counts.fill(0);
-        for &(d, _) in items.iter() {
-            counts[(d >> shift) as usize & 0xff] += 1;
+    // How many digests have each value of each byte: the same in every
+    // order, so counted for all eight bytes in one pass.
+    let mut counts = vec![[0usize; 256]; 8];
+    for &(d, _) in items.iter() {
+        for (byte, c) in counts.iter_mut().enumerate() {
+            c[(d >> (byte * 8)) as usize & 0xff] += 1;
         }
-        if counts.contains(&items.len()) {
+    }
+    // Every pass stores to every place of `other`, so it is never cleared.
+    let mut other: Vec<(u64, u32)> = Vec::new();
+    for (byte, c) in counts.iter_mut().enumerate() {
+        if c.contains(&items.len()) {
             continue;
         }
+        if other.is_empty() {
+            other = vec![(0, 0); items.len()];
+        }
         let mut sum = 0;
-        for c in counts.iter_mut() {
-            let here = *c;
-            *c = sum;
+        for slot in c.iter_mut() {
+            let here = *slot;
+            *slot = sum;
             sum += here;
         }
+        let shift = byte * 8;
         for &item in items.iter() {
-            let slot = &mut counts[(item.0 >> shift) as usize & 0xff];
+            let slot = &mut c[(item.0 >> shift) as usize & 0xff];
             other[*slot] = item;
             *slot += 1;
         }
