@@ -14,15 +14,17 @@ pub fn write(profile: &Profile) -> String {
 /// [`write`] as bytes, which are valid UTF-8 (what `stop()` hands to Lua:
 /// checking tens of MB of text again costs milliseconds).
 ///
-/// The rows' stacks and the names they use lie in memory in the order the
-/// rows were made, which after sorting is not the order of the text. So
-/// each line's place in the text is worked out first, and then the lines
-/// are written in the order their stacks are stored: frames and names are
-/// read front to back, and each line is stored to its place. Stacks stored
-/// next to each other usually start with the same frames; those are
-/// measured and copied as one piece from the line written before.
+/// Every row knows the length of its stack's text, so each line's place in
+/// the text is known before anything is written. The rows' stacks and the
+/// names they use lie in memory in the order the rows were made, which
+/// after sorting is not the order of the text; so the lines are written in
+/// the order their stacks are stored, each to its place: frames and names
+/// are then read front to back. Stacks stored next to each other usually
+/// start with the same frames; those are copied as one piece from the line
+/// written before.
 pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     let names = &profile.names;
+    let rows = &profile.rows;
     let zone_prefixes: Vec<String> = (0..profile.zone_path_count() as u32)
         .map(|z| {
             let mut s = String::new();
@@ -33,90 +35,52 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
             s
         })
         .collect();
-    // The rows in storage order, with what the passes below need of each
-    // (read from the rows once, in text order, not once per pass at random).
-    let rows = &profile.rows;
-    let stored_row = |i: usize| {
-        let r = &rows[i];
-        Stored {
-            start: r.start,
-            len: r.len,
-            row: i as u32,
-            zone: r.zone,
-            state: r.dominant_state(),
-            total: r.total(),
-            place: (0, 0),
-        }
-    };
-    let mut stored: Vec<Stored> = super::large_vec(rows.len());
-    if profile.frames.len() <= u32::MAX as usize {
-        // The order from 8-byte keys (where the stack starts, the row):
-        // sorting those moves a sixth of the bytes sorting rows would.
-        let mut order: Vec<u64> = super::large_vec(rows.len());
-        order.extend(rows.iter().enumerate().map(|(i, r)| ((r.start as u64) << 32) | i as u64));
-        order.sort_unstable();
-        stored.extend(order.iter().map(|&o| stored_row(o as u32 as usize)));
-    } else {
-        stored.extend((0..rows.len()).map(stored_row));
-        stored.sort_unstable_by_key(|s| s.start);
+    // Each row's place in storage order: its rank by where its stack starts
+    // (a radix sort of (start, row) pairs: the starts are below the frame
+    // count, so only their low bytes need passes).
+    let mut order: Vec<(u64, u32)> = super::large_vec(rows.len());
+    order.extend(rows.iter().enumerate().map(|(i, r)| (r.start as u64, i as u32)));
+    super::sort::radix_sort(&mut order);
+    let mut rank: Vec<u32> = vec![0; rows.len()];
+    for (k, &(_, i)) in order.iter().enumerate() {
+        rank[i as usize] = k as u32;
     }
-
-    // Bytes of the first k frames of the previous stack, separators included.
-    let mut prev: &[u32] = &[];
-    let mut prev_ends: Vec<usize> = Vec::new();
-    let mut ends: Vec<usize> = Vec::new();
-    let extend_ends = |stack: &'_ [u32], prev: &[u32], prev_ends: &[usize], ends: &mut Vec<usize>| -> usize {
-        let shared = stack.iter().zip(prev).take_while(|(a, b)| a == b).count();
-        ends.clear();
-        ends.extend_from_slice(&prev_ends[..shared]);
-        let mut end = ends.last().map_or(0, |e| e + 1);
-        for &f in &stack[shared..] {
-            end += names.bytes(f).len();
-            ends.push(end);
-            end += 1;
-        }
-        shared
-    };
-
-    let mut lens = vec![0usize; profile.rows.len()];
-    for row in &stored {
-        let stack = row.stack(profile);
-        extend_ends(stack, prev, &prev_ends, &mut ends);
-        let frames = ends.last().copied().unwrap_or("<root>".len());
-        lens[row.row as usize] =
-            zone_prefixes[row.zone as usize].len() + frames + "_[X] ".len() + digits(row.total) + 1;
-        prev = stack;
-        std::mem::swap(&mut prev_ends, &mut ends);
-    }
-    // Each line's place in the text: offsets in text order, handed back to
-    // the rows in storage order.
-    let mut offsets = Vec::with_capacity(lens.len());
+    drop(order);
+    // The rows in storage order, with what writing a line needs of each
+    // and where the line goes: the rows are read front to back (they are
+    // in text order), each stored to its rank (stores do not wait for
+    // memory as loads from scattered rows would).
+    let mut lines: Vec<Line> = vec![Line::default(); rows.len()];
     let mut size = 0usize;
-    for &n in &lens {
-        offsets.push(size);
-        size += n;
+    for (r, &k) in rows.iter().zip(&rank) {
+        let frames = if r.len == 0 { "<root>".len() } else { r.text };
+        let total = r.total();
+        let line_len = zone_prefixes[r.zone as usize].len() + frames + "_[X] ".len() + digits(total) + 1;
+        lines[k as usize] =
+            Line { start: r.start, len: r.len, zone: r.zone, state: r.dominant_state(), total, place: size };
+        size += line_len;
     }
-    for row in stored.iter_mut() {
-        row.place = (offsets[row.row as usize], lens[row.row as usize]);
-    }
-    drop((lens, offsets));
+    drop(rank);
 
     let mut out = vec![0u8; size];
     crate::sys::advise_huge_pages(&mut out);
     let mut number = [0u8; 20];
-    prev = &[];
-    prev_ends.clear();
-    // Where the previous line's frames start in `out`.
+    let mut prev: &[u32] = &[];
+    // Where each frame of the previous line ends, from where its frames
+    // start in `out`.
+    let (mut prev_ends, mut ends): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
     let mut prev_frames_at = 0usize;
-    for row in &stored {
-        let stack = row.stack(profile);
-        let (start, line_len) = row.place;
+    for row in &lines {
+        let stack = &profile.frames[row.start..row.start + row.len as usize];
         let zone = zone_prefixes[row.zone as usize].as_bytes();
+        let start = row.place;
         out[start..start + zone.len()].copy_from_slice(zone);
         let frames_at = start + zone.len();
         let mut at = frames_at;
-        let shared = extend_ends(stack, prev, &prev_ends, &mut ends);
+        let shared = stack.iter().zip(prev).take_while(|(a, b)| a == b).count();
+        ends.clear();
         if shared > 0 {
+            ends.extend_from_slice(&prev_ends[..shared]);
             let n = ends[shared - 1];
             out.copy_within(prev_frames_at..prev_frames_at + n, at);
             at += n;
@@ -129,19 +93,19 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
             let name = names.bytes(f);
             out[at..at + name.len()].copy_from_slice(name);
             at += name.len();
+            ends.push(at - frames_at);
         }
         if stack.is_empty() {
             out[at..at + 6].copy_from_slice(b"<root>");
             at += 6;
         }
-        let count = format_u64(row.total, &mut number).as_bytes();
-        let tail = &mut out[at..start + line_len];
+        let count = format_u64(row.total, &mut number);
+        let tail = &mut out[at..at + 6 + count.len()];
         tail[..2].copy_from_slice(b"_[");
         tail[2] = row.state;
         tail[3..5].copy_from_slice(b"] ");
         tail[5..5 + count.len()].copy_from_slice(count);
         tail[5 + count.len()] = b'\n';
-        debug_assert_eq!(tail.len(), 6 + count.len());
         prev = stack;
         prev_frames_at = frames_at;
         std::mem::swap(&mut prev_ends, &mut ends);
@@ -149,22 +113,16 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     out
 }
 
-/// A row as [`write`] reads it, in storage order.
-struct Stored {
+/// A row as [`write_bytes`] reads it, in storage order.
+#[derive(Clone, Default)]
+struct Line {
     start: usize,
     len: u32,
-    row: u32,
     zone: u32,
     state: u8,
     total: u64,
-    /// Where its line goes in the text, and its length.
-    place: (usize, usize),
-}
-
-impl Stored {
-    fn stack<'p>(&self, profile: &'p Profile) -> &'p [u32] {
-        &profile.frames[self.start..self.start + self.len as usize]
-    }
+    /// Where its line starts in the text.
+    place: usize,
 }
 
 fn digits(mut n: u64) -> usize {
@@ -177,7 +135,7 @@ fn digits(mut n: u64) -> usize {
 }
 
 /// `n` in decimal, written into `buf`.
-fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut at = buf.len();
     loop {
         at -= 1;
@@ -187,7 +145,7 @@ fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
             break;
         }
     }
-    std::str::from_utf8(&buf[at..]).expect("ASCII digits")
+    &buf[at..]
 }
 
 #[derive(Debug, PartialEq, Eq)]

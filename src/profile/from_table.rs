@@ -122,6 +122,7 @@ impl Profile {
         let mut prev_ends: Vec<usize> = Vec::new();
         let mut prev_start = 0usize;
         let mut ends: Vec<usize> = Vec::new();
+        let (mut prev_text_ends, mut text_ends): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
 
         let mut fresh: Vec<Fresh> = Vec::with_capacity(BATCH * 4);
         let mut pending: Vec<Pending> = Vec::with_capacity(BATCH);
@@ -207,13 +208,17 @@ impl Profile {
                 };
                 let start = p.frames.len();
                 p.frames.extend_from_within(prev_start..prev_start + row.reuse);
+                // Where each frame's name ends in the row's text; the shared
+                // frames end where they did in the previous row.
+                text_ends.clear();
+                text_ends.extend_from_slice(&prev_text_ends[..row.reuse]);
                 for f in &fresh[row.fresh.clone()] {
-                    let id = if let Some((name, hash)) = f.name {
+                    let (id, len) = if let Some((name, hash)) = f.name {
                         let id = p.names.intern_hashed(name, hash).0;
                         may_merge |= is_named.get(id as usize).copied().unwrap_or(false);
-                        id
+                        (id, name.len())
                     } else {
-                        match named.get(f.raw) {
+                        let id = match named.get(f.raw) {
                             Some(&id) => id,
                             None => {
                                 let (id, existed) = p.names.intern(&namer.name(f.raw));
@@ -225,11 +230,15 @@ impl Profile {
                                 is_named[id as usize] = true;
                                 id
                             }
-                        }
+                        };
+                        (id, p.names.bytes(id).len())
                     };
                     p.frames.push(id);
+                    text_ends.push(text_ends.last().map_or(len, |end| end + 1 + len));
                 }
-                p.push_row_from(zone, start, row.counts.map(u64::from));
+                let text = text_ends.last().copied().unwrap_or(0);
+                p.push_row_with_text(zone, start, text, row.counts.map(u64::from));
+                std::mem::swap(&mut prev_text_ends, &mut text_ends);
                 prev_start = start;
             }
         }

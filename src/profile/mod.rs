@@ -65,6 +65,10 @@ pub struct Row {
     /// Where the stack lies in the profile's frame list.
     start: usize,
     len: u32,
+    /// Bytes of the stack's names joined by `;` (its collapsed text without
+    /// the zone path and the count), known when the row is made so that the
+    /// text's size is known without reading every name again.
+    text: usize,
     /// Samples per VM state, in [`VM_STATES`] order.
     pub counts: [u64; 5],
 }
@@ -199,14 +203,26 @@ impl Profile {
     pub fn push_row(&mut self, zone: u32, stack: &[u32], counts: [u64; 5]) {
         let start = self.frames.len();
         self.frames.extend_from_slice(stack);
-        self.rows.push(Row { zone, start, len: stack.len() as u32, counts });
+        self.push_row_from(zone, start, counts);
     }
 
     /// Appends a row whose stack is already at the end of the frame list,
     /// from `start` on.
     fn push_row_from(&mut self, zone: u32, start: usize, counts: [u64; 5]) {
+        let stack = &self.frames[start..];
+        let text = stack.iter().map(|&f| self.names.bytes(f).len() + 1).sum::<usize>().saturating_sub(1);
+        self.push_row_with_text(zone, start, text, counts);
+    }
+
+    /// [`Profile::push_row_from`] when the length of the stack's text
+    /// (see [`Row`]) is known.
+    fn push_row_with_text(&mut self, zone: u32, start: usize, text: usize, counts: [u64; 5]) {
         let len = (self.frames.len() - start) as u32;
-        self.rows.push(Row { zone, start, len, counts });
+        debug_assert_eq!(
+            text,
+            self.frames[start..].iter().map(|&f| self.names.bytes(f).len() + 1).sum::<usize>().saturating_sub(1)
+        );
+        self.rows.push(Row { zone, start, len, text, counts });
     }
 
     /// The frames of `row`, caller first, as name ids.

@@ -6,8 +6,9 @@
 pub struct Names {
     /// Every name back to back.
     text: String,
-    /// Where name `id` lies in `text`.
-    spans: Vec<(usize, usize)>,
+    /// Name `id` lies in `text` from `ends[id]` to `ends[id + 1]` (one
+    /// offset per name, not two: half the memory to fill).
+    ends: Vec<usize>,
     /// Open addressing with linear probing, at most half full: each slot is
     /// (high half of the name's hash, id + 1), 0 marking a free slot. A
     /// slot holds both, so a lookup of a new name (the common case while a
@@ -33,11 +34,15 @@ impl Names {
     /// Room for `names` names of `bytes` bytes in all.
     pub fn with_capacity(names: usize, bytes: usize) -> Names {
         let slots = (names * 2).max(16).next_power_of_two();
-        let mut index = super::large_vec(slots);
-        index.resize(slots, (0, 0));
+        // Zeroed by the allocator: fresh pages are zero already, and are
+        // only filled where names land (asked for as huge pages first).
+        let mut index = vec![(0, 0); slots];
+        crate::sys::advise_huge_pages(&mut index);
+        let mut ends = super::large_vec(names + 1);
+        ends.push(0);
         Names {
             text: String::from_utf8(super::large_vec(bytes)).unwrap_or_default(),
-            spans: super::large_vec(names),
+            ends,
             index,
             // Fixed seeds: the same input always gives the same ids.
             hasher: ahash::RandomState::with_seeds(0x6e61, 0x6d65, 0x7374, 0x6162),
@@ -45,7 +50,7 @@ impl Names {
     }
 
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.ends.len() - 1
     }
 
     pub fn text_len(&self) -> usize {
@@ -53,21 +58,21 @@ impl Names {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.len() == 0
     }
 
     /// The name numbered `id`.
     #[inline]
     pub fn get(&self, id: u32) -> &str {
-        let (start, end) = self.spans[id as usize];
-        &self.text[start..end]
+        let id = id as usize;
+        &self.text[self.ends[id]..self.ends[id + 1]]
     }
 
     /// The bytes of name `id` (no check of `str` boundaries, for copying).
     #[inline]
     pub fn bytes(&self, id: u32) -> &[u8] {
-        let (start, end) = self.spans[id as usize];
-        &self.text.as_bytes()[start..end]
+        let id = id as usize;
+        &self.text.as_bytes()[self.ends[id]..self.ends[id + 1]]
     }
 
     /// The hash [`Names::intern_hashed`] takes.
@@ -120,12 +125,11 @@ impl Names {
         if let Some(id) = self.index[i].1.checked_sub(1) {
             return (id, true);
         }
-        let id = self.spans.len() as u32;
-        let start = self.text.len();
+        let id = self.len() as u32;
         self.text.push_str(name);
-        self.spans.push((start, self.text.len()));
+        self.ends.push(self.text.len());
         self.index[i] = (tag, id + 1);
-        if self.spans.len() * 2 > self.index.len() {
+        if self.len() * 2 > self.index.len() {
             self.grow();
         }
         (id, false)
@@ -136,7 +140,7 @@ impl Names {
     fn grow(&mut self) {
         let size = self.index.len() * 2;
         self.index = vec![(0, 0); size];
-        for id in 0..self.spans.len() as u32 {
+        for id in 0..self.len() as u32 {
             let name = self.get(id);
             let (i, tag) = self.slot(name, self.hash(name));
             self.index[i] = (tag, id + 1);

@@ -8,7 +8,9 @@
 //! touching its stack: the frames every stack starts with are skipped, and
 //! the key holds 15 bytes of the name at the first frame where stacks can
 //! differ, from the first byte where those names can differ. The key is 32
-//! bytes, and comparing two is three integer comparisons.
+//! bytes, and comparing two is three integer comparisons. Most keys are
+//! not compared at all: a 64-bit digest of each orders them first (a radix
+//! sort), and only keys with equal digests are compared.
 
 use std::cmp::Ordering;
 
@@ -36,6 +38,42 @@ fn chunk_key(name: &[u8], at: usize) -> u128 {
     buf[..n].copy_from_slice(&tail[..n]);
     buf[15] = tail.len().min(16) as u8;
     u128::from_be_bytes(buf)
+}
+
+/// Sorts (digest, row) pairs by digest, keeping the order of equal ones:
+/// least significant byte first, skipping bytes every digest shares.
+pub(super) fn radix_sort(items: &mut Vec<(u64, u32)>) {
+    // How many digests have each value of each byte: the same in every
+    // order, so counted for all eight bytes in one pass.
+    let mut counts = vec![[0usize; 256]; 8];
+    for &(d, _) in items.iter() {
+        for (byte, c) in counts.iter_mut().enumerate() {
+            c[(d >> (byte * 8)) as usize & 0xff] += 1;
+        }
+    }
+    // Every pass stores to every place of `other`, so it is never cleared.
+    let mut other: Vec<(u64, u32)> = Vec::new();
+    for (byte, c) in counts.iter_mut().enumerate() {
+        if c.contains(&items.len()) {
+            continue;
+        }
+        if other.is_empty() {
+            other = vec![(0, 0); items.len()];
+        }
+        let mut sum = 0;
+        for slot in c.iter_mut() {
+            let here = *slot;
+            *slot = sum;
+            sum += here;
+        }
+        let shift = byte * 8;
+        for &item in items.iter() {
+            let slot = &mut c[(item.0 >> shift) as usize & 0xff];
+            other[*slot] = item;
+            *slot += 1;
+        }
+        std::mem::swap(items, &mut other);
+    }
 }
 
 fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
@@ -69,7 +107,8 @@ impl Profile {
             }
         });
 
-        let mut keys: Vec<SortKey> = super::large_vec(self.rows.len());
+        let n = self.rows.len();
+        let mut keys: Vec<SortKey> = super::large_vec(n);
         keys.extend(self.rows.iter().enumerate().map(|(i, r)| {
             let (chunk, present) = match self.stack(r).get(shared) {
                 Some(&id) => (chunk_key(self.name(id).as_bytes(), lcp), 1),
@@ -77,7 +116,32 @@ impl Profile {
             };
             SortKey { chunk, total: r.total(), zone: zone_rank[r.zone as usize] * 2 + present, row: i as u32 }
         }));
-        keys.sort_unstable_by(|a, b| {
+
+        // First by a 64-bit digest of each key: the rank of its count among
+        // the distinct counts (descending), its zone, and as many leading
+        // bits of its chunk as are left. Digests order like the keys they
+        // come from, so a radix sort of (digest, row) pairs (a few passes
+        // over 16-byte items, no comparisons) leaves only keys with equal
+        // digests to compare, in runs that are mostly short.
+        let mut totals: Vec<u64> = keys.iter().map(|k| k.total).collect();
+        totals.sort_unstable_by(|a, b| b.cmp(a));
+        totals.dedup();
+        let bits = |values: usize| usize::BITS - values.saturating_sub(1).leading_zeros();
+        let (total_bits, zone_bits) = (bits(totals.len()), bits(zone_rank.len() * 2));
+        // (Never more than 64 bits for the count and the zone in practice;
+        // if so, every digest is 0 and the keys are compared.)
+        let fits = total_bits + zone_bits <= 64;
+        let chunk_bits = 64u32.saturating_sub(total_bits + zone_bits);
+        let mut digests: Vec<(u64, u32)> = super::large_vec(n);
+        digests.extend(keys.iter().map(|k| {
+            let rank = totals.binary_search_by(|t| k.total.cmp(t)).unwrap_or(0) as u128;
+            let chunk = k.chunk.checked_shr(128 - chunk_bits).unwrap_or(0);
+            let digest = (rank << (zone_bits + chunk_bits)) | ((k.zone as u128) << chunk_bits) | chunk;
+            (if fits { digest as u64 } else { 0 }, k.row)
+        }));
+        drop(totals);
+        radix_sort(&mut digests);
+        let full = |a: &SortKey, b: &SortKey| {
             (b.total, a.zone, a.chunk)
                 .cmp(&(a.total, b.zone, b.chunk))
                 .then_with(|| {
@@ -89,27 +153,30 @@ impl Profile {
                     self.cmp_names(&sa[from..], &sb[from.min(sb.len())..])
                 })
                 .then(a.row.cmp(&b.row))
-        });
-        // Row `keys[k].row` goes to place `k`: moved in place, cycle by
-        // cycle (no second row list), each place marked done by pointing
-        // its key at itself.
-        for i in 0..keys.len() {
-            if keys[i].row as usize == i {
-                continue;
-            }
-            let held = self.rows[i];
-            let mut j = i;
-            loop {
-                let from = keys[j].row as usize;
-                keys[j].row = j as u32;
-                if from == i {
-                    self.rows[j] = held;
-                    break;
+        };
+        // A run's keys are copied out once, not looked up per comparison.
+        let mut run: Vec<SortKey> = Vec::new();
+        let mut at = 0;
+        while at < n {
+            let end = at + digests[at..].iter().take_while(|d| d.0 == digests[at].0).count();
+            if end - at > 1 {
+                run.clear();
+                run.extend(digests[at..end].iter().map(|d| keys[d.1 as usize]));
+                run.sort_unstable_by(full);
+                for (d, key) in digests[at..end].iter_mut().zip(&run) {
+                    d.1 = key.row;
                 }
-                self.rows[j] = self.rows[from];
-                j = from;
             }
+            at = end;
         }
+        drop(keys);
+
+        // Row `digests[k].1` goes to place `k`: gathered into a new list in
+        // a loop of nothing but these reads, whose cache misses overlap
+        // (moving rows in place, cycle by cycle, waits for each in turn).
+        let mut sorted: Vec<super::Row> = super::large_vec(n);
+        sorted.extend(digests.iter().map(|d| self.rows[d.1 as usize]));
+        self.rows = sorted;
     }
 
     /// Compares two lists of name ids as lists of names.
@@ -167,6 +234,38 @@ mod tests {
             pb.0.cmp(&pa.0).then_with(|| (pa.1, pa.2).cmp(&(pb.1, pb.2)))
         });
         let want: String = lines.iter().map(|l| format!("{}\n", l)).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn many_counts_and_zones_order_as_the_reference() {
+        // Counts from 1 to past what 32 bits hold, four zone paths, stacks
+        // that share frames and long name prefixes, and repeated rows.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let zones = ["", "z;", "z;y;", "w;"];
+        let counts = [1u64, 2, 3, 7, 1 << 33, u64::MAX, 40];
+        let lines: Vec<(u64, String, String)> = (0..3000)
+            .map(|_| {
+                let depth = 1 + next(4) as usize;
+                let frames: Vec<String> =
+                    (0..depth).map(|_| format!("/long/shared/dir/f{}.lua:{}", next(3), next(40))).collect();
+                let zone = zones[next(4) as usize].to_string();
+                (counts[next(7) as usize], zone, frames.join(";"))
+            })
+            .collect();
+        let text: String = lines.iter().map(|(n, z, f)| format!("{}{}_[N] {}\n", z, f, n)).collect();
+        let got = sorted(&text);
+        let mut want = lines.clone();
+        // Stable: equal rows keep their order, as the sort promises.
+        want.sort_by(|a, b| {
+            let list = |s: &str| s.split(';').filter(|p| !p.is_empty()).map(str::to_string).collect::<Vec<_>>();
+            b.0.cmp(&a.0).then_with(|| (list(&a.1), list(&a.2)).cmp(&(list(&b.1), list(&b.2))))
+        });
+        let want: String = want.iter().map(|(n, z, f)| format!("{}{}_[N] {}\n", z, f, n)).collect();
         assert_eq!(got, want);
     }
 
