@@ -18,11 +18,6 @@ use crate::sys::alloc_hook::{AllocHook, Restored};
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 
-/// LuaJIT's profiler is started with this interval (in ms) for an
-/// allocation session and its timer disarmed at once: only allocations
-/// trigger samples.
-pub(super) const TIMER_MS: u64 = 1_000_000;
-
 const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
     Declared { name, check, default }
 }
@@ -52,7 +47,7 @@ fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String
     let get = |name| setting(ALLOCATION_OPTIONS, t, name);
     let number = |name| get(name).number().unwrap_or_default();
     let o = StartOptions {
-        interval_ns: TIMER_MS * 1_000_000,
+        interval_ns: super::lifecycle::QUIET_TIMER_MS * 1_000_000,
         depth: number("stackDepth") as i32,
         filter: get("zone").text().map(|z| options::trim_zone(z).as_bytes().to_vec()),
         clock: ClockKind::Cpu,

@@ -13,6 +13,14 @@ use crate::record::sampler::Sampler;
 use crate::record::tick_source::{ClockKind, TickSource};
 use crate::sys::{self, ProfilerApi, SamplerBox, VmHandle};
 
+/// LuaJIT's profiler is started with this interval (in ms) when the
+/// session's own tick source (or, for an allocation session, the
+/// allocator) is to drive it, and LuaJIT's timer is disarmed right after:
+/// at 1000 s it cannot fire before that, so no process-directed SIGPROF
+/// can reach another thread meanwhile, or arrive after a stop has put
+/// back the default disposition.
+pub(super) const QUIET_TIMER_MS: u64 = 1_000_000;
+
 /// One sampling session per process: LuaJIT keeps a single profiler state.
 static OWNER: AtomicBool = AtomicBool::new(false);
 
@@ -155,8 +163,22 @@ pub(super) fn take_over_foreign(api: &ProfilerApi, lua: &Lua) -> mlua::Result<bo
     Ok(false)
 }
 
+/// LuaJIT's own timer at the session's interval, for a session started
+/// with the quiet timer, and why it runs.
+#[cfg(target_os = "linux")]
+fn luajit_timer(interval_ns: u64, why: String) -> TickSource {
+    sys::posix::arm_itimer_prof(interval_ms(interval_ns));
+    TickSource::luajit(Some(why))
+}
+
+/// The interval LuaJIT's timer takes, in whole milliseconds (at least 1).
+pub(super) fn interval_ms(interval_ns: u64) -> u64 {
+    ((interval_ns as f64) / 1e6).round().max(1.0) as u64
+}
+
 /// Replaces LuaJIT's ITIMER_PROF with a per-thread tick source, or keeps
-/// LuaJIT's timer and says why (see `record::tick_source`).
+/// LuaJIT's timer and says why (see `record::tick_source`). LuaJIT's
+/// profiler was started with the quiet timer.
 #[cfg(target_os = "linux")]
 pub(super) fn per_thread_ticks(
     lua: &Lua,
@@ -168,12 +190,12 @@ pub(super) fn per_thread_ticks(
 ) -> (TickSource, Option<ArmedTicks>) {
     use sys::posix;
     let Some(sig) = posix::tick_signal() else {
-        return (TickSource::luajit(Some("no free real-time signal for the tick source".into())), None);
+        return (luajit_timer(interval_ns, "no free real-time signal for the tick source".into()), None);
     };
     let (cb, data) = sampler.callback_words();
     let Some(profiler) = posix::find_luajit_profiler(run.api.start_addr(), run.vm.addr(), cb, data) else {
         let why = "LuaJIT's profiler state could not be located in this build";
-        return (TickSource::luajit(Some(why.into())), None);
+        return (luajit_timer(interval_ns, why.into()), None);
     };
     posix::arm_ticks(&profiler);
     let armed = ArmedTicks { running_c: posix::running_c::arm(lua, profiler.g) };
@@ -185,7 +207,7 @@ pub(super) fn per_thread_ticks(
             posix::disarm_itimer_prof();
             (t, Some(armed))
         }
-        Err(why) => (TickSource::luajit(Some(why)), None),
+        Err(why) => (luajit_timer(interval_ns, why), None),
     }
 }
 

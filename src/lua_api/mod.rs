@@ -146,10 +146,12 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
     let mut signals = UnblockedSignals::default();
     #[cfg(target_os = "linux")]
     signals.unblock(libc::SIGPROF);
-    let ms = if bytes_per_sample.is_some() {
-        alloc::TIMER_MS
+    // A tick source of ours or the allocator drives LuaJIT's profiler:
+    // its own timer starts quiet (see `QUIET_TIMER_MS`).
+    let ms = if bytes_per_sample.is_some() || (o.env.precise && cfg!(target_os = "linux")) {
+        lifecycle::QUIET_TIMER_MS
     } else {
-        ((o.interval_ns as f64) / 1e6).round().max(1.0) as u64
+        lifecycle::interval_ms(o.interval_ns)
     };
     let mode = sys::cstring(&format!("{}i{}", o.precision.mode(), ms));
     if let Err(e) = lifecycle::failpoint("profiler").and_then(|_| sampler.start(&api, lua, &mode)) {

@@ -44,6 +44,18 @@ pub fn disarm_itimer_prof() {
     }
 }
 
+/// Arms ITIMER_PROF at `ms` milliseconds, as LuaJIT's own start does:
+/// for a session that started LuaJIT's profiler with a quiet timer and
+/// falls back to LuaJIT's timer.
+pub fn arm_itimer_prof(ms: u64) {
+    let tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: ((ms % 1000) * 1000) as libc::suseconds_t };
+    let t = libc::itimerval { it_interval: tv, it_value: tv };
+    // SAFETY: valid itimerval; a null old-value pointer is allowed.
+    unsafe {
+        libc::setitimer(libc::ITIMER_PROF, &t, std::ptr::null_mut());
+    }
+}
+
 /// Whether another sampler seems to be running in this process right now:
 /// ITIMER_PROF is armed or SIGPROF has a handler function installed (LuaJIT
 /// installs both while `jit.p` or `jit.profile` is running). Called before
