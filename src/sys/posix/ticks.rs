@@ -37,8 +37,27 @@ static LUAJIT_HANDLER: AtomicUsize = AtomicUsize::new(0);
 static TICKS_PASSED: AtomicU64 = AtomicU64::new(0);
 static TICKS_REFUSED: AtomicU64 = AtomicU64::new(0);
 
+/// Keeps the interrupted code's `errno` across a handler's system calls
+/// (a failed `process_vm_readv` sets it), as a signal handler must.
+struct SavedErrno(c_int);
+
+impl SavedErrno {
+    fn save() -> SavedErrno {
+        // SAFETY: __errno_location returns this thread's errno slot.
+        SavedErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for SavedErrno {
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 }
+    }
+}
+
 /// Passes one tick to LuaJIT if its profiler is still ours.
 pub fn pass_tick() {
+    let _errno = SavedErrno::save();
     let state = STATE.load(Ordering::Acquire);
     if state == 0 {
         return; // a late tick after our session ended
