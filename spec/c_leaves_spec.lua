@@ -81,6 +81,10 @@ describe("C functions as leaves", function()
         local p = (want[name] + again[name]) / 2
         local spread = math.abs(want[name] - again[name])
         local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
+        -- The truth suite's known miss: `table.sort` gets up to about 6
+        -- points too many, and the loop as many too few (BENCHMARKS.md);
+        -- the same 4 points more are allowed here.
+        if name ~= "clock" then tol = tol + 0.04 end
         local got = counts[name] / n
         assert.is_true(math.abs(got - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
           100 * math.abs(got - p), 100 * tol, msg))
