@@ -61,6 +61,8 @@ pub struct NativeSession {
     resolve_c: bool,
     /// C function addresses -> Lua paths (`nameCFunctions`).
     c_paths: HashMap<usize, String>,
+    /// Addresses several C functions share, which no path names.
+    c_shared: HashSet<usize>,
     /// Lua functions by (chunk short name, first line, last line) -> Lua
     /// paths (`nameLuaFunctions`): names for the recorded functions.
     lua_paths: HashMap<(String, u32, u32), String>,
@@ -191,6 +193,7 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
         ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
         c_paths: HashMap::new(),
+        c_shared: HashSet::new(),
         lua_paths: HashMap::new(),
         finished: None,
         refused_at_stop: 0,
@@ -359,11 +362,19 @@ impl NativeSession {
     /// built again.
     fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
         let mut added = false;
+        // Functions made by one C function (mlua's, sol's) share its
+        // address: an address two listed functions share names neither.
+        let mut seen: HashMap<usize, usize> = HashMap::new();
         for entry in list.sequence_values::<Table>() {
             let entry = entry?;
             let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
             if let Some(addr) = sys::c_function_address(lua, &f)? {
-                if let std::collections::hash_map::Entry::Vacant(v) = self.c_paths.entry(addr) {
+                if *seen.entry(addr).or_insert(f.to_pointer() as usize) != f.to_pointer() as usize {
+                    self.c_shared.insert(addr);
+                }
+                if self.c_shared.contains(&addr) {
+                    added |= self.c_paths.remove(&addr).is_some();
+                } else if let std::collections::hash_map::Entry::Vacant(v) = self.c_paths.entry(addr) {
                     v.insert(path);
                     added = true;
                 }
