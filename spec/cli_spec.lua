@@ -182,6 +182,22 @@ describe("tecs-profile", function()
     assert.truthy(run.read(dir .. "/f.collapsed"))
   end)
 
+  it("run --trace --annotate puts the tracker's abort sites under their lines", function()
+    local file = "spec/fixtures/cli_aborts.lua"
+    local rc, out, err = run.run3(string.format("%s run --trace --annotate full %s", CLI, file))
+    assert.equal(0, rc, err)
+    local at
+    local n = 0
+    for text in io.lines(file) do n = n + 1 if text:find("function() return i end", 1, true) then at = n end end
+    -- The closure's line, then its abort note, in the annotated source.
+    local line_row = out:match("\n([^\n]*|%s+" .. at .. " |[^\n]*)\n")
+    assert.truthy(line_row, out)
+    assert.matches("|%s+" .. at .. " |[^\n]*\n[^\n]*|%s+| %^ trace aborted %d+ times? %(%a+%): NYI: bytecode FNEW", out)
+    assert.matches("# traces: %d+ started", out)
+    -- And the hot-aborts ranking after it, as before.
+    assert.matches(file:gsub("%p", "%%%0") .. ":" .. at .. ": NYI: bytecode FNEW", out)
+  end)
+
   it("report prints views of a file, and hot aborts from a trace CSV", function()
     local rc, out, err = run.run3(CLI .. " report spec/golden/input.collapsed --mode vf")
     assert.equal(0, rc, err)

@@ -242,6 +242,9 @@ function M.run(opts, pos)
     end
     local out = {}
     if not opts.quiet then
+      -- The annotated source shows the tracker's abort sites, compiled
+      -- shares and traces under their lines when both ran.
+      if vopts.annotate and trace_report then vopts.trace = trace_report end
       local ok, text = pcall(report.report, session, vopts)
       out[#out + 1] = ok and text or ("tecs-profile: " .. clean(text) .. "\n")
     end
