@@ -68,7 +68,9 @@ describe("C functions as leaves", function()
         return
       end
       local counts, n = parts(text)
-      assert.is_true(n >= 1000, "too few samples of the step: " .. n .. "\n" .. text)
+      -- 1.5 s of CPU time: about 1500 samples with a per-thread timer,
+      -- 375 at the kernel's tick rate where perf events are not allowed.
+      assert.is_true(n >= 300, "too few samples of the step: " .. n .. "\n" .. text)
       assert.is_true(st.cFunctionLeaves >= counts.sort + counts.clock, text)
       local report = {}
       for _, name in ipairs({ "sort", "clock", "lua" }) do
@@ -124,7 +126,9 @@ describe("C functions as leaves", function()
     end
     -- The comparator runs under table.sort: the stacks show that, and
     -- no sample puts table.sort again above the comparator.
-    assert.is_true(callee > 100, text)
+    local total = collapsed.sum(collapsed.parse(text))
+    assert.is_true(total >= 50 and callee >= 0.2 * total, string.format("%d of %d samples under table.sort:\n%s",
+      callee, total, text))
     assert.equal(0, leaf_over_callee, text)
   end)
 

@@ -12,7 +12,7 @@ use crate::record::alloc_objects::ObjectTable;
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::record::timeline::{TimedSample, Timeline};
-use crate::sys::{FunctionAnchor, RunningC, SampleSink, VmStack, ZoneAnchor};
+use crate::sys::{FunctionAnchor, RunningC, SampleSink, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
@@ -221,16 +221,14 @@ impl SampleSink for Sampler {
         } else {
             states[state_index(vmstate)] = samples;
         }
-        // An interpreted callback runs at the very next bytecode: a C
-        // function found by a later tick cannot be under this stack.
-        let running_c = if vmstate == b'I' || states[C_STATE] == 0 { Default::default() } else { note.running_c };
-        let any_c = running_c.iter().any(Option::is_some);
-        // That C function is a frame of the stack too, and counts against
-        // the depth.
-        let depth = if any_c { (self.depth - 1).max(1) } else { self.depth };
+        // A callback whose first tick was interpreted can still come late:
+        // the next bytecode may enter a compiled loop that reaches no
+        // check, and calls C functions, until it ends. Its C ticks get
+        // their functions as any other callback's.
+        let running_c = if states[C_STATE] == 0 { Default::default() } else { note.running_c };
         // One frame more than kept: its presence says the stack was cut.
-        vm.dump(&self.fmt, -(depth + 1), key);
-        mark_truncated(key, stack_start, depth);
+        vm.dump(&self.fmt, -(self.depth + 1), key);
+        mark_truncated(key, stack_start, self.depth);
         let leaf = leaf_start(key, stack_start);
         if vmstate != b'I' && self.precision == Precision::Function {
             if let Some((first, last)) = vm.leaf_span() {
@@ -257,51 +255,72 @@ impl SampleSink for Sampler {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
         let stacks = self.table.len();
-        // The entry and state the allocation objects of this sample go to:
-        // those of the first tick.
-        let first = state_index(vmstate);
-        let mut entry = None;
-        let mut first_found = false;
-        for (c, ticks) in running_c.into_iter().flatten() {
+        // Which C functions ticks found are leaves: a C function that called
+        // Lua is still on the stack, below the Lua frame the callback ran
+        // in; the time was its own, but it is not a leaf above that frame,
+        // and such ticks keep the stack as dumped.
+        let mut leaves: [Option<(RunningC, u32)>; NOTE_SLOTS] = Default::default();
+        for (out, (c, ticks)) in leaves.iter_mut().zip(running_c.into_iter().flatten()) {
             let in_c = ticks.min(states[C_STATE]);
             if in_c == 0 {
                 continue;
             }
             push_c_frame(&mut self.scratch, lua_end > stack_start, c);
-            // A C function that called Lua is still on the stack, below
-            // the Lua frame the callback ran in: the time was its own,
-            // but it is not a leaf above that frame. Such ticks keep the
-            // stack as dumped.
             let key = &self.scratch;
             let leaf = leaf_start(key, stack_start);
             let on_stack = lua_end > stack_start
                 && memchr::memmem::find_iter(&key[stack_start..lua_end], &key[leaf..])
                     .any(|at| is_whole_frame(&key[stack_start..lua_end], at, key.len() - leaf));
-            if !on_stack {
-                self.stats.c_leaves += in_c as u64;
-                let e = self.table.add(&self.scratch, C_STATE, in_c);
-                self.timeline_push(e, C_STATE, in_c);
-                states[C_STATE] -= in_c;
-                if !first_found && first == C_STATE {
-                    (entry, first_found) = (e, true);
-                }
-            }
             self.scratch.truncate(lua_end);
+            if !on_stack {
+                *out = Some((c, in_c));
+                states[C_STATE] -= in_c;
+            }
         }
+        // The entry and state the allocation objects of this sample go to:
+        // those of the first tick.
+        let first = state_index(vmstate);
+        let mut entry = None;
         for (state, &n) in states.iter().enumerate() {
             if n > 0 {
                 let e = self.table.add(&self.scratch, state, n);
                 self.timeline_push(e, state, n);
-                if !first_found && state == first {
-                    (entry, first_found) = (e, true);
+                if state == first {
+                    entry = e;
                 }
+            }
+        }
+        if self.table.len() > stacks {
+            record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
+        }
+        if leaves.iter().any(Option::is_some) {
+            // The C function is a frame of the stack too, and counts
+            // against the depth: one Lua frame makes room for it.
+            make_room_for_leaf(&mut self.scratch, stack_start, self.depth);
+            let lua_end = self.scratch.len();
+            let stacks = self.table.len();
+            let mut first_leaf = None;
+            for (c, in_c) in leaves.into_iter().flatten() {
+                push_c_frame(&mut self.scratch, lua_end > stack_start, c);
+                self.stats.c_leaves += in_c as u64;
+                let e = self.table.add(&self.scratch, C_STATE, in_c);
+                self.timeline_push(e, C_STATE, in_c);
+                first_leaf = first_leaf.or(Some(e));
+                self.scratch.truncate(lua_end);
+            }
+            if first == C_STATE {
+                if let Some(e) = first_leaf {
+                    entry = e;
+                }
+            }
+            // The frames kept are those of the dump, at the same distance
+            // from the leaf.
+            if self.table.len() > stacks {
+                record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
             }
         }
         if let Some(o) = &mut self.objects {
             o.charge(entry, first);
-        }
-        if self.table.len() > stacks {
-            record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
         }
         #[cfg(feature = "bench-timing")]
         {
@@ -346,19 +365,18 @@ fn push_c_frame(key: &mut Vec<u8>, after_frame: bool, c: RunningC) {
             key.push(b']');
         }
         RunningC::Function(addr) => {
+            // LuaJIT's width (`lj_strfmt_wptr`): eight digits, and the high
+            // half's significant bytes, two digits each, when it has any.
+            let hi = (addr as u64 >> 32) as u32;
+            let digits = 8 + if hi != 0 { 2 + 2 * ((31 - hi.leading_zeros()) >> 3) as usize } else { 0 };
             key.extend_from_slice(b"@0x");
             let mut buf = [0u8; 16];
-            let mut i = buf.len();
-            let mut v = addr;
-            loop {
-                i -= 1;
-                buf[i] = b"0123456789abcdef"[v & 15];
+            let mut v = addr as u64;
+            for d in buf[..digits].iter_mut().rev() {
+                *d = b"0123456789abcdef"[(v & 15) as usize];
                 v >>= 4;
-                if v == 0 {
-                    break;
-                }
             }
-            key.extend_from_slice(&buf[i..]);
+            key.extend_from_slice(&buf[..digits]);
         }
     }
 }
@@ -396,6 +414,35 @@ fn mark_truncated(key: &mut Vec<u8>, stack_start: usize, depth: i32) {
     key[stack_start..stack_start + new].copy_from_slice(TRUNCATED_FRAME);
 }
 
+/// Makes room for a C function leaf in the stack part of `key` (from
+/// `stack_start`, as `mark_truncated` left it for `depth`): a stack of
+/// `depth` Lua frames loses its outermost one, which the truncation marker
+/// stands for. In place: no allocation.
+#[inline]
+fn make_room_for_leaf(key: &mut Vec<u8>, stack_start: usize, depth: i32) {
+    if depth <= 1 || key.len() == stack_start {
+        return;
+    }
+    let stack = &key[stack_start..];
+    let frames = memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
+    let marked = stack.starts_with(TRUNCATED_FRAME)
+        && (stack.len() == TRUNCATED_FRAME.len() || stack[TRUNCATED_FRAME.len()] == FRAME_SEP);
+    if frames - (marked as usize) < depth as usize {
+        return;
+    }
+    if marked {
+        // Drop the frame after the marker.
+        let from = stack_start + TRUNCATED_FRAME.len() + 1;
+        let to = match memchr::memchr(FRAME_SEP, &key[from..]) {
+            Some(i) => from + i + 1,
+            None => return,
+        };
+        key.drain(from..to);
+    } else {
+        mark_truncated(key, stack_start, depth - 1);
+    }
+}
+
 /// Rewrites a `file:line` leaf starting at `leaf` as `file:first-last`.
 #[inline]
 fn replace_line_with_span(key: &mut Vec<u8>, leaf: usize, first: i32, last: i32) {
@@ -429,7 +476,8 @@ fn push_int(out: &mut Vec<u8>, n: i32) {
 #[cfg(test)]
 mod tests {
     use super::{
-        leaf_start, mark_truncated, push_c_frame, replace_line_with_span, Sampler, FRAME_SEP, TRUNCATED_FRAME,
+        leaf_start, make_room_for_leaf, mark_truncated, push_c_frame, replace_line_with_span, Sampler, FRAME_SEP,
+        TRUNCATED_FRAME,
     };
     use crate::sys::RunningC;
 
@@ -443,7 +491,13 @@ mod tests {
         assert_eq!(key, b"a.lua:3\x1f@0x7f00deadbeef");
         let mut alone = Vec::new();
         push_c_frame(&mut alone, false, RunningC::Function(0x10));
-        assert_eq!(alone, b"@0x10");
+        assert_eq!(alone, b"@0x00000010");
+        let mut alone = Vec::new();
+        push_c_frame(&mut alone, false, RunningC::Function(0x1_0040_1234));
+        assert_eq!(alone, b"@0x0100401234");
+        let mut alone = Vec::new();
+        push_c_frame(&mut alone, false, RunningC::Function(0x0555_5555_1234));
+        assert_eq!(alone, b"@0x055555551234");
     }
 
     fn stack(frames: &[&str]) -> Vec<u8> {
@@ -466,6 +520,31 @@ mod tests {
         let mut empty = Vec::new();
         mark_truncated(&mut empty, 0, 1);
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn a_c_leaf_takes_the_place_of_the_outermost_lua_frame() {
+        let t = std::str::from_utf8(TRUNCATED_FRAME).unwrap();
+        let room = |frames: &[&str], depth: i32| {
+            let mut key = b"zone".to_vec();
+            key.extend_from_slice(&stack(frames));
+            make_room_for_leaf(&mut key, 4, depth);
+            assert_eq!(&key[..4], b"zone");
+            key[4..].to_vec()
+        };
+        // A full stack: its outermost frame becomes the marker.
+        assert_eq!(room(&["a", "b", "c"], 3), stack(&[t, "b", "c"]));
+        // A truncated one: the frame after the marker goes.
+        assert_eq!(room(&[t, "b", "c", "d"], 3), stack(&[t, "c", "d"]));
+        // Room to spare, or a depth of one: every frame stays.
+        assert_eq!(room(&["a", "b"], 3), stack(&["a", "b"]));
+        assert_eq!(room(&[t, "b"], 1), stack(&[t, "b"]));
+        // The marker plus depth - 1 frames, then the leaf: as long as any
+        // truncated stack of that depth.
+        let mut key = stack(&[t, "b", "c", "d"]);
+        make_room_for_leaf(&mut key, 0, 3);
+        push_c_frame(&mut key, true, RunningC::Builtin(3));
+        assert_eq!(key.split(|&b| b == FRAME_SEP).count(), 4);
     }
 
     #[test]

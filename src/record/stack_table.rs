@@ -7,20 +7,7 @@
 
 use hashbrown::HashTable;
 
-/// VM states in tie-break order: the first of equal counts wins.
-pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
-
-/// Index of a LuaJIT vmstate character in [`VM_STATES`].
-#[inline]
-pub const fn state_index(vmstate: u8) -> usize {
-    match vmstate {
-        b'N' => 0,
-        b'I' => 1,
-        b'C' => 2,
-        b'G' => 3,
-        _ => 4,
-    }
-}
+pub use crate::sys::{state_index, VM_STATES};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {

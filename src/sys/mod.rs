@@ -15,8 +15,8 @@ use mlua::Lua;
 
 pub mod alloc_hook;
 mod functions;
-#[cfg(target_os = "linux")]
-pub use posix::running_c::{RunningC, TickNote};
+mod tick_note;
+pub use tick_note::{state_index, RunningC, TickNote, NOTE_SLOTS, VM_STATES};
 
 /// What the ticks since the last call found (see `posix::running_c`).
 #[cfg(target_os = "linux")]
@@ -24,21 +24,7 @@ pub fn take_tick_note() -> TickNote {
     posix::running_c::take()
 }
 
-/// What a tick found running: never known off Linux.
-#[cfg(not(target_os = "linux"))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunningC {
-    Builtin(u8),
-    Function(usize),
-}
-
-#[cfg(not(target_os = "linux"))]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TickNote {
-    pub states: [u32; 5],
-    pub running_c: Option<(RunningC, u32)>,
-}
-
+/// Off Linux no tick handler notes anything.
 #[cfg(not(target_os = "linux"))]
 pub fn take_tick_note() -> TickNote {
     TickNote::default()

@@ -100,6 +100,13 @@ function M.collect()
   return walk(is_c_function)
 end
 
+--- Lists the builtins (fast functions) reachable the same way, to name
+-- them where `jit.vmdef` is missing or belongs to another build.
+-- @treturn table an array of `{ path, fn }`, as `collect`
+function M.collect_builtins()
+  return walk(function(f) return type(f) == "function" and tostring(f):find("builtin#", 1, true) ~= nil end)
+end
+
 --- Lists the Lua functions reachable the same way, each with where it is
 -- defined, to name the functions a session recorded (`love.update` rather
 -- than the `update` its caller used).

@@ -27,20 +27,64 @@ end
 
 local vmdef_cache, vmdef_tried
 
---- `jit.vmdef` of the running VM, or nil when it cannot be loaded.
+-- Builtins every LuaJIT 2.1 has, by the name `jit.vmdef` gives them.
+local KNOWN_BUILTINS = {
+  ["os.clock"] = os.clock,
+  ["string.format"] = string.format,
+  ["debug.getmetatable"] = debug.getmetatable,
+  ["coroutine.yield"] = coroutine.yield,
+}
+
+-- Whether `v` describes the running VM: a `jit.vmdef` found on the path
+-- can be another build's (OpenResty's luajit2 numbers its builtins
+-- differently from LuaJIT's), and would then name every builtin, bytecode
+-- and abort reason wrongly.
+local function describes_this_vm(v)
+  local ok, util = pcall(require, "jit.util")
+  if not ok or type(v.ffnames) ~= "table" then return ok end
+  for name, f in pairs(KNOWN_BUILTINS) do
+    local info = type(f) == "function" and util.funcinfo(f)
+    -- A builtin replaced by a Lua function (no ffid) says nothing.
+    if info and info.ffid and v.ffnames[info.ffid] ~= name then return false end
+  end
+  return true
+end
+
+--- `jit.vmdef` of the running VM, or nil when it cannot be loaded or
+-- belongs to another LuaJIT build.
 function M.vmdef()
   if not vmdef_tried then
     vmdef_tried = true
     local ok, v = pcall(require, "jit.vmdef")
-    if ok and type(v) == "table" then vmdef_cache = v end
+    if ok and type(v) == "table" and describes_this_vm(v) then vmdef_cache = v end
   end
   return vmdef_cache
 end
 
---- Builtin (fast function) names indexed by id, or nil.
+local walked_names
+
+-- Builtin names by id from the Lua paths that reach them (`os.clock`,
+-- `string.format`, `pcall`): what `jit.vmdef` would say, for a VM whose
+-- own `jit.vmdef` cannot be loaded. Nil without `jit.util`.
+local function names_from_paths()
+  local ok, util = pcall(require, "jit.util")
+  if not ok then return nil end
+  local names = {}
+  for _, entry in ipairs(require("tecs.profile.cfuncs").collect_builtins()) do
+    local info = util.funcinfo(entry[2])
+    if info.ffid and names[info.ffid] == nil then names[info.ffid] = entry[1] end
+  end
+  return next(names) and names or nil
+end
+
+--- Builtin (fast function) names indexed by id: `jit.vmdef`'s, or where
+-- that is missing or another build's, the Lua path that reaches each
+-- builtin; nil when neither is known.
 function M.ffnames()
   local v = M.vmdef()
-  return v and v.ffnames or nil
+  if v then return v.ffnames end
+  if walked_names == nil then walked_names = names_from_paths() or false end
+  return walked_names or nil
 end
 
 return M

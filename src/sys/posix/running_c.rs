@@ -17,18 +17,23 @@
 //! while a probe C function of ours runs, and every fact is checked
 //! against something known (the probe's own function object, its argument
 //! count, the running thread). If any check fails the feature stays off
-//! and `stats()` says why. At tick time the global state, the running
-//! thread and its stack are read directly (all are alive while a C
-//! function runs); the function object is read through `process_vm_readv`
-//! on our own process, which fails with an error rather than a fault on an
-//! address that is not mapped, so a stale slot in the middle of a VM
-//! transition cannot crash the program.
+//! and `stats()` says why. At tick time only the global state is read
+//! directly; the running thread's header, its stack slot and the function
+//! object are read through `process_vm_readv` on our own process, which
+//! fails with an error rather than a fault on an address that is not
+//! mapped, so a stale slot in the middle of a VM transition, or a stack
+//! moved by another OS thread driving the VM, cannot crash the program.
+//! A thread with no C frame (host code the VM returned to) names no
+//! function: its slot holds the last C function that ran, not one that
+//! runs now.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 use mlua::ffi;
 use mlua::Lua;
+
+use crate::sys::tick_note::{state_index, RunningC, TickNote, NOTE_SLOTS};
 
 /// `~LJ_VMST_C`: the VM state while a C function runs.
 const VMSTATE_C: i32 = -2;
@@ -41,6 +46,11 @@ const ITYPE_FUNC_GC64: u64 = 0x1FFF7;
 /// Function ids: 0 is a Lua function, 1 a plain C function, more a builtin.
 const FF_LUA: u8 = 0;
 const FF_C: u8 = 1;
+/// `CFRAME_RAWMASK`: the low two bits of a `cframe` reference are flags.
+const CFRAME_RAW_MASK: usize = !3;
+/// Most slots a stack has past its `maxstack` (`LJ_STACK_EXTRA` + 1 is 6
+/// to 9 in LuaJIT 2.1 builds).
+const STACK_EXTRA_MAX: usize = 16;
 /// Bytes of the global state searched for the fields found by value.
 const GLOBAL_SCAN: usize = 1024;
 
@@ -50,7 +60,11 @@ struct Shape {
     gc64: bool,
     glref: usize,
     base: usize,
+    maxstack: usize,
     stack: usize,
+    /// The C frame the thread runs in: null while no VM call is active on it
+    /// (a suspended coroutine, or a thread the host returned from).
+    cframe: usize,
     stacksize: usize,
     /// `sizeof(lua_State)` in LuaJIT's own sources: the main thread sits
     /// right before the global state in LuaJIT's one allocation
@@ -67,7 +81,9 @@ const GC64: Shape = Shape {
     gc64: true,
     glref: 16,
     base: 32,
+    maxstack: 48,
     stack: 56,
+    cframe: 80,
     stacksize: 88,
     thread_size: 96,
     func_slot: 16,
@@ -80,7 +96,9 @@ const GC32: Shape = Shape {
     gc64: false,
     glref: 8,
     base: 16,
+    maxstack: 32,
     stack: 36,
+    cframe: 48,
     stacksize: 56,
     thread_size: 64,
     func_slot: 8,
@@ -102,10 +120,8 @@ static PID: AtomicI32 = AtomicI32::new(0);
 /// more functions than slots are counted as C ticks with no function.
 static NOTES: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
 static NOTE_TICKS: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
-pub const NOTE_SLOTS: usize = 4;
 const NOTE_SET: usize = 1 << 63;
-/// Ticks since the last `take` by the VM state they found, in the order
-/// N (compiled), I, C, G, J (the letters LuaJIT's callback gets).
+/// Ticks since the last `take` by the VM state they found (`state_index`).
 static STATES: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 /// `take` is reading: a tick meanwhile notes nothing (it is then missing
 /// from the next counts, whose sum no longer matches LuaJIT's, so that the
@@ -118,25 +134,6 @@ static PROBE_FN: AtomicUsize = AtomicUsize::new(0);
 static PROBE_G: AtomicUsize = AtomicUsize::new(0);
 static PROBE_RESULT: AtomicUsize = AtomicUsize::new(0);
 static PROBE_ERR: std::sync::Mutex<&'static str> = std::sync::Mutex::new("");
-
-/// The function running when the last tick arrived, if it was a C function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunningC {
-    /// A builtin (fast function), by its id in `jit.vmdef.ffnames`.
-    Builtin(u8),
-    /// Any other C function, by its address.
-    Function(usize),
-}
-
-/// What the ticks since the last `take` found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TickNote {
-    /// Ticks by VM state, in the order N, I, C, G, J. All zero when the
-    /// handler notes nothing.
-    pub states: [u32; 5],
-    /// The C functions C ticks found, and how many ticks found each.
-    pub running_c: [Option<(RunningC, u32)>; NOTE_SLOTS],
-}
 
 /// Finds the layout while a probe of ours runs on `lua`'s current thread,
 /// and arms the tick handler's reads for the global state `g`. Returns why
@@ -254,17 +251,25 @@ unsafe extern "C-unwind" fn probe(l: *mut ffi::lua_State) -> c_int {
         return fail("the thread's base and top do not frame the probe's arguments");
     }
     let stack = word(la + shape.stack, ptr);
+    let stacksize = word(la + shape.stacksize, 4);
+    // `maxstack` sits a few extra slots (`LJ_STACK_EXTRA`, which differs
+    // between versions) before the end of the stack's `stacksize` slots.
+    let (end, maxstack) = (stack + stacksize * 8, word(la + shape.maxstack, ptr));
+    if maxstack >= end || end - maxstack > STACK_EXTRA_MAX * 8 || top > end {
+        return fail("the thread's stack size does not match its stack");
+    }
     if base < stack + shape.func_slot {
         return fail("the probe's frame is not on the thread's stack");
     }
-    let slot = word(base - shape.func_slot, 8);
-    let func = if shape.gc64 {
-        if (slot as u64) >> 47 != ITYPE_FUNC_GC64 {
-            return fail("the probe's function slot holds no function");
-        }
-        slot & ((1 << 47) - 1)
-    } else {
-        slot & 0xFFFF_FFFF
+    // Inside a protected call the thread's C frame is a frame of the C
+    // stack this probe runs on, close above its own locals.
+    let here = &stack as *const usize as usize;
+    let cframe = word(la + shape.cframe, 8) & CFRAME_RAW_MASK;
+    if cframe <= here || cframe - here > 1 << 20 {
+        return fail("the thread's C frame is not on this C stack");
+    }
+    let Some(func) = function_in_slot(shape, word(base - shape.func_slot, 8) as u64) else {
+        return fail("the probe's function slot holds no function");
     };
     if func != PROBE_FN.load(Ordering::Relaxed) {
         return fail("the probe's function slot holds another object");
@@ -345,9 +350,10 @@ fn field(buf: &[u8], at: usize, size: usize) -> usize {
     u64::from_le_bytes(w) as usize
 }
 
-/// Notes the C function the VM thread is in, if it is in one. Called by
-/// the tick handler on the VM thread, before LuaJIT's handler.
-pub fn note_tick() {
+/// Notes `n` ticks at once (one, or the ticks a blocked thread missed) and
+/// the C function the VM thread is in, if it is in one. Called by the
+/// tick handler on the VM thread, before LuaJIT's handler.
+pub fn note_ticks(n: usize) {
     let g = G.load(Ordering::Acquire);
     if g == 0 {
         return;
@@ -359,61 +365,77 @@ pub fn note_tick() {
     // while its profiler runs); the offset was found inside it by `arm`.
     let vmstate = unsafe { std::ptr::read_volatile((g + VMSTATE_OFF.load(Ordering::Relaxed)) as *const i32) };
     // LuaJIT's own mapping: a trace number, or ~INTERP, ~C, ~GC, else JIT.
-    let state = match vmstate {
-        0.. => 0,
-        -1 => 1,
-        VMSTATE_C => 2,
-        -3 => 3,
-        _ => 4,
-    };
-    STATES[state].fetch_add(1, Ordering::SeqCst);
+    let state = state_index(match vmstate {
+        0.. => b'N',
+        -1 => b'I',
+        VMSTATE_C => b'C',
+        -3 => b'G',
+        _ => b'J',
+    });
+    STATES[state].fetch_add(n, Ordering::SeqCst);
     if vmstate != VMSTATE_C {
         return;
     }
     let Some(v) = running_now(g) else { return };
-    for (slot, n) in NOTES.iter().zip(&NOTE_TICKS) {
+    for (slot, count) in NOTES.iter().zip(&NOTE_TICKS) {
         let cur = slot.load(Ordering::SeqCst);
         if cur == 0 {
             slot.store(v, Ordering::SeqCst);
         } else if cur != v {
             continue;
         }
-        n.fetch_add(1, Ordering::SeqCst);
+        count.fetch_add(n, Ordering::SeqCst);
         return;
     }
 }
 
+/// The function object a stack slot holds, if it holds a function.
+fn function_in_slot(shape: Shape, slot: u64) -> Option<usize> {
+    if shape.gc64 {
+        (slot >> 47 == ITYPE_FUNC_GC64).then_some((slot & ((1 << 47) - 1)) as usize)
+    } else {
+        Some((slot & 0xFFFF_FFFF) as usize)
+    }
+}
+
 /// The note for the C function running now (the VM is in state C).
+///
+/// Everything past the global state is read through the kernel: the
+/// thread's header, its stack slot and the function object. On the VM
+/// thread they are alive while a C function runs, but in the few
+/// instructions where the VM has set state C before storing the new base
+/// the slot can hold a function since freed, and a VM driven from another
+/// OS thread can move its stack at any time: such reads fail instead of
+/// faulting.
 fn running_now(g: usize) -> Option<usize> {
     let shape = if IS_GC64.load(Ordering::Relaxed) { GC64 } else { GC32 };
     let ptr = if shape.gc64 { 8 } else { 4 };
-    // SAFETY: `g` is live (see `note_tick`); the current-thread reference
+    // SAFETY: `g` is live (see `note_ticks`); the current-thread reference
     // at the offset found by `arm` is `ptr` bytes.
     let cur = unsafe { word(g + CUR_L_OFF.load(Ordering::Relaxed), ptr) };
     if cur == 0 {
         return None;
     }
-    // SAFETY: in state C the current thread is running a C function, so it
-    // is alive, and so is its stack; `base` is read from it and the slot
-    // below is read only when it lies inside that stack.
+    let mut header = [0u8; 96];
+    if !self_read(cur, &mut header[..shape.stacksize + 4]) {
+        return None;
+    }
+    // State C with no C frame on the thread: host code the VM returned to
+    // (a coroutine that yielded, a finished `lua_pcall`). The slot then
+    // holds whatever C function ran last, which is not running now.
+    if field(&header, shape.cframe, 8) & CFRAME_RAW_MASK == 0 {
+        return None;
+    }
     let (base, stack, size) =
-        unsafe { (word(cur + shape.base, 8), word(cur + shape.stack, ptr), word(cur + shape.stacksize, 4)) };
+        (field(&header, shape.base, 8), field(&header, shape.stack, ptr), field(&header, shape.stacksize, 4));
     if base < stack + shape.func_slot || base > stack + size * 8 {
         return None;
     }
-    // SAFETY: see above.
-    let slot = unsafe { word(base - shape.func_slot, 8) } as u64;
-    let func = if shape.gc64 {
-        if slot >> 47 != ITYPE_FUNC_GC64 {
-            return None;
-        }
-        (slot & ((1 << 47) - 1)) as usize
-    } else {
-        (slot & 0xFFFF_FFFF) as usize
-    };
-    // The function object is read through the kernel: in the few
-    // instructions where the VM has set state C before storing the new
-    // base, the slot can still hold a function that has since been freed.
+    let mut slot = [0u8; 8];
+    if !self_read(base - shape.func_slot, &mut slot) {
+        return None;
+    }
+    let func = function_in_slot(shape, u64::from_le_bytes(slot))?;
     let mut object = [0u8; 48];
     if func == 0 || !self_read(func, &mut object[..shape.fn_f + 8]) {
         return None;

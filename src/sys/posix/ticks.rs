@@ -57,6 +57,12 @@ impl Drop for SavedErrno {
 
 /// Passes one tick to LuaJIT if its profiler is still ours.
 pub fn pass_tick() {
+    pass_ticks(1);
+}
+
+/// Passes `n` ticks to LuaJIT if its profiler is still ours: checked and
+/// noted once, counted `n` times.
+fn pass_ticks(n: u64) {
     let _errno = SavedErrno::save();
     let state = STATE.load(Ordering::Acquire);
     if state == 0 {
@@ -76,17 +82,17 @@ pub fn pass_tick() {
         && data == EXPECT_DATA.load(Ordering::Relaxed)
         && sigprof_disposition() == Some(h)
     {
-        TICKS_PASSED.fetch_add(1, Ordering::Relaxed);
-        super::running_c::note_tick();
+        TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
+        super::running_c::note_ticks(n as usize);
         // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
         // LuaJIT's object when armed); it only needs its profiler state to
         // be live, which the check above established on this thread.
-        unsafe {
-            let f = std::mem::transmute::<usize, extern "C" fn(c_int)>(h);
+        let f = unsafe { std::mem::transmute::<usize, extern "C" fn(c_int)>(h) };
+        for _ in 0..n {
             f(libc::SIGPROF);
         }
     } else {
-        TICKS_REFUSED.fetch_add(1, Ordering::Relaxed);
+        TICKS_REFUSED.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -158,8 +164,8 @@ fn pass_blocked_ticks() {
     BLOCKED_REST.store(off % interval, Ordering::Relaxed);
     let n = (off / interval).min(MAX_BLOCKED_TICKS);
     BLOCKED_TICKS.fetch_add(n, Ordering::Relaxed);
-    for _ in 0..n {
-        pass_tick();
+    if n > 0 {
+        pass_ticks(n);
     }
 }
 /// SIGTRAP's disposition before ours, for traps that are not our ticks.

@@ -1,0 +1,42 @@
+//! What the tick handler saw between two profiler callbacks: every tick's
+//! VM state and the C functions ticks found running. Written on Linux by
+//! `posix::running_c`; elsewhere always empty.
+
+/// VM states, as the letters LuaJIT's callback gets, in tie-break order:
+/// the first of equal counts wins.
+pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
+
+/// Index of a LuaJIT vmstate character in [`VM_STATES`].
+#[inline]
+pub const fn state_index(vmstate: u8) -> usize {
+    match vmstate {
+        b'N' => 0,
+        b'I' => 1,
+        b'C' => 2,
+        b'G' => 3,
+        _ => 4,
+    }
+}
+
+/// C functions noted per callback; more are counted as C ticks with no
+/// function.
+pub const NOTE_SLOTS: usize = 4;
+
+/// A C function a tick found running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunningC {
+    /// A builtin (fast function), by its id in `jit.vmdef.ffnames`.
+    Builtin(u8),
+    /// Any other C function, by its address.
+    Function(usize),
+}
+
+/// What the ticks since the last callback found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickNote {
+    /// Ticks by VM state, indexed by [`state_index`]. All
+    /// zero when the handler notes nothing.
+    pub states: [u32; 5],
+    /// The C functions C ticks found, and how many ticks found each.
+    pub running_c: [Option<(RunningC, u32)>; NOTE_SLOTS],
+}
