@@ -6,6 +6,7 @@
 -- precisions.
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
+local bounds = require("spec.support.truth_bounds")
 local work = dofile("spec/fixtures/c_leaves.lua")
 
 local FILE = "spec/fixtures/c_leaves.lua"
@@ -48,18 +49,10 @@ describe("C functions as leaves", function()
       -- six stretches of work: the same compiled code (a pause flushes no
       -- trace) at the same time. Odd and even rounds give two estimates,
       -- whose difference widens the bound as the truth suite's does.
-      local sums = { {}, {} }
       local s = profile.sample({ precision = precision })
-      for round = 1, 6 do
-        s:pause()
-        local t = work.truth(0.1)
-        s:resume()
-        local half = sums[round % 2 + 1]
-        for k, v in pairs(t) do half[k] = (half[k] or 0) + v / 3 end
-        work.run(0.25)
-      end
+      local want, again = bounds.interleaved(s, 6, function() return work.truth(0.1) end,
+        function() work.run(0.25) end)
       local text = s:stop()
-      local want, again = sums[1], sums[2]
       local st = s:stats()
       if st.cFunctionLeavesNote then
         -- Only LuaJIT's own timer leaves nothing to read the VM from.
@@ -82,7 +75,7 @@ describe("C functions as leaves", function()
       for _, name in ipairs({ "sort", "clock", "lua" }) do
         local p = (want[name] + again[name]) / 2
         local spread = math.abs(want[name] - again[name])
-        local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
+        local tol = bounds.tolerance(p, n, spread)
         -- The truth suite's known miss: `table.sort` gets up to about 6
         -- points too many, and the loop as many too few (BENCHMARKS.md);
         -- the same 4 points more are allowed here.

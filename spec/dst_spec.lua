@@ -1,6 +1,7 @@
 local profile = require("tecs.profile")
 local dst = require("tecs.profile.dst")
 local run = require("spec.support.run")
+local bounds = require("spec.support.truth_bounds")
 
 local FIXTURE = "spec/fixtures/dst_work.lua"
 local work = dofile(FIXTURE)
@@ -242,7 +243,7 @@ describe("newProfiler", function()
       local n = three.selfSamples + one.selfSamples
       assert.is_true(n >= 300, "too few samples in the workload: " .. n)
       local share = three.selfSamples / n
-      local tol = math.max(0.03, 4.5 * math.sqrt(0.75 * 0.25 / n))
+      local tol = bounds.tolerance(0.75, n)
       assert.is_true(math.abs(share - 0.75) <= tol, string.format("share %.3f of %d samples", share, n))
       -- wrapper is prevented (level 1): absent, and its callees hang under its caller
       assert.is_nil(by[name_of(work.wrapper)])

@@ -1,5 +1,6 @@
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
+local bounds = require("spec.support.truth_bounds")
 local zone = require("jit.zone")
 local cpu = require("spec.support.cpu")
 
@@ -43,8 +44,7 @@ describe("profile.sample", function()
         total)
       for _, part in ipairs({ { a, 0.6 }, { b, 0.3 }, { c, 0.1 } }) do
         local p = part[2]
-        -- 3 points, or 4.5 standard errors of a share of n samples if larger
-        local tol = math.max(0.03, 4.5 * math.sqrt(p * (1 - p) / total))
+        local tol = bounds.tolerance(p, total)
         assert.is_true(math.abs(part[1] / total - p) <= tol, msg)
       end
     end)

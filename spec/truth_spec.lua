@@ -1,16 +1,15 @@
 -- Where samples land, against the truth: each workload's parts are timed
 -- unprofiled (spec/fixtures/truth.lua) in the pauses of a session at
--- the defaults (at the workload's `precision` where it names one). A share must
--- be within 3 points of the truth, or, where that is wider, within 4.5
--- standard errors of a share of n samples plus three times the difference
--- between the truths of odd and even rounds (timing a part that takes a
--- microsecond is itself uncertain, and the machine's load can change while
--- the test runs). Workloads that block get 3 points more:
+-- the defaults (at the workload's `precision` where it names one), within
+-- the bounds of spec/support/truth_bounds.lua, the spread being the
+-- difference between the truths of odd and even rounds. Workloads that
+-- block get 3 points more:
 -- CPU the kernel spends switching a sleeping thread out and in is in the
 -- thread's CPU clock but outside any sampler's view. `make bench` prints the
 -- same workloads beside LuaJIT's own sampler (bench/truth.lua).
 local profile = require("tecs.profile")
 local truth = dofile("spec/fixtures/truth.lua")
+local bounds = require("spec.support.truth_bounds")
 
 local SECONDS = 1.5
 local TRUTH_SECONDS = 1.5
@@ -32,21 +31,15 @@ describe("samples land where the time goes", function()
       local early_before = truth.early
       local plain = truth.run(w, 0.5) -- unprofiled: how many waits end early anyway
       local early_plain = truth.early - early_before
-      local sums = { {}, {} }
       local iterations, early = 0, 0
       local s = profile.sample({ precision = w.precision })
-      for round = 1, ROUNDS do
-        s:pause()
-        local t = truth.truth(w, TRUTH_SECONDS / ROUNDS)
-        s:resume()
-        local half = sums[round % 2 + 1]
-        for k, v in pairs(t) do half[k] = (half[k] or 0) + v / (ROUNDS / 2) end
-        local e0 = truth.early
-        iterations = iterations + truth.run(w, (w.seconds or SECONDS) / ROUNDS)
-        early = early + truth.early - e0
-      end
+      local want, again = bounds.interleaved(s, ROUNDS, function() return truth.truth(w, TRUTH_SECONDS / ROUNDS) end,
+        function()
+          local e0 = truth.early
+          iterations = iterations + truth.run(w, (w.seconds or SECONDS) / ROUNDS)
+          early = early + truth.early - e0
+        end)
       local text = s:stop()
-      local want, again = sums[1], sums[2]
       local got, counts, n = truth.shares(w, text)
       local st = s:stats()
       local report = {}
@@ -61,7 +54,7 @@ describe("samples land where the time goes", function()
       for _, name in ipairs(w.parts) do
         local p = (want[name] + again[name]) / 2
         local spread = math.abs(want[name] - again[name])
-        local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n) + 3 * spread)
+        local tol = bounds.tolerance(p, n, spread)
         if w.blocking then tol = tol + 0.03 end
         tol = tol + (w.known_error or 0)
         assert.is_true(math.abs(got[name] - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
