@@ -19,9 +19,11 @@
 //! cleared by a removal (another tracked block may share them); the bitmap
 //! is rebuilt from the table once the stale bits are many.
 
-/// Bits of the filter: 8 KiB, so that it stays in the cache.
-const FILTER_BITS: usize = 1 << 16;
-const FILTER_SHIFT: u32 = 64 - 16;
+/// Bits of the filter: eight per block the table holds, at least 8 KiB
+/// (16 KiB at the default `maxLiveBlocks`), so that it stays in the cache
+/// and an untracked block finds a set bit at most one time in eight.
+const MIN_FILTER_BITS: usize = 1 << 16;
+const MAX_FILTER_BITS: usize = 1 << 24;
 /// The entry of a block whose stack is not known yet.
 const WAITING: u32 = u32::MAX;
 const EMPTY: usize = 0;
@@ -55,6 +57,7 @@ pub struct LiveCounts {
 
 pub struct LiveTable {
     filter: Vec<u64>,
+    filter_shift: u32,
     addrs: Vec<usize>,
     points: Vec<u32>,
     entries: Vec<u32>,
@@ -78,8 +81,10 @@ impl LiveTable {
     pub fn new(max_blocks: usize) -> LiveTable {
         let max_len = max_blocks.max(1);
         let cap = (max_len * 2).next_power_of_two();
+        let bits = (max_len * 8).next_power_of_two().clamp(MIN_FILTER_BITS, MAX_FILTER_BITS);
         LiveTable {
-            filter: vec![0; FILTER_BITS / 64],
+            filter: vec![0; bits / 64],
+            filter_shift: 64 - bits.trailing_zeros(),
             addrs: vec![EMPTY; cap],
             points: vec![0; cap],
             entries: vec![0; cap],
@@ -103,7 +108,7 @@ impl LiveTable {
     /// Whether `addr` may be tracked: false means surely not.
     #[inline(always)]
     pub fn maybe_tracked(&self, addr: usize) -> bool {
-        let bit = (hash(addr) >> FILTER_SHIFT) as usize;
+        let bit = (hash(addr) >> self.filter_shift) as usize;
         self.filter[bit >> 6] & (1 << (bit & 63)) != 0
     }
 
@@ -133,7 +138,7 @@ impl LiveTable {
     }
 
     fn set_bit(&mut self, addr: usize) {
-        let bit = (hash(addr) >> FILTER_SHIFT) as usize;
+        let bit = (hash(addr) >> self.filter_shift) as usize;
         self.filter[bit >> 6] |= 1 << (bit & 63);
     }
 
@@ -397,7 +402,7 @@ mod tests {
             t.attribute(Some(0), 0);
         }
         let hits = (0..100_000).filter(|&i| i % 1000 != 1 && t.maybe_tracked(addr(i))).count();
-        // 1000 bits of 65536 set: about 1.5% false positives.
+        // 1000 bits of 2^18 set: about 0.4% false positives.
         assert!(hits < 3000, "{hits}");
         // Stale bits go with a rebuild.
         for i in 0..1000 {
