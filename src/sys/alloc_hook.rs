@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 use mlua::ffi;
 
 use super::VmHandle;
-use crate::record::alloc_live::{LiveBlock, LiveCounts, LiveTable};
+use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveTable, NO_BLOCKS};
 use crate::record::alloc_objects::PendingWeight;
 
 /// What the wrapper of one VM needs: the allocator it wraps, and the
@@ -64,6 +64,14 @@ struct Record {
     objects_squares: PendingWeight,
     /// The session's live table while it records; null otherwise.
     live: AtomicPtr<LiveTable>,
+    /// That table's filter, or the empty one: never null, so that a free
+    /// costs one filter test and no other.
+    filter: AtomicPtr<Filter>,
+}
+
+/// The filter of no table, as the record holds it.
+fn no_filter() -> *mut Filter {
+    &NO_BLOCKS as *const Filter as *mut Filter
 }
 
 /// The countdown of a wrapper that records nothing (2^62 bytes).
@@ -87,6 +95,7 @@ impl Record {
             objects_estimate: PendingWeight::default(),
             objects_squares: PendingWeight::default(),
             live: AtomicPtr::new(std::ptr::null_mut()),
+            filter: AtomicPtr::new(no_filter()),
         };
         let first = r.next_distance();
         r.countdown.store(first, Ordering::Relaxed);
@@ -181,6 +190,7 @@ impl Record {
     /// Ends recording: the counters keep their values, and the live table
     /// is no longer reached from the wrapper or the callback.
     fn end(&self) {
+        self.filter.store(no_filter(), Ordering::Relaxed);
         self.live.store(std::ptr::null_mut(), Ordering::Relaxed);
         if self.recording.load(Ordering::Relaxed) {
             self.final_bytes.store(self.bytes(), Ordering::Relaxed);
@@ -203,16 +213,16 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
     // SAFETY: `ud` is the leaked Record installed with this function by
     // `AllocHook::install`; it is never freed.
     let rec = unsafe { &*(ud as *const Record) };
-    // A block freed or moved: tracked, perhaps (a new one has no pointer).
-    if !ptr.is_null() {
-        let live = rec.live.load(Ordering::Relaxed);
-        // SAFETY: a non-null `live` is the session's table, alive until the
-        // session ends recording, which clears `live` first; allocations and
-        // the session's calls run on the VM's thread, one at a time.
-        if !live.is_null() && unsafe { (*live).maybe_tracked(ptr as usize) } {
-            // SAFETY: the same call, passed on.
-            return unsafe { tracked_block(rec, live, ptr, osize, nsize) };
-        }
+    // A block freed or moved: tracked, perhaps (a new one has no pointer,
+    // and the null pointer's bit is never set).
+    // SAFETY: the filter is the static empty one or the session's table's,
+    // which the record forgets (ending recording) before the table is
+    // freed; allocations and the session's calls run on the VM's thread,
+    // one at a time.
+    let filter = unsafe { &*rec.filter.load(Ordering::Relaxed) };
+    if alloc_live::maybe_tracked(filter, ptr as usize) {
+        // SAFETY: the same call, passed on.
+        return unsafe { tracked_block(rec, ptr, osize, nsize) };
     }
     // SAFETY: the same call, passed on.
     unsafe { counted(rec, ptr, osize, nsize) }
@@ -266,16 +276,13 @@ unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, 
 /// A block the live table may track is freed or moved.
 #[cold]
 #[inline(never)]
-unsafe fn tracked_block(
-    rec: &Record,
-    live: *mut LiveTable,
-    ptr: *mut c_void,
-    osize: usize,
-    nsize: usize,
-) -> *mut c_void {
+unsafe fn tracked_block(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     let addr = ptr as usize;
-    // SAFETY: as in `counting_alloc`.
-    if !unsafe { &*live }.is_tracked(addr) {
+    let live = rec.live.load(Ordering::Relaxed);
+    // SAFETY: a non-null `live` is the session's table, alive until the
+    // session ends recording, which clears `live` (see `counting_alloc`).
+    // A new block (null) whose bit another block set is no tracked one.
+    if ptr.is_null() || live.is_null() || !unsafe { &*live }.is_tracked(addr) {
         // SAFETY: the same call, passed on.
         return unsafe { counted(rec, ptr, osize, nsize) };
     }
@@ -364,8 +371,16 @@ impl AllocHook {
         // from a live `Lua`); lua_getallocf only reads the global state.
         let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
         let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
-        let live = if max_live == 0 { std::ptr::null_mut() } else { Box::into_raw(Box::new(LiveTable::new(max_live))) };
+        let (live, filter) = if max_live == 0 {
+            (std::ptr::null_mut(), no_filter())
+        } else {
+            let table = Box::new(LiveTable::new(max_live));
+            // The filter is a box of its own: moving the table moves not it.
+            let filter = table.filter() as *const Filter as *mut Filter;
+            (Box::into_raw(table), filter)
+        };
         rec.live.store(live, Ordering::Relaxed);
+        rec.filter.store(filter, Ordering::Relaxed);
         // SAFETY: the record is leaked, so the data pointer outlives every
         // call; the wrapper passes each call on to the allocator read just
         // above, on the same thread, with nothing in between.
