@@ -220,7 +220,7 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
     // freed; allocations and the session's calls run on the VM's thread,
     // one at a time.
     let filter = unsafe { &*rec.filter.load(Ordering::Relaxed) };
-    if alloc_live::maybe_tracked(filter, ptr as usize) {
+    if !ptr.is_null() && alloc_live::maybe_tracked(filter, ptr as usize) {
         // SAFETY: the same call, passed on.
         return unsafe { tracked_block(rec, ptr, osize, nsize) };
     }
@@ -235,7 +235,7 @@ unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) ->
     if nsize > osize {
         if let Some(left) = rec.count_fast(nsize - osize, ptr.is_null()) {
             // SAFETY: the same call, passed on.
-            return unsafe { sample_point(rec, left, ptr, osize, nsize) };
+            return unsafe { sample_point(rec, ptr, osize, nsize, left) };
         }
     }
     // SAFETY: the allocator this wrapper replaced, called with its own
@@ -258,7 +258,8 @@ fn pass_ticks(crossed: u64) {
 /// crossed, allocate, then track the block the points fell in.
 #[cold]
 #[inline(never)]
-unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+// The arguments in the wrapper's order, so that its registers stay put.
+unsafe fn sample_point(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize, left: i64) -> *mut c_void {
     let crossed = rec.crossed(left);
     let weight = rec.weigh(crossed, nsize - osize, ptr.is_null());
     pass_ticks(crossed);
