@@ -213,8 +213,7 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
     // SAFETY: `ud` is the leaked Record installed with this function by
     // `AllocHook::install`; it is never freed.
     let rec = unsafe { &*(ud as *const Record) };
-    // A block freed or moved: tracked, perhaps (a new one has no pointer,
-    // and the null pointer's bit is never set).
+    // A block freed or moved: tracked, perhaps (a new one has no pointer).
     // SAFETY: the filter is the static empty one or the session's table's,
     // which the record forgets (ending recording) before the table is
     // freed; allocations and the session's calls run on the VM's thread,
@@ -255,10 +254,10 @@ fn pass_ticks(crossed: u64) {
 }
 
 /// A sample point was reached: trigger LuaJIT's profiler once per point
-/// crossed, allocate, then track the block the points fell in.
+/// crossed, allocate, then track the block the points fell in. The
+/// arguments come in the wrapper's order, so that its registers stay put.
 #[cold]
 #[inline(never)]
-// The arguments in the wrapper's order, so that its registers stay put.
 unsafe fn sample_point(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize, left: i64) -> *mut c_void {
     let crossed = rec.crossed(left);
     let weight = rec.weigh(crossed, nsize - osize, ptr.is_null());
@@ -282,7 +281,6 @@ unsafe fn tracked_block(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usi
     let live = rec.live.load(Ordering::Relaxed);
     // SAFETY: a non-null `live` is the session's table, alive until the
     // session ends recording, which clears `live` (see `counting_alloc`).
-    // A new block (null) whose bit another block set is no tracked one.
     if ptr.is_null() || live.is_null() || !unsafe { &*live }.is_tracked(addr) {
         // SAFETY: the same call, passed on.
         return unsafe { counted(rec, ptr, osize, nsize) };
