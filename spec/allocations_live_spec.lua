@@ -150,6 +150,12 @@ describe("profile.allocations live blocks", function()
     assert.is_true((jit_bytes.dropped or 0) <= 32 * BYTES_PER_SAMPLE, "dropped, compiler: " .. tostring(jit_bytes.dropped))
     assert.is_true(collapsed.sum(collapsed.parse(s:collapsed()), function(r) return owner(r) == "dropped" end)
       > 0.5 * truth.kept.bytes)
+    -- The text view ranks the live sample points, so that its errors are
+    -- those of their count; the pictures count bytes.
+    local view = profile.report(s:live(), { by = "function" })
+    assert.matches("^# " .. st.liveSamples .. " samples; by function", view)
+    assert.matches("M.kept", view, 1, true)
+    assert.matches(tostring(st.liveSamples * BYTES_PER_SAMPLE), profile.flamegraph(s:live()):gsub(",", ""), 1, true)
     -- Frees after the stop change nothing: live means at the stop.
     list, grown = nil, nil
     collectgarbage()

@@ -148,10 +148,10 @@ impl NativeSession {
         Some(Profile::from_table(&table, &mut namer))
     }
 
-    /// `handle:liveProfiles()`: the bytes and the objects of the tracked
-    /// blocks not freed (at the stop, or now), per stack; nil for a sampling
-    /// session or one that tracks no block.
-    pub(super) fn live_profiles(&self) -> Option<(Profile, Profile)> {
+    /// `handle:liveProfiles()`: the bytes, the objects and the sample points
+    /// of the tracked blocks not freed (at the stop, or now), per stack; nil
+    /// for a sampling session or one that tracks no block.
+    pub(super) fn live_profiles(&self) -> Option<(Profile, Profile, Profile)> {
         let (blocks, _) = self.alloc.as_ref()?.live()?;
         let (bytes, objects) = self.sampler.with(|s| {
             let n = s.table.len().max(1);
@@ -182,7 +182,8 @@ impl NativeSession {
             let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
             Profile::from_table(&t, &mut namer)
         };
-        Some((in_bytes(named(bytes), self.bytes_per_sample.unwrap_or(1)), named(objects)))
+        let points = named(bytes);
+        Some((in_bytes(points.clone(), self.bytes_per_sample.unwrap_or(1)), named(objects), points))
     }
 
     /// `handle:allocStats()`: what the allocator wrapper counted, for an

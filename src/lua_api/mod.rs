@@ -427,8 +427,8 @@ impl UserData for NativeSession {
             let ids = std::sync::Arc::new(this.frame_identities());
             let data = |p| crate::lua_api::views::ProfileData(p, ids.clone());
             Ok(match this.live_profiles() {
-                Some((bytes, objects)) => (Some(data(bytes)), Some(data(objects))),
-                None => (None, None),
+                Some((bytes, objects, points)) => (Some(data(bytes)), Some(data(objects)), Some(data(points))),
+                None => (None, None, None),
             })
         });
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));

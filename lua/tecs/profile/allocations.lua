@@ -176,13 +176,21 @@ end
 -- @return profile object or nil
 function AllocationSession:live()
   check.self(self, AllocationSession, NAME, "live", 2)
-  local bytes, objects = self._native:liveProfiles()
+  local bytes, objects, points = self._native:liveProfiles()
   if bytes then
     local meta = self:_meta()
-    meta.clock, meta.objects = "inuse_space", objects
+    meta.clock, meta.objects, meta.samples = "inuse_space", objects, points
     profile_meta[bytes] = meta
   end
   return bytes
+end
+
+--- The profile in sample points of a profile object from `live()`, which
+-- the text views rank (so that each share carries the error of its sample
+-- count), or nil.
+function M.sample_profile(prof)
+  local meta = profile_meta[prof]
+  return meta and meta.samples
 end
 
 --- The pprof labels of `source` if it is an allocation session or one of

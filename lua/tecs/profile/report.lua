@@ -107,7 +107,9 @@ function M.load(fname, source, level)
     local text_view = fname == "profile.report" or fname == "profile.hotAborts"
     return text_view and source._native:sampleProfile() or source._native:profile(), nil
   elseif native.raw.is_profile(source) then
-    return source, nil
+    -- An allocation session's live profile: text views rank its samples.
+    local text_view = fname == "profile.report" or fname == "profile.hotAborts"
+    return text_view and require("tecs.profile.allocations").sample_profile(source) or source, nil
   elseif type(source) ~= "string" then
     check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession, AllocationSession or profile expected, got %s)",
       fname, check.describe(source))
