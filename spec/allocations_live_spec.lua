@@ -143,10 +143,11 @@ describe("profile.allocations live blocks", function()
         string.format("%s: %d live bytes estimated, %d kept (bound %d)", name, got, want, b))
     end
     -- The dropped tables were as many bytes as the kept ones: all freed by
-    -- the full GC (its last one may wait on a dead stack slot). The trace
-    -- compiled for its loop stays (a few KB, charged in state J).
+    -- the full GC (the last few may wait on dead stack slots): a few KB
+    -- at most, of 10 MB. The trace compiled for its loop stays (a few KB,
+    -- charged in state J).
     local dropped = (by.dropped or 0) - (jit_bytes.dropped or 0)
-    assert.is_true(dropped <= 2 * BYTES_PER_SAMPLE, "dropped: " .. dropped)
+    assert.is_true(dropped <= 8 * BYTES_PER_SAMPLE, "dropped: " .. dropped)
     assert.is_true((jit_bytes.dropped or 0) <= 32 * BYTES_PER_SAMPLE, "dropped, compiler: " .. tostring(jit_bytes.dropped))
     assert.is_true(collapsed.sum(collapsed.parse(s:collapsed()), function(r) return owner(r) == "dropped" end)
       > 0.5 * truth.kept.bytes)
@@ -194,9 +195,10 @@ describe("profile.allocations live blocks", function()
     assert.is_not_nil(flat, top)
     assert.is_true(math.abs(tonumber(flat) - truth.kept.objects) <= 5 * err,
       string.format("kept: %s live objects estimated, %d kept (error %.0f)", flat, truth.kept.objects, err))
-    -- Of the dropped tables, at most the last (a dead stack slot) is left.
+    -- Of the 100000 dropped tables, a few at most are left (dead stack
+    -- slots, and the blocks of the trace compiled for the loop).
     local dropped = top:match("\n%s*(%d+)%s+[%d.]+%%%s+[%d.]+%%%s+%d+%s+[%d.]+%%%s+M%.dropped ")
-    assert.is_true(tonumber(dropped or 0) <= 2, top)
+    assert.is_true(tonumber(dropped or 0) <= N / 1000, top)
     -- The live profile alone: its bytes, first the kept tables.
     assert.matches("\n%s*[%d.]+%a*%s+[%d.]+%%%s+[%d.]+%%%s+[%d.]+%a*%s+[%d.]+%%%s+M%.kept ", live)
   end)
