@@ -320,13 +320,14 @@ describe("profile.allocations", function()
     assert.matches("PeriodType: space bytes", raw, 1, true)
     assert.matches("Period: 1024", raw, 1, true)
     assert.matches("alloc_objects/count alloc_space/bytes[dflt]", raw, 1, true)
-    -- -raw lists each sample's values (objects, bytes): the bytes add up to
+    -- -raw lists each sample's values (objects, bytes, then live objects
+    -- and bytes): the bytes add up to
     -- the collapsed total.
     local sum = 0
     local in_samples = false
     for line in raw:gmatch("[^\n]+") do
       if line == "Samples:" then in_samples = true elseif line == "Locations" then in_samples = false end
-      local v = in_samples and line:match("^%s+%d+%s+(%d+):")
+      local v = in_samples and line:match("^%s+%d+%s+(%d+)[%s%d]*:")
       if v then sum = sum + tonumber(v) end
     end
     assert.equal(total, sum)
@@ -366,7 +367,7 @@ describe("profile.allocations", function()
     local objects, rows, in_samples = 0, 0, false
     for line in raw:gmatch("[^\n]+") do
       if line == "Samples:" then in_samples = true elseif line == "Locations" then in_samples = false end
-      local v = in_samples and line:match("^%s+(%d+)%s+%d+:")
+      local v = in_samples and line:match("^%s+(%d+)%s+%d+[%s%d]*:")
       if v then objects, rows = objects + tonumber(v), rows + 1 end
     end
     if st.pendingSamples == 0 then

@@ -18,6 +18,10 @@ use crate::sys::alloc_hook::{AllocHook, Restored};
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 
+/// Sampled blocks tracked until freed, by default (`maxLiveBlocks`): at
+/// the default bytes per sample, 8 GiB of live heap.
+pub const DEFAULT_MAX_LIVE_BLOCKS: u64 = 16_384;
+
 const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
     Declared { name, check, default }
 }
@@ -35,11 +39,16 @@ pub const ALLOCATION_OPTIONS: &[Declared] = &[
     options::MAX_STACKS,
     options::RESOLVE_C,
     options::FORMAT,
+    opt(
+        "maxLiveBlocks",
+        Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 to 16777216" },
+        DefaultValue::Number(DEFAULT_MAX_LIVE_BLOCKS as f64),
+    ),
 ];
 
-/// Reads and checks `start_allocations(opts, env)`: the sampler's options
-/// and the bytes per sample.
-fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String> {
+/// Reads and checks `start_allocations(opts, env)`: the sampler's options,
+/// the bytes per sample and the live blocks tracked at most.
+fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64, usize), String> {
     check_table(ALLOCATION_OPTIONS, opts)?;
     let mut env = options::read_env(env)?;
     env.precise = false;
@@ -59,13 +68,13 @@ fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64), String
         slow_frame_ns: None,
         env,
     };
-    Ok((o, number("bytesPerSample") as u64))
+    Ok((o, number("bytesPerSample") as u64, number("maxLiveBlocks") as usize))
 }
 
 /// `native.raw.start_allocations(opts, env)`: a session handle and the
 /// settings it runs with (defaults filled in).
 pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(mlua::AnyUserData, Table)> {
-    let (o, bytes_per_sample) = read_options(&opts, &env).map_err(runtime)?;
+    let (o, bytes_per_sample, max_live) = read_options(&opts, &env).map_err(runtime)?;
     let given = if let Value::Table(t) = &opts { Some(t) } else { None };
     let settings = options::settings_table(lua, ALLOCATION_OPTIONS, given)?;
     let max_stacks = o.max_stacks;
@@ -76,7 +85,7 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
     {
         let mut session = ud.borrow_mut::<NativeSession>()?;
         let vm = crate::sys::VmHandle::of(lua)?;
-        session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks));
+        session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks, max_live));
     }
     Ok((ud, settings))
 }
@@ -88,10 +97,11 @@ pub(super) fn install(
     bytes_per_sample: u64,
     sampler: &crate::sys::SamplerBox<crate::record::sampler::Sampler>,
     max_stacks: usize,
+    max_live: usize,
 ) -> AllocHook {
     let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
-    let hook = AllocHook::install(*vm, bytes_per_sample, seed);
-    let objects = ObjectTable::new(hook.pending_objects(), max_stacks);
+    let hook = AllocHook::install(*vm, bytes_per_sample, seed, max_live);
+    let objects = ObjectTable::new(hook.pending_objects(), max_stacks).with_live(hook.live_link());
     sampler.with(|s| s.objects = Some(objects));
     hook
 }
@@ -138,6 +148,44 @@ impl NativeSession {
         Some(Profile::from_table(&table, &mut namer))
     }
 
+    /// `handle:liveProfiles()`: the bytes, the objects and the sample points
+    /// of the tracked blocks not freed (at the stop, or now), per stack; nil
+    /// for a sampling session or one that tracks no block.
+    pub(super) fn live_profiles(&self) -> Option<(Profile, Profile, Profile)> {
+        let (blocks, _) = self.alloc.as_ref()?.live()?;
+        let (bytes, objects) = self.sampler.with(|s| {
+            let n = s.table.len().max(1);
+            let mut per = vec![([0u64; 5], [0f64; 5]); s.table.len()];
+            for b in &blocks {
+                if let Some(p) = per.get_mut(b.entry as usize) {
+                    let state = (b.state as usize).min(4);
+                    p.0[state] += u64::from(b.points);
+                    p.1[state] += b.objects;
+                }
+            }
+            let (mut bytes, mut objects) = (StackTable::new(n), StackTable::new(n));
+            for ((key, _), (points, weights)) in s.table.iter().zip(&per) {
+                for state in 0..5 {
+                    if points[state] > 0 {
+                        bytes.add(key, state, points[state].min(u32::MAX as u64) as u32);
+                    }
+                    let w = weights[state].round().min(u32::MAX as f64) as u32;
+                    if w > 0 {
+                        objects.add(key, state, w);
+                    }
+                }
+            }
+            (bytes, objects)
+        });
+        let named = |t: StackTable| {
+            let t = if self.call_site_lines.is_empty() { t } else { t.with_leaves_replaced(&self.call_site_lines) };
+            let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+            Profile::from_table(&t, &mut namer)
+        };
+        let points = named(bytes);
+        Some((in_bytes(points.clone(), self.bytes_per_sample.unwrap_or(1)), named(objects), points))
+    }
+
     /// `handle:allocStats()`: what the allocator wrapper counted, for an
     /// allocation session (nil for a sampling session).
     pub(super) fn alloc_stats(&self, lua: &Lua) -> mlua::Result<Option<Table>> {
@@ -156,6 +204,15 @@ impl NativeSession {
         // Triggers LuaJIT has not handed to the callback yet (a `__gc`
         // finaliser or vmevent handler was running), or lost at the stop.
         t.set("pendingSamples", totals.samples.saturating_sub(delivered))?;
+        // Sampled blocks not freed (`liveSamples` points on `liveBlocks`
+        // blocks), and points whose blocks are not tracked: no room, or a
+        // stack never given.
+        if let Some((_, live)) = hook.live() {
+            t.set("liveBlocks", live.blocks)?;
+            t.set("liveSamples", live.points)?;
+            t.set("liveDroppedSamples", live.dropped)?;
+            t.set("liveTableBytes", hook.live_memory_bytes())?;
+        }
         if let Some(r) = self.alloc_restored {
             t.set("allocator", if r == Restored::Original { "restored" } else { "pass-through" })?;
         }

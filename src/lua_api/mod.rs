@@ -422,6 +422,15 @@ impl UserData for NativeSession {
             this.resolve_call_sites(lua);
             Ok(this.object_profile().map(crate::lua_api::views::ProfileData::new))
         });
+        methods.add_method_mut("liveProfiles", |lua, this, ()| {
+            this.resolve_call_sites(lua);
+            let ids = std::sync::Arc::new(this.frame_identities());
+            let data = |p| crate::lua_api::views::ProfileData(p, ids.clone());
+            Ok(match this.live_profiles() {
+                Some((bytes, objects, points)) => (Some(data(bytes)), Some(data(objects)), Some(data(points))),
+                None => (None, None, None),
+            })
+        });
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
         methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));

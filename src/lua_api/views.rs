@@ -346,7 +346,8 @@ fn speedscope(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
     Err(err("speedscope output is not available: tecs.profile.native was built without the `speedscope` feature"))
 }
 
-/// `{ intervalMs, clock, startSec, durationSec }`, all optional; `funcs` is
+/// `{ intervalMs, clock, startSec, durationSec, objects, inuseSpace,
+/// inuseObjects }`, all optional; `funcs` is
 /// the function map, whose labels name Lua functions.
 fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, m: FunctionMap) -> mlua::Result<Value> {
     use crate::output::pprof::{render, PprofMeta, StackCounts};
@@ -368,6 +369,16 @@ fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, m: FunctionMap) -> mlua::R
             for r in o.0.named_rows() {
                 meta.objects.insert(crate::output::pprof::stack_key(&r.zones, &r.stack), r.counts);
             }
+        }
+        // An allocation profile's live bytes and objects (`inuse_*`).
+        if let Some(space) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseSpace")? {
+            let mut inuse = crate::output::pprof::InUse::default();
+            let key = |r: &crate::profile::NamedRow| crate::output::pprof::stack_key(&r.zones, &r.stack);
+            inuse.space.extend(space.0.named_rows().map(|r| (key(&r), r.counts)));
+            if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseObjects")? {
+                inuse.objects.extend(o.0.named_rows().map(|r| (key(&r), r.counts)));
+            }
+            meta.inuse = Some(inuse);
         }
     }
     let stacks: Vec<StackCounts> =

@@ -38,6 +38,12 @@ pub struct StackCounts<'a> {
 pub const ALLOC_SPACE: &str = "alloc_space";
 /// The object count sample type of an allocation profile.
 pub const ALLOC_OBJECTS: &str = "alloc_objects";
+/// The `clock` of a profile of live bytes (what was allocated and not
+/// freed): sample types `inuse_objects` and `inuse_space`, the default. An
+/// allocation profile carries these two as well when its
+/// [`PprofMeta::inuse`] is given.
+pub const INUSE_SPACE: &str = "inuse_space";
+pub const INUSE_OBJECTS: &str = "inuse_objects";
 
 /// The key of a stack in [`PprofMeta::objects`].
 pub fn stack_key(zones: &[&str], stack: &[&str]) -> String {
@@ -61,6 +67,16 @@ pub struct PprofMeta {
     pub duration_nanos: i64,
     /// An allocation profile's objects per stack ([`stack_key`]) and VM
     /// state; a stack not in it counts none.
+    pub objects: HashMap<String, [u64; 5]>,
+    /// An allocation profile's live bytes and objects per stack, for its
+    /// `inuse_space` and `inuse_objects` values.
+    pub inuse: Option<InUse>,
+}
+
+/// Live bytes and objects per stack ([`stack_key`]) and VM state.
+#[derive(Clone, Debug, Default)]
+pub struct InUse {
+    pub space: HashMap<String, [u64; 5]>,
     pub objects: HashMap<String, [u64; 5]>,
 }
 
@@ -202,11 +218,18 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
         m
     };
     // An allocation profile's counts are bytes: two values, objects and
-    // `alloc_space` (bytes).
-    let bytes = clock == ALLOC_SPACE;
+    // `alloc_space` (bytes), then live objects and bytes when known; a live
+    // profile's counts are `inuse_space`.
+    let bytes = clock == ALLOC_SPACE || clock == INUSE_SPACE;
+    let inuse = if clock == ALLOC_SPACE { meta.inuse.as_ref() } else { None };
     if bytes {
-        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, ALLOC_OBJECTS, "count"));
-        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, ALLOC_SPACE, "bytes"));
+        let objects_type = if clock == INUSE_SPACE { INUSE_OBJECTS } else { ALLOC_OBJECTS };
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, objects_type, "count"));
+        put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, clock, "bytes"));
+        if inuse.is_some() {
+            put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, INUSE_OBJECTS, "count"));
+            put_bytes(&mut out, field::PROFILE_SAMPLE_TYPE, &value_type(&mut strings, INUSE_SPACE, "bytes"));
+        }
     } else {
         let samples_type = value_type(&mut strings, "samples", "count");
         let time_type = value_type(&mut strings, clock, "nanoseconds");
@@ -262,16 +285,24 @@ pub fn encode(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
             ids.push(id);
         }
         let zone = s.zones.join("/");
-        let objects = if bytes { meta.objects.get(&stack_key(&s.zones, &s.stack)).copied() } else { None };
+        let key = if bytes { stack_key(&s.zones, &s.stack) } else { String::new() };
+        let objects = if bytes { meta.objects.get(&key).copied() } else { None };
+        let live = inuse.map(|u| (u.space.get(&key).copied(), u.objects.get(&key).copied()));
         for (state, &count) in s.counts.iter().enumerate() {
-            if count == 0 {
+            let live_bytes = live.and_then(|l| l.0).map_or(0, |b| b[state]);
+            if count == 0 && live_bytes == 0 {
                 continue;
             }
             let mut m = Vec::new();
             put_packed(&mut m, field::SAMPLE_LOCATION_ID, ids.iter().copied());
             if bytes {
                 let n = objects.map_or(0, |o| o[state]);
-                put_packed(&mut m, field::SAMPLE_VALUE, [n, count].into_iter());
+                if let Some((_, live_objects)) = live {
+                    let k = live_objects.map_or(0, |o| o[state]);
+                    put_packed(&mut m, field::SAMPLE_VALUE, [n, count, k, live_bytes].into_iter());
+                } else {
+                    put_packed(&mut m, field::SAMPLE_VALUE, [n, count].into_iter());
+                }
             } else {
                 put_packed(&mut m, field::SAMPLE_VALUE, [count, count.saturating_mul(period)].into_iter());
             }

@@ -14,9 +14,12 @@
 //! sum; the sample callback takes that sum and charges it to the stack
 //! and VM state it records, in this table beside the stack table (whose
 //! hot path it leaves alone). Room for every stack is reserved when the
-//! session starts: the callback never allocates.
+//! session starts: the callback never allocates. The same charge gives the
+//! blocks tracked since the previous one (`record::alloc_live`) their stack.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sys::alloc_hook::LiveLink;
 
 /// A pending sum of weights: an `f64` kept as its bits, written by the
 /// allocator wrapper and taken by the sample callback, both on the VM's
@@ -47,18 +50,29 @@ pub struct ObjectTable {
     /// Weights of samples not charged to an entry (paused, filtered, or a
     /// full table).
     pub uncharged: f64,
+    /// The live table whose waiting blocks each charge gives a stack.
+    live: Option<LiveLink>,
 }
 
 impl ObjectTable {
     /// A table for up to `max_entries` stacks, reading `pending`.
     pub fn new(pending: &'static PendingWeight, max_entries: usize) -> ObjectTable {
-        ObjectTable { pending, per_entry: Vec::with_capacity(max_entries), uncharged: 0.0 }
+        ObjectTable { pending, per_entry: Vec::with_capacity(max_entries), uncharged: 0.0, live: None }
+    }
+
+    /// The same, also giving the live table's waiting blocks their stack.
+    pub fn with_live(mut self, live: LiveLink) -> ObjectTable {
+        self.live = Some(live);
+        self
     }
 
     /// Charges the pending weight to `entry` (a stack table index; `None`
     /// when the sample was not recorded) in VM state `state`.
     #[inline]
     pub fn charge(&mut self, entry: Option<u32>, state: usize) {
+        if let Some(live) = &self.live {
+            live.attribute(entry, state);
+        }
         let w = self.pending.take();
         match entry {
             // Entries are numbered in order, so a new one is the next index;

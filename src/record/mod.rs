@@ -2,6 +2,7 @@
 //! sample is taken, the callback LuaJIT calls with each sample, and the
 //! stack table it counts into, and the time line of its samples.
 
+pub mod alloc_live;
 pub mod alloc_objects;
 pub mod identity;
 pub mod sampler;

@@ -13,17 +13,25 @@
 //! callback at its next safe point, where the stack is dumped. Nothing else
 //! runs inside the allocator: no Lua, no stack dump, no Rust allocation.
 //!
+//! A block a sample point falls in is also tracked until it is freed
+//! (`record::alloc_live`): the wrapper asks, for every block it frees or
+//! moves, the live table's bitmap whether the block may be tracked, and
+//! looks it up only then. The table belongs to the session ([`AllocHook`]);
+//! the wrapper and the sample callback reach it through the record, which
+//! forgets it when recording ends, before the session frees it.
+//!
 //! The wrapper's data (its [`Record`]) is leaked on purpose: `lua_close`
 //! frees the whole heap through the allocator after every session object
 //! is gone, and another library may have wrapped our wrapper, in which
 //! case it stays in place, a plain pass-through, until the process ends.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
 
 use mlua::ffi;
 
 use super::VmHandle;
+use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveTable, NO_BLOCKS};
 use crate::record::alloc_objects::PendingWeight;
 
 /// What the wrapper of one VM needs: the allocator it wraps, and the
@@ -54,6 +62,16 @@ struct Record {
     pending_objects: PendingWeight,
     objects_estimate: PendingWeight,
     objects_squares: PendingWeight,
+    /// The session's live table while it records; null otherwise.
+    live: AtomicPtr<LiveTable>,
+    /// That table's filter, or the empty one: never null, so that a free
+    /// costs one filter test and no other.
+    filter: AtomicPtr<Filter>,
+}
+
+/// The filter of no table, as the record holds it.
+fn no_filter() -> *mut Filter {
+    &NO_BLOCKS as *const Filter as *mut Filter
 }
 
 /// The countdown of a wrapper that records nothing (2^62 bytes).
@@ -76,6 +94,8 @@ impl Record {
             pending_objects: PendingWeight::default(),
             objects_estimate: PendingWeight::default(),
             objects_squares: PendingWeight::default(),
+            live: AtomicPtr::new(std::ptr::null_mut()),
+            filter: AtomicPtr::new(no_filter()),
         };
         let first = r.next_distance();
         r.countdown.store(first, Ordering::Relaxed);
@@ -107,7 +127,7 @@ impl Record {
         match self.count_fast(grow, new_block) {
             Some(left) => {
                 let crossed = self.crossed(left);
-                self.weigh(crossed, grow, new_block);
+                let _ = self.weigh(crossed, grow, new_block);
                 crossed
             }
             None => 0,
@@ -125,15 +145,17 @@ impl Record {
     }
 
     /// Weighs `crossed` crossings of a block of `grow` counted bytes: each
-    /// crossing of a new block stands for `mean / grow` objects.
-    fn weigh(&self, crossed: u64, grow: usize, new_block: bool) {
+    /// crossing of a new block stands for `mean / grow` objects. Returns
+    /// the weight of the block's crossings.
+    fn weigh(&self, crossed: u64, grow: usize, new_block: bool) -> f64 {
         if crossed == 0 || !new_block {
-            return;
+            return 0.0;
         }
         let w = self.mean.load(Ordering::Relaxed) as f64 / grow as f64;
         self.pending_objects.add(crossed as f64 * w);
         self.objects_estimate.add(crossed as f64 * w);
         self.objects_squares.add(crossed as f64 * w * w);
+        crossed as f64 * w
     }
 
     /// The slow path: new sample points drawn until one lies ahead.
@@ -165,8 +187,11 @@ impl Record {
         }
     }
 
-    /// Ends recording: the counters keep their values.
+    /// Ends recording: the counters keep their values, and the live table
+    /// is no longer reached from the wrapper or the callback.
     fn end(&self) {
+        self.filter.store(no_filter(), Ordering::Relaxed);
+        self.live.store(std::ptr::null_mut(), Ordering::Relaxed);
         if self.recording.load(Ordering::Relaxed) {
             self.final_bytes.store(self.bytes(), Ordering::Relaxed);
             self.final_objects.store(self.objects.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -182,17 +207,34 @@ impl Record {
 }
 
 // The allocator path stays a few instructions and a tail call: no stack
-// frame, nothing saved; the rare sample point goes through a function of
-// its own.
+// frame, nothing saved; the rare sample point and the rare tracked block go
+// through functions of their own.
 unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // SAFETY: `ud` is the leaked Record installed with this function by
     // `AllocHook::install`; it is never freed.
     let rec = unsafe { &*(ud as *const Record) };
+    // A block freed or moved: tracked, perhaps (a new one has no pointer).
+    // SAFETY: the filter is the static empty one or the session's table's,
+    // which the record forgets (ending recording) before the table is
+    // freed; allocations and the session's calls run on the VM's thread,
+    // one at a time.
+    let filter = unsafe { &*rec.filter.load(Ordering::Relaxed) };
+    if !ptr.is_null() && alloc_live::maybe_tracked(filter, ptr as usize) {
+        // SAFETY: the same call, passed on.
+        return unsafe { tracked_block(rec, ptr, osize, nsize) };
+    }
+    // SAFETY: the same call, passed on.
+    unsafe { counted(rec, ptr, osize, nsize) }
+}
+
+/// Counts the bytes of a call and passes it on.
+#[inline(always)]
+unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // A new block comes with a null pointer (and an `osize` of 0).
     if nsize > osize {
         if let Some(left) = rec.count_fast(nsize - osize, ptr.is_null()) {
             // SAFETY: the same call, passed on.
-            return unsafe { sample_point(rec, left, ptr, osize, nsize) };
+            return unsafe { sample_point(rec, ptr, osize, nsize, left) };
         }
     }
     // SAFETY: the allocator this wrapper replaced, called with its own
@@ -200,21 +242,71 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
     unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
 }
 
-/// A sample point was reached: trigger LuaJIT's profiler once per point
-/// crossed, then allocate.
-#[cold]
-#[inline(never)]
-unsafe fn sample_point(rec: &Record, left: i64, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
-    let crossed = rec.crossed(left);
-    rec.weigh(crossed, nsize - osize, ptr.is_null());
+/// Passes `crossed` triggers to LuaJIT's profiler.
+#[inline]
+fn pass_ticks(crossed: u64) {
     #[cfg(target_os = "linux")]
     for _ in 0..crossed {
         super::posix::pass_tick();
     }
     #[cfg(not(target_os = "linux"))]
     let _ = crossed;
+}
+
+/// A sample point was reached: trigger LuaJIT's profiler once per point
+/// crossed, allocate, then track the block the points fell in. The
+/// arguments come in the wrapper's order, so that its registers stay put.
+#[cold]
+#[inline(never)]
+unsafe fn sample_point(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize, left: i64) -> *mut c_void {
+    let crossed = rec.crossed(left);
+    let weight = rec.weigh(crossed, nsize - osize, ptr.is_null());
+    pass_ticks(crossed);
     // SAFETY: as in `counting_alloc`.
-    unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
+    let out = unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
+    let live = rec.live.load(Ordering::Relaxed);
+    if crossed > 0 && !out.is_null() && !live.is_null() {
+        // SAFETY: as in `counting_alloc`; no other reference to the table
+        // is held (the inner allocator does not call back into us).
+        unsafe { &mut *live }.insert(out as usize, crossed.min(u32::MAX as u64) as u32, weight);
+    }
+    out
+}
+
+/// A block the live table may track is freed or moved.
+#[cold]
+#[inline(never)]
+unsafe fn tracked_block(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    let addr = ptr as usize;
+    let live = rec.live.load(Ordering::Relaxed);
+    // SAFETY: a non-null `live` is the session's table, alive until the
+    // session ends recording, which clears `live` (see `counting_alloc`).
+    if ptr.is_null() || live.is_null() || !unsafe { &*live }.is_tracked(addr) {
+        // SAFETY: the same call, passed on.
+        return unsafe { counted(rec, ptr, osize, nsize) };
+    }
+    if nsize == 0 {
+        // SAFETY: as in `counting_alloc`; the reference ends here.
+        unsafe { &mut *live }.remove(addr);
+        // SAFETY: as in `counted`.
+        return unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
+    }
+    // Moved by `realloc`: growth is counted (bytes, no object) and its
+    // points stay with the block.
+    let mut more = 0;
+    if nsize > osize {
+        if let Some(left) = rec.count_fast(nsize - osize, false) {
+            more = rec.crossed(left);
+            pass_ticks(more);
+        }
+    }
+    // SAFETY: as in `counted`.
+    let out = unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
+    if !out.is_null() {
+        // SAFETY: as in `sample_point`.
+        unsafe { &mut *live }.moved(addr, out as usize, more.min(u32::MAX as u64) as u32);
+    }
+    out
 }
 
 /// Totals counted by a session's wrapper.
@@ -237,16 +329,39 @@ pub enum Restored {
     PassThrough,
 }
 
-/// The wrapper installed on one VM for one session.
+/// The wrapper installed on one VM for one session, and the session's
+/// live table (null when live blocks are not tracked), which it owns.
 pub struct AllocHook {
     rec: &'static Record,
     vm: VmHandle,
+    live: *mut LiveTable,
+}
+
+/// What the sample callback reaches the live table through: nothing once
+/// recording ended.
+#[derive(Clone, Copy)]
+pub struct LiveLink(&'static AtomicPtr<LiveTable>);
+
+impl LiveLink {
+    /// Gives the blocks waiting for a stack the one sampled (`None`: the
+    /// sample was not recorded).
+    pub fn attribute(&self, entry: Option<u32>, state: usize) {
+        let t = self.0.load(Ordering::Relaxed);
+        if t.is_null() {
+            return;
+        }
+        // SAFETY: a non-null pointer is the session's table, alive while
+        // recording (see `counting_alloc`); the callback runs on the VM's
+        // thread at a safe point, never inside the allocator.
+        unsafe { &mut *t }.attribute(entry, state);
+    }
 }
 
 impl AllocHook {
     /// Wraps the allocator of the VM of `vm`, recording from now on, a
-    /// sample about every `bytes_per_sample` bytes.
-    pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64) -> AllocHook {
+    /// sample about every `bytes_per_sample` bytes, tracking up to
+    /// `max_live` sampled blocks until they are freed (0: none).
+    pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64, max_live: usize) -> AllocHook {
         let l = vm.0;
         #[cfg(target_os = "linux")]
         super::posix::pin_this_library();
@@ -255,11 +370,21 @@ impl AllocHook {
         // from a live `Lua`); lua_getallocf only reads the global state.
         let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
         let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
+        let (live, filter) = if max_live == 0 {
+            (std::ptr::null_mut(), no_filter())
+        } else {
+            let table = Box::new(LiveTable::new(max_live));
+            // The filter is a box of its own: moving the table moves not it.
+            let filter = table.filter() as *const Filter as *mut Filter;
+            (Box::into_raw(table), filter)
+        };
+        rec.live.store(live, Ordering::Relaxed);
+        rec.filter.store(filter, Ordering::Relaxed);
         // SAFETY: the record is leaked, so the data pointer outlives every
         // call; the wrapper passes each call on to the allocator read just
         // above, on the same thread, with nothing in between.
         unsafe { ffi::lua_setallocf(l, counting_alloc, rec as *const Record as *mut c_void) };
-        AllocHook { rec, vm }
+        AllocHook { rec, vm, live }
     }
 
     /// Ends recording and puts the wrapped allocator back if ours is still
@@ -292,6 +417,47 @@ impl AllocHook {
     /// The object weights the sample callback charges to stacks.
     pub fn pending_objects(&self) -> &'static PendingWeight {
         &self.rec.pending_objects
+    }
+
+    /// The live table as the sample callback reaches it.
+    pub fn live_link(&self) -> LiveLink {
+        LiveLink(&self.rec.live)
+    }
+
+    /// The tracked blocks with a stack, and the live table's counters
+    /// (None when blocks are not tracked).
+    pub fn live(&self) -> Option<(Vec<LiveBlock>, LiveCounts)> {
+        if self.live.is_null() {
+            return None;
+        }
+        // SAFETY: the table is owned by this hook and freed only by its
+        // drop; this runs on the VM's thread in a call of the session, not
+        // inside the allocator or the sample callback.
+        Some(unsafe { &*self.live }.snapshot())
+    }
+
+    /// Bytes of the live table.
+    pub fn live_memory_bytes(&self) -> usize {
+        // SAFETY: as in `live`.
+        if self.live.is_null() {
+            0
+        } else {
+            unsafe { &*self.live }.memory_bytes()
+        }
+    }
+}
+
+impl Drop for AllocHook {
+    fn drop(&mut self) {
+        // Neither the wrapper (still installed if it was wrapped) nor the
+        // callback reach the table once recording ended.
+        self.rec.end();
+        if !self.live.is_null() {
+            // SAFETY: made by `Box::into_raw` in `install`, freed only here,
+            // no longer reachable from the record (just above).
+            drop(unsafe { Box::from_raw(self.live) });
+            self.live = std::ptr::null_mut();
+        }
     }
 }
 

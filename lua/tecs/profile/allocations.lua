@@ -30,6 +30,12 @@ M.AllocationSession = AllocationSession
 
 local active -- the running session of this Lua state, if any
 
+-- What a profile object of an allocation session is, for the outputs that
+-- label their values (pprof's sample types): its clock, bytes per sample,
+-- and objects (and live bytes and objects) per stack. Weak keys: the entry
+-- goes with the profile.
+local profile_meta = setmetatable({}, { __mode = "k" })
+
 --- Start an allocation session.
 -- Errors if a session is already active (LuaJIT has one profiler per
 -- process: an allocation session and a sampling session cannot run at once).
@@ -39,7 +45,9 @@ local active -- the running session of this Lua state, if any
 --   (default 16), `precision` ("function" default, or "line", as for
 --   `profile.sample`), `maxStacks` (default 100000), `resolveC` (default
 --   true), `format` of files written by stop/write ("auto" default: by
---   extension; or "collapsed", "svg", "speedscope", "pprof")
+--   extension; or "collapsed", "svg", "speedscope", "pprof"),
+--   `maxLiveBlocks` (sampled blocks tracked until freed, for `live` and
+--   pprof's `inuse_*` values; default 16384, 0 tracks none)
 -- @treturn AllocationSession
 function M.start(opts)
   if not native_ok then
@@ -102,6 +110,14 @@ function AllocationSession:_meta(start_sec, duration_sec)
     durationSec = duration_sec, title = "tecs-profile allocations (bytes)" }
 end
 
+-- pprof's values beside the bytes: objects per stack, and the live bytes
+-- and objects when blocks are tracked.
+function AllocationSession:_heap_meta(meta)
+  meta.objects = self._native:objectProfile()
+  meta.inuseSpace, meta.inuseObjects = self._native:liveProfiles()
+  return meta
+end
+
 function AllocationSession:_write_file(filename, format)
   local fmt = output.format_for(filename, format or self.format)
   local content, err
@@ -110,8 +126,9 @@ function AllocationSession:_write_file(filename, format)
   else
     local meta = self:_meta(self._started_at, self._native:stats().durationSec)
     if fmt == "speedscope" then meta.intervalMs = nil end
-    -- pprof's `alloc_objects` values: the objects estimated per stack.
-    if fmt == "pprof" then meta.objects = self._native:objectProfile() end
+    -- pprof's `alloc_objects` values: the objects estimated per stack; and
+    -- `inuse_*`, what is not freed.
+    if fmt == "pprof" then self:_heap_meta(meta) end
     content, err = output.render(self._native:profile(), fmt, meta)
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
   end
@@ -140,10 +157,50 @@ function AllocationSession:write(filename, format)
 end
 
 --- The profile (bytes per stack) so far, as a profile object that every
--- view and output takes (`profile.report(s:profile())`).
+-- view and output takes (`profile.report(s:profile())`); `profile.pprof`
+-- gives it the session's objects and live values too.
 function AllocationSession:profile()
   check.self(self, AllocationSession, NAME, "profile", 2)
-  return self._native:profile()
+  local prof = self._native:profile()
+  profile_meta[prof] = self:_heap_meta(self:_meta())
+  return prof
+end
+
+--- What is still live: the bytes of sampled blocks allocated while the
+-- session ran and not freed (at the stop, or now while it runs), per stack
+-- that allocated them, as a profile object (`profile.pprof` writes it as
+-- `inuse_space` and `inuse_objects`). Not freed is not reachable: garbage
+-- the GC has not swept yet counts; run `collectgarbage()` before the stop
+-- for what is reachable. Nil when the session tracks no block
+-- (`maxLiveBlocks = 0`).
+-- @return profile object or nil
+function AllocationSession:live()
+  check.self(self, AllocationSession, NAME, "live", 2)
+  local bytes, objects, points = self._native:liveProfiles()
+  if bytes then
+    local meta = self:_meta()
+    meta.clock, meta.objects, meta.samples = "inuse_space", objects, points
+    profile_meta[bytes] = meta
+  end
+  return bytes
+end
+
+--- The profile in sample points of a profile object from `live()`, which
+-- the text views rank (so that each share carries the error of its sample
+-- count), or nil.
+function M.sample_profile(prof)
+  local meta = profile_meta[prof]
+  return meta and meta.samples
+end
+
+--- The pprof labels of `source` if it is an allocation session or one of
+-- its profile objects: `clock`, `intervalMs`, and the profiles of
+-- `objects`, `inuseSpace`, `inuseObjects` (each may be nil); else nil.
+function M.pprof_meta(source)
+  if getmetatable(source) == AllocationSession then
+    return source:_heap_meta(source:_meta())
+  end
+  return profile_meta[source]
 end
 
 --- A text view of the profile (see `profile.report`): shares of the bytes,
@@ -172,7 +229,10 @@ function AllocationSession:delta(format)
   local started, duration = self._delta_wall, now - self._delta_at
   self._delta_wall, self._delta_at = wall, now
   local prof = self._native:delta()
-  if format == nil then return prof end
+  if format == nil then
+    profile_meta[prof] = self:_meta(started, duration)
+    return prof
+  end
   local content, err = output.render(prof, format, self:_meta(started, duration))
   if not content then error(NAME .. ":delta: " .. err, 2) end
   return content
@@ -185,7 +245,11 @@ end
 -- `__gc` finaliser or vmevent handler was running, the next sample carries
 -- them; those still pending at the stop are lost), `recordedSamples`,
 -- `pausedSamples`, `filteredSamples`, `overflowSamples`, `stacks`,
--- `durationSec`, `cpuSec`, `memoryBytes`, `precision`; after the stop,
+-- `durationSec`, `cpuSec`, `memoryBytes`, `precision`; `liveBlocks` and
+-- `liveSamples` (sampled blocks not freed, and their sample points: the
+-- `live` profile), `liveDroppedSamples` (points whose blocks are not
+-- tracked: `maxLiveBlocks` reached, or no stack given before the stop),
+-- `liveTableBytes`; after the stop,
 -- `allocator`: "restored" (the VM's allocator is the one the session
 -- wrapped) or "pass-through" (another library wrapped the session's
 -- wrapper meanwhile, which then stays, counting nothing).

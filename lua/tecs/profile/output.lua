@@ -67,7 +67,8 @@ function M.render(prof, format, meta)
   elseif format == "pprof" then
     local funcs = meta.funcs or require("tecs.profile.funcmap").build(prof:files())
     ok, out = native.call(prof.pprof, prof, { intervalMs = meta.intervalMs, clock = meta.clock,
-      startSec = meta.startSec, durationSec = meta.durationSec, objects = meta.objects }, funcs)
+      startSec = meta.startSec, durationSec = meta.durationSec, objects = meta.objects,
+      inuseSpace = meta.inuseSpace, inuseObjects = meta.inuseObjects }, funcs)
   else
     return nil, "unknown format " .. tostring(format)
   end

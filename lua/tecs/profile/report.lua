@@ -107,7 +107,9 @@ function M.load(fname, source, level)
     local text_view = fname == "profile.report" or fname == "profile.hotAborts"
     return text_view and source._native:sampleProfile() or source._native:profile(), nil
   elseif native.raw.is_profile(source) then
-    return source, nil
+    -- An allocation session's live profile: text views rank its samples.
+    local text_view = fname == "profile.report" or fname == "profile.hotAborts"
+    return text_view and require("tecs.profile.allocations").sample_profile(source) or source, nil
   elseif type(source) ~= "string" then
     check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession, AllocationSession or profile expected, got %s)",
       fname, check.describe(source))
@@ -261,9 +263,16 @@ function M.pprof(source, opts)
   opts = checked("profile.pprof", "pprof", opts, 2)
   local prof, interval = M.load("profile.pprof", source, 2)
   prof = shape(prof, opts)
-  local clock = opts.clock or (type(source) == "table" and source.clock) or "cpu"
-  local ok, bytes = native.call(prof.pprof, prof, { intervalMs = opts.intervalMs or interval, clock = clock },
-    funcmap.build(prof:files()))
+  -- An allocation session or its profiles: bytes, objects and live values.
+  local heap = require("tecs.profile.allocations").pprof_meta(source) or {}
+  local clock = opts.clock or heap.clock or (type(source) == "table" and source.clock) or "cpu"
+  local o = { intervalMs = opts.intervalMs or interval or heap.intervalMs, clock = clock }
+  if heap.clock and clock == heap.clock then
+    for _, k in ipairs({ "objects", "inuseSpace", "inuseObjects" }) do
+      if heap[k] then o[k] = shape(heap[k], opts) end
+    end
+  end
+  local ok, bytes = native.call(prof.pprof, prof, o, funcmap.build(prof:files()))
   if not ok then check.fail(2, "profile.pprof: %s", bytes) end
   return bytes
 end

@@ -233,3 +233,40 @@ fn an_allocation_profile_has_objects_and_bytes_with_bytes_the_default() {
     // A stack the object table does not hold counts no objects.
     assert_eq!(values, vec![vec![30, 4096], vec![7, 2048], vec![0, 1024]]);
 }
+
+#[test]
+fn an_allocation_profile_with_live_blocks_has_the_four_heap_types() {
+    let stacks = vec![
+        StackCounts { zones: vec![], stack: vec!["a.lua:1"], counts: [4096, 0, 0, 0, 0] },
+        StackCounts { zones: vec![], stack: vec!["b.lua:2"], counts: [0, 0, 2048, 0, 0] },
+    ];
+    let mut meta = PprofMeta { interval_ns: 1024, clock: ALLOC_SPACE.into(), ..Default::default() };
+    meta.objects.insert(stack_key(&[], &["a.lua:1"]), [40, 0, 0, 0, 0]);
+    let mut inuse = InUse::default();
+    inuse.space.insert(stack_key(&[], &["a.lua:1"]), [1024, 0, 0, 0, 0]);
+    inuse.objects.insert(stack_key(&[], &["a.lua:1"]), [10, 0, 0, 0, 0]);
+    // Live bytes in a state with nothing allocated still make a sample.
+    inuse.space.insert(stack_key(&[], &["b.lua:2"]), [0, 0, 2048, 1024, 0]);
+    meta.inuse = Some(inuse);
+    let d = Decoded::new(&encode(&stacks, &meta, &no_names));
+    let types: Vec<String> =
+        msgs(&d.top, field::PROFILE_SAMPLE_TYPE).iter().map(|t| d.s(one(t, field::VALUE_TYPE_TYPE)).into()).collect();
+    assert_eq!(types, ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"]);
+    assert_eq!(d.s(one(&d.top, field::PROFILE_DEFAULT_SAMPLE_TYPE)), "alloc_space");
+    let values: Vec<Vec<u64>> = d.samples().into_iter().map(|s| s.1).collect();
+    assert_eq!(values, vec![vec![40, 4096, 10, 1024], vec![0, 2048, 0, 2048], vec![0, 0, 0, 1024]]);
+}
+
+#[test]
+fn a_live_profile_is_inuse_space_and_inuse_objects() {
+    let stacks = vec![StackCounts { zones: vec![], stack: vec!["a.lua:1"], counts: [3072, 0, 0, 0, 0] }];
+    let mut meta = PprofMeta { interval_ns: 1024, clock: INUSE_SPACE.into(), ..Default::default() };
+    meta.objects.insert(stack_key(&[], &["a.lua:1"]), [12, 0, 0, 0, 0]);
+    let d = Decoded::new(&encode(&stacks, &meta, &no_names));
+    let types: Vec<String> =
+        msgs(&d.top, field::PROFILE_SAMPLE_TYPE).iter().map(|t| d.s(one(t, field::VALUE_TYPE_TYPE)).into()).collect();
+    assert_eq!(types, ["inuse_objects", "inuse_space"]);
+    assert_eq!(d.s(one(&d.top, field::PROFILE_DEFAULT_SAMPLE_TYPE)), "inuse_space");
+    let values: Vec<Vec<u64>> = d.samples().into_iter().map(|s| s.1).collect();
+    assert_eq!(values, vec![vec![12, 3072]]);
+}
