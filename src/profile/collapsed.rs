@@ -59,8 +59,9 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     let mut number = [0u8; 20];
     let mut prev: &[u32] = &[];
     // Where each frame of the previous line ends, from where its frames
-    // start in `out`.
-    let (mut prev_ends, mut ends): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    // start in `out` (cut to the frames a line shares with it, the list
+    // becomes the line's own).
+    let mut ends: Vec<usize> = Vec::new();
     let mut prev_frames_at = 0usize;
     for row in &lines {
         let stack = &profile.frames[row.start..row.start + row.len as usize];
@@ -70,9 +71,8 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
         let frames_at = start + zone.len();
         let mut at = frames_at;
         let shared = stack.iter().zip(prev).take_while(|(a, b)| a == b).count();
-        ends.clear();
+        ends.truncate(shared);
         if shared > 0 {
-            ends.extend_from_slice(&prev_ends[..shared]);
             let n = ends[shared - 1];
             out.copy_within(prev_frames_at..prev_frames_at + n, at);
             at += n;
@@ -100,7 +100,6 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
         tail[5 + count.len()] = b'\n';
         prev = stack;
         prev_frames_at = frames_at;
-        std::mem::swap(&mut prev_ends, &mut ends);
     }
     out
 }
