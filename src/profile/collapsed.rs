@@ -348,6 +348,27 @@ mod tests {
     }
 
     #[test]
+    fn lines_are_placed_by_where_their_stacks_are_stored() {
+        // Sorting moves rows away from the order their stacks were stored
+        // in; rows without frames (one per zone path here) share a place
+        // in the frame list with the row stored after them.
+        let text = "a.lua:1;b.lua:2_[N] 1\n<root>_[C] 4\nz;<root>_[G] 9\na.lua:1;b.lua:3_[I] 7\n\
+                    z;y;<root>_[N] 2\nz;a.lua:1_[J] 7\na.lua:1_[N] 3\n";
+        let mut p = parse(text).unwrap();
+        p.sort();
+        let want: String = p
+            .named_rows()
+            .map(|r| {
+                let mut parts = r.zones.clone();
+                parts.extend(if r.stack.is_empty() { vec!["<root>"] } else { r.stack.clone() });
+                format!("{}_[{}] {}\n", parts.join(";"), r.dominant_state() as char, r.total())
+            })
+            .collect();
+        assert_eq!(write(&p), want);
+        assert!(want.starts_with("z;<root>_[G] 9\na.lua:1;b.lua:3_[I] 7\nz;a.lua:1_[J] 7\n"), "{}", want);
+    }
+
+    #[test]
     fn rejects_malformed_lines() {
         assert_eq!(parse("a;b\n").unwrap_err().line, 1);
         assert!(parse("ok 1\na;b x\n").unwrap_err().message.contains("not a non-negative integer"));
