@@ -8,7 +8,7 @@
 //! allocator records the peak of live heap bytes above what the table
 //! already held. Runs are repeated; medians are printed.
 //!
-//!   cargo bench --no-default-features --bench stop [-- counts...]
+//!   cargo bench --no-default-features --bench stop [-- counts... [long|short]]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,6 +116,9 @@ fn main() {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     // Full paths as the `p` dumpstack flag keeps them, and short ones.
     let shapes = [("/home/dev/game/src/", "long paths"), ("src/", "short paths")];
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| a == "long" || a == "short").collect();
+    let shapes =
+        shapes.into_iter().filter(|(_, shape)| only.is_empty() || only.iter().any(|o| shape.starts_with(o.as_str())));
     for (dir, shape) in shapes {
         for &n in &counts {
             let mut table = StackTable::new(n);

@@ -117,12 +117,13 @@ impl Profile {
         // Ids of names some raw frame was named to.
         let mut is_named: Vec<bool> = Vec::new();
         let mut zone_parts = Vec::new();
-        // The previous key's stack, and where each of its frames ends.
+        // The previous key's stack, and where each of its frames ends (the
+        // frames a key shares with it end at the same places: cut to those,
+        // the list becomes the key's own).
         let mut prev_stack: &[u8] = &[];
-        let mut prev_ends: Vec<usize> = Vec::new();
-        let mut prev_start = 0usize;
         let mut ends: Vec<usize> = Vec::new();
-        let (mut prev_text_ends, mut text_ends): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+        let mut prev_start = 0usize;
+        let mut text_ends: Vec<usize> = Vec::new();
 
         let mut fresh: Vec<Fresh> = Vec::with_capacity(BATCH * 4);
         let mut pending: Vec<Pending> = Vec::with_capacity(BATCH);
@@ -137,18 +138,17 @@ impl Profile {
                 let (key, entry) = table.get(i);
                 let stack = Key::stack(key);
                 let first = fresh.len();
-                ends.clear();
-                let mut reuse = 0;
-                if !stack.is_empty() {
-                    // Frames wholly inside the prefix shared with the previous
-                    // stack, and ending where a frame ends in this one too.
+                // Frames wholly inside the prefix shared with the previous
+                // stack, and ending where a frame ends in this one too.
+                let reuse = if stack.is_empty() {
+                    0
+                } else {
                     let shared = common_prefix(stack, prev_stack);
-                    reuse = prev_ends
-                        .iter()
-                        .take_while(|&&e| e <= shared && (e == stack.len() || stack[e] == FRAME_SEP))
-                        .count();
-                    ends.extend_from_slice(&prev_ends[..reuse]);
-                    let mut at = if reuse == 0 { 0 } else { prev_ends[reuse - 1] + 1 };
+                    ends.iter().take_while(|&&e| e <= shared && (e == stack.len() || stack[e] == FRAME_SEP)).count()
+                };
+                ends.truncate(reuse);
+                if !stack.is_empty() {
+                    let mut at = if reuse == 0 { 0 } else { ends[reuse - 1] + 1 };
                     // The frames not shared are checked for UTF-8 and for
                     // bytes that need naming at once (the separator is
                     // ASCII, so each frame of valid text is valid text);
@@ -171,7 +171,6 @@ impl Profile {
                 }
                 pending.push(Pending { key, counts: entry.counts, reuse, fresh: first..fresh.len() });
                 prev_stack = stack;
-                std::mem::swap(&mut prev_ends, &mut ends);
             }
             // A loop of nothing but these loads, so that many are in flight.
             for f in &fresh {
@@ -210,8 +209,7 @@ impl Profile {
                 p.frames.extend_from_within(prev_start..prev_start + row.reuse);
                 // Where each frame's name ends in the row's text; the shared
                 // frames end where they did in the previous row.
-                text_ends.clear();
-                text_ends.extend_from_slice(&prev_text_ends[..row.reuse]);
+                text_ends.truncate(row.reuse);
                 for f in &fresh[row.fresh.clone()] {
                     let (id, len) = if let Some((name, hash)) = f.name {
                         let id = p.names.intern_hashed(name, hash).0;
@@ -238,7 +236,6 @@ impl Profile {
                 }
                 let text = text_ends.last().copied().unwrap_or(0);
                 p.push_row_with_text(zone, start, text, row.counts.map(u64::from));
-                std::mem::swap(&mut prev_text_ends, &mut text_ends);
                 prev_start = start;
             }
         }
