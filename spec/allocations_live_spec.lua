@@ -15,25 +15,7 @@ local BYTES_PER_SAMPLE = 1024
 -- Room for the kept blocks and for the dropped ones not collected yet.
 local OPTS = { bytesPerSample = BYTES_PER_SAMPLE, maxLiveBlocks = 100000 }
 
-local FILE = debug.getinfo(work.kept, "S").short_src
-local RANGES = {}
-for _, name in ipairs(NAMES) do
-  local info = debug.getinfo(work[name], "S")
-  RANGES[name] = { info.linedefined, info.lastlinedefined }
-end
-
--- The workload function of the innermost fixture frame of a row, if any.
-local function owner(row)
-  for i = #row.frames, 1, -1 do
-    local f = row.frames[i]
-    if f:sub(1, #FILE + 1) == FILE .. ":" then
-      local line = tonumber(f:sub(#FILE + 2):match("^(%d+)"))
-      for name, r in pairs(RANGES) do
-        if line and line >= r[1] and line <= r[2] then return name end
-      end
-    end
-  end
-end
+local owner = collapsed.owner_of(work, NAMES)
 
 -- Bytes per workload function in a profile object; and the bytes of the
 -- JIT compiler (state J: the traces of the function's loop, which stay).

@@ -13,27 +13,8 @@ local NAMES = { "strings", "tables", "closures" }
 local CALLS = { strings = 150000, tables = 50000, closures = 40000 }
 local BYTES_PER_SAMPLE = 2048
 
--- The fixture's file and each function's line range, to tell which of them
--- a frame (`file:line` or `file:first-last`) belongs to.
-local FILE = debug.getinfo(work.strings, "S").short_src
-local RANGES = {}
-for _, name in ipairs(NAMES) do
-  local info = debug.getinfo(work[name], "S")
-  RANGES[name] = { info.linedefined, info.lastlinedefined }
-end
-
--- The workload function of the innermost fixture frame of a row, if any.
-local function owner(row)
-  for i = #row.frames, 1, -1 do
-    local f = row.frames[i]
-    if f:sub(1, #FILE + 1) == FILE .. ":" then
-      local line = tonumber(f:sub(#FILE + 2):match("^(%d+)"))
-      for name, r in pairs(RANGES) do
-        if line and line >= r[1] and line <= r[2] then return name end
-      end
-    end
-  end
-end
+-- Which workload function a row's innermost fixture frame lies in.
+local owner = collapsed.owner_of(work, NAMES)
 
 -- Exact bytes each function allocates for CALLS[name] calls: the session's
 -- own counter (every byte goes through the allocator wrapper), with samples

@@ -43,4 +43,30 @@ function M.has_frame(row, pattern)
   return false
 end
 
+--- Tells which of a module's functions a row's innermost frame in that
+-- module's file belongs to (`file:line` inside its lines, or its own
+-- `file:first-last`).
+-- @param module a table of functions, all defined in one file
+-- @param names the names of the functions told apart
+-- @return `owner(row)`: the name, or nil when no frame lies in them
+function M.owner_of(module, names)
+  local file = debug.getinfo(module[names[1]], "S").short_src
+  local ranges = {}
+  for _, name in ipairs(names) do
+    local info = debug.getinfo(module[name], "S")
+    ranges[name] = { info.linedefined, info.lastlinedefined }
+  end
+  return function(row)
+    for i = #row.frames, 1, -1 do
+      local f = row.frames[i]
+      if f:sub(1, #file + 1) == file .. ":" then
+        local line = tonumber(f:sub(#file + 2):match("^(%d+)"))
+        for name, r in pairs(ranges) do
+          if line and line >= r[1] and line <= r[2] then return name end
+        end
+      end
+    end
+  end
+end
+
 return M
