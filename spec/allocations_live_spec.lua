@@ -244,26 +244,7 @@ describe("profile.allocations live blocks", function()
       end
       io.write("ok ", #list, "\n")
     ]]
-    local dir = run.tmpdir()
-    run.write(dir .. "/close.lua", script)
-    local cmd = {}
-    for i = 1, 12 do
-      local how = ({ "running", "wrapped", "stopped" })[i % 3 + 1]
-      cmd[#cmd + 1] = string.format("%s %s %s; echo \"rc $?\"", run.luajit, run.quote(dir .. "/close.lua"), how)
-    end
-    local rc, out = run.run(table.concat(cmd, "; "))
-    os.execute("rm -rf " .. run.quote(dir))
-    assert.equal(0, rc, out)
-    local n = 0
-    for line in out:gmatch("[^\n]+") do
-      if line:match("^rc ") then
-        n = n + 1
-        assert.equal("rc 0", line, out)
-      else
-        assert.equal("ok 20000", line, out)
-      end
-    end
-    assert.equal(12, n, out)
+    run.runs_alike(script, { "running", "wrapped", "stopped" }, 12, "ok 20000")
   end)
 
   it("labels a session's profile and delta objects as allocations in profile.pprof", function()

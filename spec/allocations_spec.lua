@@ -206,26 +206,7 @@ describe("profile.allocations", function()
       end
       io.write("ok ", #keep, "\n")
     ]]
-    local dir = run.tmpdir()
-    run.write(dir .. "/close.lua", script)
-    local cmd = {}
-    for i = 1, 20 do
-      local how = ({ "end", "wrapped", "dropped", "end" })[i % 4 + 1]
-      cmd[#cmd + 1] = string.format("%s %s %s; echo \"rc $?\"", run.luajit, run.quote(dir .. "/close.lua"), how)
-    end
-    local rc, out = run.run(table.concat(cmd, "; "))
-    os.execute("rm -rf " .. run.quote(dir))
-    assert.equal(0, rc, out)
-    local n = 0
-    for line in out:gmatch("[^\n]+") do
-      if line:match("^rc ") then
-        n = n + 1
-        assert.equal("rc 0", line, out)
-      else
-        assert.equal("ok 16", line, out)
-      end
-    end
-    assert.equal(20, n, out)
+    run.runs_alike(script, { "end", "wrapped", "dropped", "end" }, 20, "ok 16")
   end)
 
   it("refuses a second session while one runs, and a sampling session too", function()

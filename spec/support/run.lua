@@ -58,4 +58,31 @@ end
 
 M.cli = M.luajit .. " bin/tecs-profile"
 
+--- Runs `script` in `times` fresh LuaJIT processes, the argument of the
+-- i-th being `modes[i % #modes + 1]`, and checks (busted's assert) that
+-- every run exits 0 and prints `want` as its one line.
+function M.runs_alike(script, modes, times, want)
+  local assert = require("luassert")
+  local dir = M.tmpdir()
+  M.write(dir .. "/script.lua", script)
+  local cmd = {}
+  for i = 1, times do
+    cmd[#cmd + 1] = string.format("%s %s %s; echo \"rc $?\"", M.luajit, M.quote(dir .. "/script.lua"),
+      modes[i % #modes + 1])
+  end
+  local rc, out = M.run(table.concat(cmd, "; "))
+  os.execute("rm -rf " .. M.quote(dir))
+  assert.equal(0, rc, out)
+  local n = 0
+  for line in out:gmatch("[^\n]+") do
+    if line:match("^rc ") then
+      n = n + 1
+      assert.equal("rc 0", line, out)
+    else
+      assert.equal(want, line, out)
+    end
+  end
+  assert.equal(times, n, out)
+end
+
 return M
