@@ -33,12 +33,14 @@ end
 
 -- Byte shares of the workload functions under a session: the first round
 -- compiles (a session start flushes traces), the second is measured.
+-- Also returns whether the session ran attached to a sampling session.
 local function measured_shares(keep)
   local s = profile.allocations({ bytesPerSample = BYTES_PER_SAMPLE })
   for _, name in ipairs(NAMES) do work[name](CALLS[name], keep) end
   s:delta()
   for _, name in ipairs(NAMES) do work[name](CALLS[name], keep) end
   local rows = collapsed.parse(s:delta("collapsed"))
+  local attached = s._native:isAttached()
   s:stop()
   local by, states, total = {}, {}, 0
   for _, r in ipairs(rows) do
@@ -47,7 +49,7 @@ local function measured_shares(keep)
     states[r.state] = (states[r.state] or 0) + r.count
     total = total + r.count
   end
-  return by, states, total
+  return by, states, total, attached
 end
 
 -- Every share within 5 points of the truth; the bound is at least five
@@ -185,10 +187,12 @@ describe("profile.allocations", function()
     assert.equal("restored", s2:stats().allocator)
   end)
 
-  it("survives lua_close with a session running, wrapped or not (20 runs)", function()
+  it("survives lua_close with a session running, wrapped, attached or not (24 runs)", function()
     local script = [[
       local profile = require("tecs.profile")
       local work = dofile("spec/fixtures/alloc_workload.lua")
+      -- Attached: both sessions run at the close.
+      if arg[1] == "attached" then profile.sample() end
       local s = profile.allocations({ bytesPerSample = 1024 })
       if arg[1] == "wrapped" then require("tecs.profile.native").raw._test_wrap_allocator() end
       local keep = {}
@@ -206,10 +210,10 @@ describe("profile.allocations", function()
       end
       io.write("ok ", #keep, "\n")
     ]]
-    run.runs_alike(script, { "end", "wrapped", "dropped", "end" }, 20, "ok 16")
+    run.runs_alike(script, { "end", "wrapped", "dropped", "attached" }, 24, "ok 16")
   end)
 
-  it("refuses a second session while one runs, and a sampling session too", function()
+  it("refuses a second session while one runs, and a sampling session beside it", function()
     local s = profile.allocations()
     local ok, err = pcall(profile.allocations)
     assert.is_false(ok)
@@ -218,10 +222,14 @@ describe("profile.allocations", function()
     assert.is_false(ok)
     assert.matches("one profiler per process", err, 1, true)
     s:stop()
+    -- The other way round, the allocation session attaches.
     local t = profile.sample()
+    local a = profile.allocations()
+    assert.is_true(a._native:isAttached())
     ok, err = pcall(profile.allocations)
     assert.is_false(ok)
-    assert.matches("profile.allocations: .*one profiler per process", err)
+    assert.matches("profile.allocations: an allocation session is already active", err, 1, true)
+    a:stop()
     t:stop()
   end)
 
@@ -361,5 +369,96 @@ describe("profile.allocations", function()
     assert.is_true(total >= samples * 2048 / 2, total)
     assert.matches("<svg", svg, 1, true)
     assert.matches(tostring(total), svg:gsub(",", ""), 1, true)
+  end)
+end)
+
+describe("profile.allocations beside a sampling session", function()
+  after_each(function()
+    jit.on()
+    local a = require("tecs.profile.allocations").active()
+    if a then a:stop() end
+    local s = require("tecs.profile.sample").active()
+    if s then s:stop() end
+  end)
+
+  it("attaches: the same byte shares, and the sampling session counts only its timer's ticks", function()
+    local keep = {}
+    local truth = exact_bytes(keep)
+    local t = profile.sample({ intervalMs = 1 })
+    local c0 = os.clock()
+    local by, _, total, attached = measured_shares(keep)
+    local cpu_ms = (os.clock() - c0) * 1000
+    t:stop()
+    assert.is_true(attached)
+    assert_shares(truth, by, total)
+    -- Thousands of allocation samples went through the sampling session's
+    -- callback; a 1 ms CPU timer gives at most about one tick per CPU ms.
+    local ticks = t:stats().samples
+    assert.is_true(total / BYTES_PER_SAMPLE > 5000)
+    assert.is_true(ticks > 0 and ticks <= cpu_ms * 1.1 + 20,
+      string.format("%d timer samples in %.0f CPU ms", ticks, cpu_ms))
+    local rows = collapsed.parse(t:collapsed())
+    assert.equal(ticks, collapsed.sum(rows))
+  end)
+
+  it("gives the sampling session's frames, hitches and time line the bytes allocated", function()
+    local t = profile.sample({ intervalMs = 1 })
+    local a = profile.allocations({ bytesPerSample = 4096 })
+    local keep = {}
+    local x = 0
+    for frame = 1, 40 do
+      profile.frame()
+      if frame % 2 == 0 then
+        work.tables(20000, keep) -- about 1.3 MB of tables
+      else
+        for i = 1, 300000 do x = x + i % 7 end -- allocates nothing
+      end
+      if frame % 10 == 0 then
+        collectgarbage("collect") -- GC runs on the time line
+      end
+    end
+    t:stop()
+    assert.is_false(a:isRunning()) -- stopped with the sampling session
+    local frames = t:frames()
+    assert.equal(40, #frames)
+    local even, odd = 0, 0
+    for i, f in ipairs(frames) do
+      assert.is_number(f.allocatedBytes)
+      assert.equal(0, f.allocatedBytes % 4096)
+      if i % 2 == 0 then even = even + f.allocatedBytes else odd = odd + f.allocatedBytes end
+    end
+    -- About 330 samples per allocating frame: far from the quiet ones.
+    assert.is_true(even / 20 > 1e6, "bytes per allocating frame: " .. even / 20)
+    assert.is_true(odd < 0.02 * even, string.format("quiet frames %d, allocating %d", odd, even))
+    -- Every sampled byte was taken within the frames.
+    assert.is_true(even + odd <= a:stats().samples * 4096)
+    assert.matches("alloc KB", require("tecs.profile.timeline").hitches_text(t:hitches(3), #frames), 1, true)
+    -- Each GC run of the time line says what allocated before it.
+    local trace = t:timeline("chrome-trace")
+    local runs, named = 0, 0
+    for args in trace:gmatch('"name":"GC".-"args":(%b{})') do
+      runs = runs + 1
+      assert.matches('"allocatedBytes":%d+', args)
+      if args:find("alloc_workload.lua", 1, true) then named = named + 1 end
+    end
+    assert.is_true(runs > 0, "no GC run on the time line")
+    assert.is_true(named > 0, "no GC run names the workload")
+    assert.matches('"name":"frame 2".-"allocatedBytes":%d+', trace)
+  end)
+
+  it("keeps its data when stopped first, and runs alone after the sampling session", function()
+    local t = profile.sample()
+    local a = profile.allocations({ bytesPerSample = 4096 })
+    work.strings(20000, {})
+    local text = a:stop()
+    assert.is_true(t:isRunning())
+    assert.is_true(collapsed.sum(collapsed.parse(text)) > 0)
+    work.strings(20000, {})
+    t:stop()
+    assert.equal(text, a:collapsed())
+    local b = profile.allocations({ bytesPerSample = 4096 })
+    assert.is_false(b._native:isAttached())
+    work.strings(20000, {})
+    assert.is_true(collapsed.sum(collapsed.parse(b:stop())) > 0)
   end)
 end)

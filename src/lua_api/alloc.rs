@@ -4,16 +4,22 @@
 //! `bytesPerSample` bytes on average; every profile and output of such a
 //! session is in bytes (the counts times `bytesPerSample`).
 
+use std::collections::{HashMap, HashSet};
+
 use mlua::{Lua, Table, Value};
 
+use super::lifecycle;
 use super::options::{self, check_table, setting, Check, Declared, DefaultValue, StartOptions};
+use super::stats::Timing;
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
 use crate::record::alloc_objects::ObjectTable;
-use crate::record::sampler::Precision;
+use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::record::stack_table::CountsMark;
 use crate::record::stack_table::StackTable;
-use crate::record::tick_source::ClockKind;
+use crate::record::tick_source::{ClockKind, TickSource};
 use crate::sys::alloc_hook::{AllocHook, Restored};
+use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
@@ -81,13 +87,74 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
     // The wrapper goes in once the session is a Lua value: the first
     // session's metatable is built then, on the Lua heap, and no session
     // charges its own start.
-    let ud = lua.create_userdata(super::start(lua, o, Some(bytes_per_sample))?)?;
+    // Beside a sampling session of this VM, the session attaches to it:
+    // LuaJIT has one profiler, and that session holds it.
+    let native = match start_attached(lua, &o)? {
+        Some(mut attached) => {
+            attached.bytes_per_sample = Some(bytes_per_sample);
+            attached
+        }
+        None => super::start(lua, o, Some(bytes_per_sample))?,
+    };
+    let ud = lua.create_userdata(native)?;
     {
         let mut session = ud.borrow_mut::<NativeSession>()?;
         let vm = crate::sys::VmHandle::of(lua)?;
         session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks, max_live));
     }
     Ok((ud, settings))
+}
+
+/// Starts an allocation session attached to the sampling session of this
+/// VM that runs (see `lifecycle::Attachable`): LuaJIT's profiler and the
+/// tick handler are that session's; this one only adds its own sampler to
+/// the callback. None when no such session runs.
+fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSession>> {
+    let vm = VmHandle::of(lua)?;
+    if !lifecycle::Attachable::is(&vm) {
+        return Ok(None);
+    }
+    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
+    let zones = match &o.env.zones {
+        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
+        None => None,
+    };
+    let mut recorder = Sampler::new(zones, functions, o.filter.clone(), o.depth, o.max_stacks, o.precision);
+    // Its samples go on a time line of their own, which the sampling
+    // session's time line reads (`allocationTimes`).
+    recorder.timeline = crate::record::timeline::Timeline::new(options::DEFAULT_TIMELINE_SAMPLES);
+    let sampler = SamplerBox::new(recorder);
+    if !sampler.attach() {
+        lifecycle::release_anchors(lua, &sampler);
+        return Ok(None);
+    }
+    Ok(Some(NativeSession {
+        running_c: Err("attached to a sampling session: samples that share a callback with its ticks have none"),
+        alloc: None,
+        bytes_per_sample: None,
+        alloc_restored: None,
+        sampler,
+        ticks: TickSource::luajit(None),
+        interval_ns: o.interval_ns,
+        run: None,
+        attached: true,
+        timing: Timing::start(),
+        ffnames: o.env.ffnames.clone(),
+        resolve_c: o.resolve_c,
+        c_paths: HashMap::new(),
+        c_shared: HashSet::new(),
+        lua_paths: HashMap::new(),
+        finished: None,
+        refused_at_stop: 0,
+        precision: o.precision,
+        call_site: o.env.call_site.clone(),
+        call_sites_checked: HashSet::new(),
+        call_site_lines: HashMap::new(),
+        delta_mark: CountsMark::default(),
+        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
+        timeline_events: Default::default(),
+        start_warning: None,
+    }))
 }
 
 /// Installs the allocator wrapper on the VM of `vm` (a live state), and

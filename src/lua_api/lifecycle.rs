@@ -5,7 +5,7 @@
 //! dropping its [`Running`] once (see `NativeSession::stop_sampling`). The
 //! clean-up is written here, once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use mlua::Lua;
 
@@ -47,6 +47,33 @@ impl Ownership {
 impl Drop for Ownership {
     fn drop(&mut self) {
         OWNER.store(false, Ordering::Release);
+    }
+}
+
+/// The VM (its handle's address) of the running sampling session whose own
+/// tick handler is armed, or 0: an allocation session of that VM attaches
+/// to it (its triggers go through the same handler and callback).
+static ATTACHABLE_VM: AtomicUsize = AtomicUsize::new(0);
+
+/// Marks the running sampling session's VM as one an allocation session
+/// can attach to, until dropped.
+pub(super) struct Attachable(());
+
+impl Attachable {
+    pub(super) fn mark(vm: &VmHandle) -> Attachable {
+        ATTACHABLE_VM.store(vm.addr(), Ordering::Release);
+        Attachable(())
+    }
+
+    /// Whether a sampling session of `vm` takes attached sessions now.
+    pub(super) fn is(vm: &VmHandle) -> bool {
+        ATTACHABLE_VM.load(Ordering::Acquire) == vm.addr()
+    }
+}
+
+impl Drop for Attachable {
+    fn drop(&mut self) {
+        ATTACHABLE_VM.store(0, Ordering::Release);
     }
 }
 
@@ -106,6 +133,10 @@ impl Drop for ProfilerRun {
 /// which is the order the clean-up must run in: the tick handler, then
 /// LuaJIT's profiler, then the signal mask, then the owner flag.
 pub(super) struct Running {
+    /// Held for its `Drop`: first, so that nothing attaches to a session
+    /// that is stopping.
+    #[allow(dead_code)]
+    pub(super) attachable: Option<Attachable>,
     pub(super) armed: Option<ArmedTicks>,
     pub(super) profiler: Option<ProfilerRun>,
     /// Held for its `Drop`.
@@ -120,6 +151,7 @@ impl Running {
     /// Ends the session. With `lua`, LuaJIT's profiler is stopped through the
     /// state and the callback box deactivated; the guards do the rest.
     pub(super) fn finish(mut self, lua: Option<&Lua>, sampler: &SamplerBox<Sampler>) {
+        drop(self.attachable.take());
         drop(self.armed.take());
         if let Some(lua) = lua {
             if let Some(p) = self.profiler.take() {

@@ -93,6 +93,9 @@ pub struct NativeSession {
     /// Whether the tick handler notes the C function a tick lands in (the
     /// leaf of samples in state C), or why not.
     running_c: Result<(), &'static str>,
+    /// An allocation session attached to the running sampling session (its
+    /// samples come through that session's callback), until it stops.
+    attached: bool,
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
@@ -188,7 +191,14 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
         sampler,
         ticks,
         interval_ns: o.interval_ns,
-        run: Some(Running { armed, profiler: Some(profiler), signals, owner }),
+        run: Some(Running {
+            attachable: (bytes_per_sample.is_none() && armed.is_some()).then(|| lifecycle::Attachable::mark(&vm)),
+            armed,
+            profiler: Some(profiler),
+            signals,
+            owner,
+        }),
+        attached: false,
         timing: Timing::start(),
         ffnames: o.env.ffnames,
         resolve_c: o.resolve_c,
@@ -227,13 +237,20 @@ impl NativeSession {
     /// source, reads its counters, then drops the session's guards; with a
     /// `Lua`, also resolves call sites and releases the registry anchors.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
-        let Some(run) = self.run.take() else { return };
+        let run = self.run.take();
+        if run.is_none() && !self.attached {
+            return;
+        }
+        self.attached = false;
         if let Some(hook) = &self.alloc {
             self.alloc_restored = Some(hook.uninstall());
         }
         self.ticks.stop();
         self.refused_at_stop = refused_ticks(self.ticks.kind());
-        run.finish(lua, &self.sampler);
+        match run {
+            Some(run) => run.finish(lua, &self.sampler),
+            None => self.sampler.detach(),
+        }
         if let Some(lua) = lua {
             self.resolve_call_sites(lua);
             lifecycle::release_anchors(lua, &self.sampler);
@@ -244,7 +261,7 @@ impl NativeSession {
     }
 
     fn running(&self) -> bool {
-        self.run.is_some()
+        self.run.is_some() || self.attached
     }
 
     /// Why this session's data may be incomplete, if it can tell.
@@ -411,6 +428,8 @@ impl UserData for NativeSession {
             Ok(())
         });
         methods.add_method("running", |_, this, ()| Ok(this.running()));
+        // Whether this allocation session runs attached to a sampling session.
+        methods.add_method("isAttached", |_, this, ()| Ok(this.attached));
         methods.add_method_mut("collapsed", |lua, this, ()| {
             this.resolve_call_sites(lua);
             let text = this.collapsed_text();

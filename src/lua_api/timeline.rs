@@ -6,7 +6,7 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
-use crate::output::timed::{TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack};
+use crate::output::timed::{TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack};
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::stack_table::{StackTable, VM_STATES};
@@ -57,11 +57,65 @@ impl NativeSession {
         Profile::from_table(&table, &mut namer)
     }
 
+    /// The samples of this allocation session's time line (attached to a
+    /// sampling session), oldest first, on the monotonic clock: time, bytes
+    /// and leaf site, and the sites named as the profile names leaves.
+    fn allocation_points(&self) -> (Vec<TimedAllocation>, Vec<String>) {
+        let bytes_per_sample = self.bytes_per_sample.unwrap_or(0);
+        let (points, keys) = self.sampler.with(|s| {
+            let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+            let mut keys: Vec<Option<Vec<u8>>> = Vec::new();
+            let mut points = Vec::with_capacity(s.timeline.len());
+            for ts in s.timeline.iter() {
+                let site = *ids.entry(ts.entry).or_insert_with(|| {
+                    keys.push(
+                        (ts.entry != OVERFLOW_ENTRY && (ts.entry as usize) < s.table.len())
+                            .then(|| s.table.get(ts.entry as usize).0.to_vec()),
+                    );
+                    (keys.len() - 1) as u32
+                });
+                let bytes = bytes_per_sample.saturating_mul(ts.count() as u64);
+                points.push(TimedAllocation { t_ns: ts.t_ns, bytes, site });
+            }
+            (points, keys)
+        });
+        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let sites = keys
+            .iter()
+            .map(|key| {
+                let mut one = StackTable::new(u32::MAX as usize);
+                match key {
+                    Some(key) => one.add(key, 0, 1),
+                    None => return crate::profile::OVERFLOW_FRAME.to_string(),
+                };
+                if !self.call_site_lines.is_empty() {
+                    one = one.with_leaves_replaced(&self.call_site_lines);
+                }
+                let p = Profile::from_table(&one, &mut namer);
+                let leaf = p.named_rows().next().and_then(|r| r.stack.last().map(|f| f.to_string()));
+                leaf.unwrap_or_else(|| "[no stack]".to_string())
+            })
+            .collect();
+        (points, sites)
+    }
+
+    /// Bytes of `points` (times on the monotonic clock) in each of `spans`.
+    fn allocated_in(points: &[TimedAllocation], spans: &[(u64, u64)]) -> Vec<u64> {
+        spans
+            .iter()
+            .map(|&(from, to)| {
+                let first = points.partition_point(|p| p.t_ns < from);
+                points[first..].iter().take_while(|p| p.t_ns < to).map(|p| p.bytes).sum()
+            })
+            .collect()
+    }
+
     /// The time line as the time-line formats take it: every sample the
     /// ring holds, oldest first, with its stack named as the profile names
-    /// it, and the frames; times from the session's start.
+    /// it, and the frames; times from the session's start. With `alloc`,
+    /// an allocation session attached to this one, its samples too.
     #[cfg_attr(not(feature = "speedscope"), allow(dead_code))]
-    pub(super) fn timed_profile(&self, name: String) -> TimedProfile {
+    pub(super) fn timed_profile(&self, name: String, alloc: Option<&NativeSession>) -> TimedProfile {
         let now = sys::monotonic_ns();
         let start = self.frame_marks.start_ns;
         // Under the sampler's borrow only copies: the distinct (entry, VM
@@ -109,17 +163,30 @@ impl NativeSession {
                 stack.unwrap_or_default()
             })
             .collect();
+        let (allocations, allocation_sites) = alloc.map(|a| a.allocation_points()).unwrap_or_default();
+        let allocated = alloc.map(|_| {
+            let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
+            Self::allocated_in(&allocations, &windows)
+        });
         let frames = spans
             .iter()
-            .map(|f| TimedFrame {
+            .enumerate()
+            .map(|(i, f)| TimedFrame {
                 index: f.index,
                 start_ns: f.start_ns.saturating_sub(start),
                 end_ns: f.end_ns.saturating_sub(start),
                 samples: f.samples,
                 gc_samples: f.gc_samples,
+                allocated_bytes: allocated.as_ref().map(|a| a[i]),
             })
             .collect();
         TimedProfile {
+            with_allocations: alloc.is_some(),
+            allocations: allocations
+                .iter()
+                .map(|a| TimedAllocation { t_ns: a.t_ns.saturating_sub(start), ..*a })
+                .collect(),
+            allocation_sites,
             name,
             stacks,
             samples: points,
@@ -137,9 +204,13 @@ impl NativeSession {
 
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
-    fn frames_table(&self, lua: &Lua) -> mlua::Result<Table> {
+    fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
         let spans = self.sampler.with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
         let start = self.frame_marks.start_ns;
+        let allocated = alloc.map(|a| {
+            let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
+            Self::allocated_in(&a.allocation_points().0, &windows)
+        });
         let list = lua.create_table_with_capacity(spans.len(), 0)?;
         for (i, f) in spans.iter().enumerate() {
             let r = lua.create_table_with_capacity(0, 5)?;
@@ -148,6 +219,9 @@ impl NativeSession {
             r.set("ms", ms_between(f.start_ns, f.end_ns))?;
             r.set("samples", f.samples)?;
             r.set("gcSamples", f.gc_samples)?;
+            if let Some(a) = &allocated {
+                r.set("allocatedBytes", a[i])?;
+            }
             list.raw_set(i + 1, r)?;
         }
         Ok(list)
@@ -161,7 +235,12 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         this.sampler.with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
         Ok(())
     });
-    methods.add_method("frames", |lua, this, ()| this.frames_table(lua));
+    // `frames(alloc)`: with the handle of an allocation session attached
+    // to this one, each frame's allocated bytes too.
+    methods.add_method("frames", |lua, this, alloc: Option<mlua::AnyUserData>| {
+        let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
+        this.frames_table(lua, alloc.as_deref())
+    });
     // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
     methods.add_method("events", |lua, this, ()| {
         let list = lua.create_table_with_capacity(this.timeline_events.list.len(), 0)?;
@@ -198,24 +277,35 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     });
     // `timeline(format, name)`: the time line rendered in a time-line format.
     // (Both are JSON, built with the `speedscope` feature.)
-    methods.add_method_mut("timeline", |lua, this, (format, name): (String, Option<String>)| -> mlua::Result<String> {
-        this.resolve_call_sites(lua);
-        let name = name.unwrap_or_else(|| "tecs-profile".into());
-        match format.as_str() {
-            #[cfg(feature = "speedscope")]
-            "chrome-trace" => Ok(crate::output::chrome_trace::render(&this.timed_profile(name))),
-            #[cfg(feature = "speedscope")]
-            "speedscope-timeline" => Ok(crate::output::speedscope::render_timeline(&this.timed_profile(name))),
-            _ => {
-                drop(name);
-                Err(runtime(format!(
-                    "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected in a build \
+    // With the handle of an allocation session attached to this one, GC
+    // runs name what allocated before them, and frames their bytes.
+    methods.add_method_mut(
+        "timeline",
+        |lua,
+         this,
+         (format, name, alloc): (String, Option<String>, Option<mlua::AnyUserData>)|
+         -> mlua::Result<String> {
+            this.resolve_call_sites(lua);
+            let name = name.unwrap_or_else(|| "tecs-profile".into());
+            let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
+            match format.as_str() {
+                #[cfg(feature = "speedscope")]
+                "chrome-trace" => Ok(crate::output::chrome_trace::render(&this.timed_profile(name, alloc.as_deref()))),
+                #[cfg(feature = "speedscope")]
+                "speedscope-timeline" => {
+                    Ok(crate::output::speedscope::render_timeline(&this.timed_profile(name, alloc.as_deref())))
+                }
+                _ => {
+                    drop((name, alloc));
+                    Err(runtime(format!(
+                        "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected in a build \
                      with the speedscope feature, got {:?})",
-                    format
-                )))
+                        format
+                    )))
+                }
             }
-        }
-    });
+        },
+    );
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.resolve_call_sites(lua);
         let (from, to) = this

@@ -107,12 +107,17 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
     let mut prev_end = 0u64;
     // The GC run being extended: start, end, samples.
     let mut gc: Option<(u64, u64, u64)> = None;
-    let flush_gc = |gc: &mut Option<(u64, u64, u64)>, out: &mut Vec<Event<'a>>| {
+    let mut allocated = AllocatedBefore::new(tp);
+    let mut flush_gc = |gc: &mut Option<(u64, u64, u64)>, out: &mut Vec<Event<'a>>| {
         if let Some((start, end, samples)) = gc.take() {
             let mut e = event("GC", "gc", "i", start, LUA_TID);
             e.s = Some("t");
             e.args.insert("samples", Value::from(samples));
             e.args.insert("ms", Value::from(end.saturating_sub(start) as f64 / 1e6));
+            if let Some((bytes, sites)) = allocated.until(end) {
+                e.args.insert("allocatedBytes", Value::from(bytes));
+                e.args.insert("allocatedBy", Value::from(sites));
+            }
             out.push(e);
         }
     };
@@ -173,6 +178,49 @@ fn sample_events<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], out: &
     flush_gc(&mut gc, out);
 }
 
+/// Sites named with a GC run: the ones that allocated most before it.
+const GC_ALLOCATION_SITES: usize = 3;
+
+/// What an attached allocation session sampled between one GC run and the
+/// next: the garbage a run collects was allocated before it.
+struct AllocatedBefore<'a> {
+    tp: &'a TimedProfile,
+    next: usize,
+}
+
+impl<'a> AllocatedBefore<'a> {
+    fn new(tp: &'a TimedProfile) -> Self {
+        AllocatedBefore { tp, next: 0 }
+    }
+
+    /// The bytes sampled since the last call, up to `end_ns`, and the
+    /// sites that allocated most of them (`"site (N bytes)"`, largest
+    /// first); None without an allocation session.
+    fn until(&mut self, end_ns: u64) -> Option<(u64, Vec<String>)> {
+        if !self.tp.with_allocations {
+            return None;
+        }
+        let mut by_site: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        let mut bytes = 0u64;
+        while let Some(a) = self.tp.allocations.get(self.next).filter(|a| a.t_ns <= end_ns) {
+            bytes = bytes.saturating_add(a.bytes);
+            *by_site.entry(a.site).or_default() += a.bytes;
+            self.next += 1;
+        }
+        let mut sites: Vec<(u32, u64)> = by_site.into_iter().collect();
+        sites.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let named = sites
+            .iter()
+            .take(GC_ALLOCATION_SITES)
+            .map(|&(site, n)| {
+                let name = self.tp.allocation_sites.get(site as usize).map_or("?", String::as_str);
+                format!("{} ({} bytes)", name, n)
+            })
+            .collect();
+        Some((bytes, named))
+    }
+}
+
 /// Renders the time line as a Chrome trace event JSON document.
 pub fn render(tp: &TimedProfile) -> String {
     let zone_names: Vec<Vec<String>> =
@@ -191,6 +239,9 @@ pub fn render(tp: &TimedProfile) -> String {
         e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns) as f64 / 1e6));
         e.args.insert("samples", Value::from(f.samples));
         e.args.insert("gcSamples", Value::from(f.gc_samples));
+        if let Some(bytes) = f.allocated_bytes {
+            e.args.insert("allocatedBytes", Value::from(bytes));
+        }
         events.push(e);
     }
     for ev in &tp.events {
@@ -260,10 +311,18 @@ mod tests {
             ],
             // a, a, b, then a gap of 10 ms, then a again; the last one in GC.
             samples: vec![point(1, 0, b'N'), point(2, 0, b'N'), point(3, 1, b'N'), point(14, 0, b'G')],
-            frames: vec![TimedFrame { index: 1, start_ns: 0, end_ns: 10_000_000, samples: 3, gc_samples: 0 }],
+            frames: vec![TimedFrame {
+                index: 1,
+                start_ns: 0,
+                end_ns: 10_000_000,
+                samples: 3,
+                gc_samples: 0,
+                allocated_bytes: None,
+            }],
             events: vec![],
             interval_ns: 1_000_000,
             end_ns: 20_000_000,
+            ..Default::default()
         };
         let v: Value = serde_json::from_str(&render(&tp)).unwrap();
         let got = ranges(&v);
@@ -329,5 +388,54 @@ mod tests {
         assert_eq!(runs[0]["args"]["samples"], 2);
         let empty: Value = serde_json::from_str(&render(&TimedProfile::default())).unwrap();
         assert!(ranges(&empty).is_empty());
+    }
+
+    #[test]
+    fn gc_runs_name_what_allocated_before_them() {
+        use crate::output::timed::TimedAllocation;
+        let alloc = |t_ms: u64, kb: u64, site: u32| TimedAllocation { t_ns: t_ms * 1_000_000, bytes: kb * 1024, site };
+        // GC at 3 ms and at 8 ms; allocations before each, and one after.
+        let tp = TimedProfile {
+            stacks: vec![stack(&[], &["a.lua:1"])],
+            samples: vec![
+                point(2, 0, b'N'),
+                point(3, 0, b'G'),
+                point(7, 0, b'N'),
+                point(8, 0, b'G'),
+                point(9, 0, b'N'),
+            ],
+            interval_ns: 1_000_000,
+            with_allocations: true,
+            allocations: vec![alloc(1, 4, 0), alloc(2, 8, 1), alloc(2, 4, 0), alloc(5, 4, 2), alloc(9, 4, 0)],
+            allocation_sites: vec!["a.lua:3".into(), "b.lua:7".into(), "c.lua:9".into()],
+            frames: vec![TimedFrame {
+                index: 1,
+                start_ns: 0,
+                end_ns: 9_000_000,
+                samples: 5,
+                gc_samples: 2,
+                allocated_bytes: Some(24 * 1024),
+            }],
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&render(&tp)).unwrap();
+        let events = v["traceEvents"].as_array().unwrap();
+        let runs: Vec<&Value> = events.iter().filter(|e| e["name"] == "GC").collect();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0]["args"]["allocatedBytes"], 16 * 1024);
+        // Largest first; ties by site.
+        assert_eq!(runs[0]["args"]["allocatedBy"], serde_json::json!(["a.lua:3 (8192 bytes)", "b.lua:7 (8192 bytes)"]));
+        assert_eq!(runs[1]["args"]["allocatedBytes"], 4 * 1024);
+        assert_eq!(runs[1]["args"]["allocatedBy"], serde_json::json!(["c.lua:9 (4096 bytes)"]));
+        let frame = events.iter().find(|e| e["name"] == "frame 1").unwrap();
+        assert_eq!(frame["args"]["allocatedBytes"], 24 * 1024);
+        // Without an allocation session, neither says anything of bytes.
+        let plain = TimedProfile { with_allocations: false, ..tp };
+        let v: Value = serde_json::from_str(&render(&plain)).unwrap();
+        assert!(v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["args"].get("allocatedBytes").is_none() || e["name"] == "frame 1"));
     }
 }

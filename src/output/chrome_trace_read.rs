@@ -228,12 +228,27 @@ mod tests {
             // Frame 1 (0-3.5 ms): a, a, b. Frame 2 (3.5-6 ms): b, main, a.
             samples: vec![point(1, 0), point(2, 0), point(3, 1), point(4, 1), point(5, 2), point(6, 0)],
             frames: vec![
-                TimedFrame { index: 1, start_ns: 0, end_ns: 3_500_000, samples: 3, gc_samples: 0 },
-                TimedFrame { index: 2, start_ns: 3_500_000, end_ns: 6_000_000, samples: 3, gc_samples: 1 },
+                TimedFrame {
+                    index: 1,
+                    start_ns: 0,
+                    end_ns: 3_500_000,
+                    samples: 3,
+                    gc_samples: 0,
+                    allocated_bytes: None,
+                },
+                TimedFrame {
+                    index: 2,
+                    start_ns: 3_500_000,
+                    end_ns: 6_000_000,
+                    samples: 3,
+                    gc_samples: 1,
+                    allocated_bytes: None,
+                },
             ],
             events: vec![],
             interval_ns: 1_000_000,
             end_ns: 6_000_000,
+            ..Default::default()
         };
         let got = read(&render(&tp)).unwrap();
         assert_eq!(got.name, "game");

@@ -31,6 +31,19 @@ pub struct TimedFrame {
     pub end_ns: u64,
     pub samples: u64,
     pub gc_samples: u64,
+    /// Bytes the allocation session attached to the session sampled in the
+    /// frame; None without one.
+    pub allocated_bytes: Option<u64>,
+}
+
+/// One sample of an allocation session attached to the sampling session:
+/// when it was taken, the bytes it stands for, and where (its leaf frame,
+/// an index in [`TimedProfile::allocation_sites`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedAllocation {
+    pub t_ns: u64,
+    pub bytes: u64,
+    pub site: u32,
 }
 
 /// A moment of interest on the time line, such as a trace abort.
@@ -51,6 +64,11 @@ pub struct TimedProfile {
     pub samples: Vec<TimedPoint>,
     pub frames: Vec<TimedFrame>,
     pub events: Vec<TimedEvent>,
+    /// Whether an allocation session was attached; its samples, oldest
+    /// first, and the leaf frames they name.
+    pub with_allocations: bool,
+    pub allocations: Vec<TimedAllocation>,
+    pub allocation_sites: Vec<String>,
     /// The sampling interval: a sample stands for `count` intervals.
     pub interval_ns: u64,
     /// The session's length (to now while it runs).

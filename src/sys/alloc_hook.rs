@@ -245,6 +245,8 @@ unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) ->
 /// Passes `crossed` triggers to LuaJIT's profiler.
 #[inline]
 fn pass_ticks(crossed: u64) {
+    // Counted first: the callback may tell them from timer ticks.
+    super::note_alloc_triggers(crossed);
     #[cfg(target_os = "linux")]
     for _ in 0..crossed {
         super::posix::pass_tick();

@@ -7,13 +7,13 @@
 //! and the signal mask.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use mlua::ffi;
 use mlua::Lua;
 
 pub mod alloc_hook;
+mod callback;
 mod functions;
 mod tick_note;
 pub use tick_note::{state_index, RunningC, TickNote, NOTE_SLOTS, VM_STATES};
@@ -29,6 +29,7 @@ pub fn take_tick_note() -> TickNote {
 pub fn take_tick_note() -> TickNote {
     TickNote::default()
 }
+pub use callback::{note_alloc_triggers, SampleSink, SamplerBox};
 pub use functions::{FunctionAnchor, FunctionSlots};
 
 /// `luaJIT_profile_callback` from `luajit.h`.
@@ -227,110 +228,6 @@ impl<'a> FrameFunction<'a> {
     pub fn source(&self) -> &[u8] {
         &self.source[..self.source_len]
     }
-}
-
-/// A state object handed to LuaJIT as the callback's `data` pointer.
-pub trait SampleSink {
-    fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8);
-}
-
-/// Owns the sampler state that the profiler callback mutates.
-///
-/// The callback runs on the VM's own OS thread, between two bytecodes, and
-/// never while one of our Lua-facing functions is executing Rust code (those
-/// run no Lua). [`SamplerBox::with`] is therefore never re-entered.
-pub struct SamplerBox<T: SampleSink> {
-    ptr: *mut T,
-}
-
-/// The callback data of the running session, or null. LuaJIT can still call
-/// the callback after `luaJIT_profile_stop`: when the stop happens inside a
-/// `__gc` finaliser, the GC restores the hook mask it saved before the
-/// finaliser, re-arming a pending profiler hook, and LuaJIT then calls the
-/// last callback with the last data pointer. The trampoline ignores any call
-/// whose data is not the active box, so a freed box is never touched.
-static ACTIVE_DATA: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-
-impl<T: SampleSink> SamplerBox<T> {
-    pub fn new(value: T) -> Self {
-        SamplerBox { ptr: Box::into_raw(Box::new(value)) }
-    }
-
-    /// Borrow the state. `f` must not run Lua code (it could re-enter the
-    /// callback); plain Rust work and allocation are fine.
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        // SAFETY: `ptr` came from Box::into_raw and is freed only in Drop; the
-        // callback and this borrow both run on the VM thread and cannot nest
-        // because `f` runs no Lua (see the type's documentation).
-        unsafe { f(&mut *self.ptr) }
-    }
-
-    /// Installs the profiler with `mode` and this box as callback data.
-    pub fn start(&self, api: &ProfilerApi, lua: &Lua, mode: &CStr) -> mlua::Result<()> {
-        let data = self.ptr as *mut c_void;
-        ACTIVE_DATA.store(data, Ordering::Release);
-        let start = api.start;
-        // SAFETY: exec_raw gives a valid state of this VM; LuaJIT copies the mode
-        // string before returning; `data` stays valid until stop() is called
-        // (Drop of the owning session stops the profiler before freeing it).
-        unsafe {
-            lua.exec_raw::<()>((), |l| {
-                start(l, mode.as_ptr(), trampoline::<T>, data);
-            })
-        }
-    }
-
-    /// The callback and data words LuaJIT stores for this box once started.
-    pub fn callback_words(&self) -> (usize, usize) {
-        (trampoline::<T> as *const () as usize, self.ptr as usize)
-    }
-
-    /// Makes the trampoline ignore any further call for this box.
-    pub fn deactivate(&self) {
-        let _ = ACTIVE_DATA.compare_exchange(
-            self.ptr as *mut c_void,
-            std::ptr::null_mut(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-    }
-
-    /// Stops LuaJIT's profiler (all sessions of this process).
-    pub fn stop(&self, api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
-        self.deactivate();
-        let stop = api.stop;
-        // SAFETY: a valid state of this VM; stopping an idle profiler is a no-op.
-        unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
-    }
-}
-
-impl<T: SampleSink> Drop for SamplerBox<T> {
-    fn drop(&mut self) {
-        self.deactivate();
-        // SAFETY: created by Box::into_raw in new() and dropped once; owners
-        // stop the profiler before dropping the box.
-        unsafe { drop(Box::from_raw(self.ptr)) }
-    }
-}
-
-unsafe extern "C" fn trampoline<T: SampleSink>(
-    data: *mut c_void,
-    l: *mut ffi::lua_State,
-    samples: c_int,
-    vmstate: c_int,
-) {
-    if data.is_null() || data != ACTIVE_DATA.load(Ordering::Acquire) {
-        return; // a late call for a stopped (maybe freed) session
-    }
-    let Some(api) = profiler_api() else { return };
-    let vm = VmStack { l, dumpstack: api.dumpstack };
-    // SAFETY: `data` is the active SamplerBox pointer (checked above); boxes
-    // deactivate themselves before they are freed.
-    let sink = unsafe { &mut *(data as *mut T) };
-    // A panic must not unwind into LuaJIT's C frames.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        sink.on_sample(&vm, samples.max(0) as u32, vmstate as u8)
-    }));
 }
 
 /// Stops LuaJIT's profiler if this VM runs it (a no-op otherwise).

@@ -37,8 +37,14 @@ local active -- the running session of this Lua state, if any
 local profile_meta = setmetatable({}, { __mode = "k" })
 
 --- Start an allocation session.
--- Errors if a session is already active (LuaJIT has one profiler per
--- process: an allocation session and a sampling session cannot run at once).
+-- Errors if an allocation session is already active. Started while a
+-- sampling session of this Lua state runs (with its own tick source, the
+-- default on Linux), it is attached to that session: both record at once,
+-- the sampling session's frames and time line count the bytes sampled in
+-- each frame and name what allocated before each GC run, and the
+-- allocation session stops when that session stops, if not before. A
+-- sampling session cannot start while an allocation session runs (LuaJIT
+-- has one profiler per process): start the sampling session first.
 -- @tparam[opt] table opts `bytesPerSample` (mean bytes allocated between
 --   two samples, default 524288; each sample charges that many bytes to the
 --   stack it lands on), `zone` (zone path prefix filter), `stackDepth`
@@ -80,6 +86,17 @@ function M.start(opts)
     _delta_wall = os.time(),
     _delta_at = started,
   })
+  -- Beside a sampling session of this state the session is attached to
+  -- it (LuaJIT has one profiler, which that session holds): its time line
+  -- then names what allocated before each GC run, and its frames their
+  -- bytes; it ends, at the latest, when that session stops.
+  if handle:isAttached() then
+    local sampling = require("tecs.profile.sample").active()
+    if sampling then
+      sampling._allocations = session
+      session._sampling = sampling
+    end
+  end
   active = session
   return session
 end

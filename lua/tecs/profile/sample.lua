@@ -124,8 +124,16 @@ local function name_c_functions(self)
 end
 
 function lifecycle.finish(self)
+  -- An allocation session attached to this one stops first: its samples
+  -- come through this session's profiler callback.
+  -- (Its recording ends before this one's, its Lua work after it, so
+  -- that none of it is sampled here.)
+  local alloc = rawget(self, "_allocations")
+  alloc = alloc and alloc:isRunning() and alloc
+  if alloc then alloc._native:stop() end
   timeline.detach(self._native)
   self._native:stop()
+  if alloc then alloc:stop() end
   name_c_functions(self)
   local warning = self._native:stats().warning
   if warning then

@@ -98,8 +98,11 @@ function M.hitches_text(hitches, frames)
   if frames == 0 then
     return "No frames marked: call profile.frame() once per frame (LÖVE games are marked by themselves).\n"
   end
+  -- With an allocation session attached, the bytes each frame allocated.
+  local alloc = hitches[1] ~= nil and hitches[1].allocatedBytes ~= nil
   local out = { string.format("Slowest %d of %d frames:\n", #hitches, frames),
-    string.format("%8s %9s %8s %5s  %s\n", "frame", "ms", "samples", "gc", "what ran (share of its samples)") }
+    string.format("%8s %9s %8s %5s%s  %s\n", "frame", "ms", "samples", "gc", alloc and string.format(" %10s", "alloc KB") or "",
+      "what ran (share of its samples)") }
   for _, h in ipairs(hitches) do
     local top = {}
     for i = 1, math.min(3, #h.top) do
@@ -109,7 +112,8 @@ function M.hitches_text(hitches, frames)
     if #top == 0 then
       what = h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"
     end
-    out[#out + 1] = string.format("%8d %9.2f %8d %5d  %s\n", h.index, h.ms, h.samples, h.gcSamples, what)
+    out[#out + 1] = string.format("%8d %9.2f %8d %5d%s  %s\n", h.index, h.ms, h.samples, h.gcSamples,
+      alloc and string.format(" %10.1f", (h.allocatedBytes or 0) / 1024) or "", what)
   end
   return table.concat(out)
 end
@@ -143,7 +147,7 @@ function M.slowest(frames, n, profile_of)
       top[j] = { name = r.name, share = r.samples / total }
     end
     out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
-      top = top }
+      allocatedBytes = f.allocatedBytes, top = top }
   end
   return out
 end
@@ -191,6 +195,13 @@ function M.frames_text(trace)
       ms[math.ceil(#ms / 2)], slowest.ms, slowest.index)
 end
 
+--- The native handle of the allocation session attached to sampling
+-- session `session` (see `profile.allocations`), or nil.
+function M.allocations_of(session)
+  local a = rawget(session, "_allocations")
+  return a and a._native or nil
+end
+
 --- Add `frames` and `hitches` to the class of sampling sessions.
 function M.install(SampleSession)
   --- One record per frame marked (see `profile.frame`), in order:
@@ -201,7 +212,7 @@ function M.install(SampleSession)
   -- @treturn table
   function SampleSession:frames()
     check.self(self, SampleSession, "SampleSession", "frames", 2)
-    return self._native:frames()
+    return self._native:frames(M.allocations_of(self))
   end
 
   --- The time line rendered in a time-line format: "chrome-trace" (the
@@ -225,7 +236,7 @@ function M.install(SampleSession)
         table.concat(names, " or "), check.describe(format))
     end
     if format == "html" then return require("tecs.profile.page").render(self) end
-    return self._native:timeline(format, "tecs-profile")
+    return self._native:timeline(format, "tecs-profile", M.allocations_of(self))
   end
 
   --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,
@@ -240,7 +251,8 @@ function M.install(SampleSession)
       check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
         check.describe(n))
     end
-    return M.slowest(self._native:frames(), n, function(f) return self._native:frameProfile(f.index) end)
+    return M.slowest(self._native:frames(M.allocations_of(self)), n,
+      function(f) return self._native:frameProfile(f.index) end)
   end
 end
 
