@@ -4,22 +4,18 @@
 //! `bytesPerSample` bytes on average; every profile and output of such a
 //! session is in bytes (the counts times `bytesPerSample`).
 
-use std::collections::{HashMap, HashSet};
-
 use mlua::{Lua, Table, Value};
 
 use super::lifecycle;
 use super::options::{self, check_table, setting, Check, Declared, DefaultValue, StartOptions};
-use super::stats::Timing;
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
 use crate::record::alloc_objects::ObjectTable;
-use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
-use crate::record::stack_table::CountsMark;
+use crate::record::sampler::Precision;
 use crate::record::stack_table::StackTable;
 use crate::record::tick_source::{ClockKind, TickSource};
 use crate::sys::alloc_hook::{AllocHook, Restored};
-use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
+use crate::sys::{SamplerBox, VmHandle};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
@@ -114,12 +110,7 @@ fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSess
     if !lifecycle::Attachable::is(&vm) {
         return Ok(None);
     }
-    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
-    let zones = match &o.env.zones {
-        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
-        None => None,
-    };
-    let mut recorder = Sampler::new(zones, functions, o.filter.clone(), o.depth, o.max_stacks, o.precision);
+    let mut recorder = super::new_sampler(lua, o)?;
     // Its samples go on a time line of their own, which the sampling
     // session's time line reads (`allocationTimes`).
     recorder.timeline = crate::record::timeline::Timeline::new(options::DEFAULT_TIMELINE_SAMPLES);
@@ -128,33 +119,10 @@ fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSess
         lifecycle::release_anchors(lua, &sampler);
         return Ok(None);
     }
-    Ok(Some(NativeSession {
-        running_c: Err("attached to a sampling session: samples that share a callback with its ticks have none"),
-        alloc: None,
-        bytes_per_sample: None,
-        alloc_restored: None,
-        sampler,
-        ticks: TickSource::luajit(None),
-        interval_ns: o.interval_ns,
-        run: None,
-        attached: true,
-        timing: Timing::start(),
-        ffnames: o.env.ffnames.clone(),
-        resolve_c: o.resolve_c,
-        c_paths: HashMap::new(),
-        c_shared: HashSet::new(),
-        lua_paths: HashMap::new(),
-        finished: None,
-        refused_at_stop: 0,
-        precision: o.precision,
-        call_site: o.env.call_site.clone(),
-        call_sites_checked: HashSet::new(),
-        call_site_lines: HashMap::new(),
-        delta_mark: CountsMark::default(),
-        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()),
-        timeline_events: Default::default(),
-        start_warning: None,
-    }))
+    let mut session = NativeSession::new(sampler, o, TickSource::luajit(None));
+    session.attached = true;
+    session.running_c = Err("attached to a sampling session: samples that share a callback with its ticks have none");
+    Ok(Some(session))
 }
 
 /// Installs the allocator wrapper on the VM of `vm` (a live state), and

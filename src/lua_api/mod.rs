@@ -136,12 +136,7 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
     let foreign = lifecycle::take_over_foreign(&api, lua)?;
     let vm = VmHandle::of(lua)?;
     lifecycle::failpoint("anchors")?;
-    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
-    let zones = match &o.env.zones {
-        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
-        None => None,
-    };
-    let mut recorder = Sampler::new(zones, functions, o.filter, o.depth, o.max_stacks, o.precision);
+    let mut recorder = new_sampler(lua, &o)?;
     if o.skip_starting_thread {
         recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
     }
@@ -182,44 +177,69 @@ fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Res
         Some(a) => a.running_c,
         None => Err("the tick source is LuaJIT's own timer"),
     };
-    Ok(NativeSession {
-        running_c,
-        // An allocation session's wrapper: installed by `alloc::start_raw`.
-        alloc: None,
-        bytes_per_sample,
-        alloc_restored: None,
-        sampler,
-        ticks,
-        interval_ns: o.interval_ns,
-        run: Some(Running {
-            attachable: (bytes_per_sample.is_none() && armed.is_some()).then(|| lifecycle::Attachable::mark(&vm)),
-            armed,
-            profiler: Some(profiler),
-            signals,
-            owner,
-        }),
-        attached: false,
-        timing: Timing::start(),
-        ffnames: o.env.ffnames,
-        resolve_c: o.resolve_c,
-        c_paths: HashMap::new(),
-        c_shared: HashSet::new(),
-        lua_paths: HashMap::new(),
-        finished: None,
-        refused_at_stop: 0,
-        precision: o.precision,
-        call_site: o.env.call_site,
-        call_sites_checked: HashSet::new(),
-        call_site_lines: HashMap::new(),
-        delta_mark: CountsMark::default(),
-        frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns()).keeping_slow_frames(o.slow_frame_ns),
-        timeline_events: Default::default(),
-        start_warning: foreign.then(|| {
-            "another sampler (jit.p or jit.profile) was running when this session started; \
-             LuaJIT has one profiler per process and this session took it over"
-                .into()
-        }),
-    })
+    let mut session = NativeSession::new(sampler, &o, ticks);
+    session.running_c = running_c;
+    session.bytes_per_sample = bytes_per_sample;
+    session.run = Some(Running {
+        attachable: (bytes_per_sample.is_none() && armed.is_some()).then(|| lifecycle::Attachable::mark(&vm)),
+        armed,
+        profiler: Some(profiler),
+        signals,
+        owner,
+    });
+    session.start_warning = foreign.then(|| {
+        "another sampler (jit.p or jit.profile) was running when this session started; \
+         LuaJIT has one profiler per process and this session took it over"
+            .into()
+    });
+    Ok(session)
+}
+
+/// The sampler of a new session, with its registry anchors: the functions
+/// of call sites and, when there is one, the `jit.zone` stack.
+fn new_sampler(lua: &Lua, o: &StartOptions) -> mlua::Result<Sampler> {
+    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
+    let zones = match &o.env.zones {
+        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
+        None => None,
+    };
+    Ok(Sampler::new(zones, functions, o.filter.clone(), o.depth, o.max_stacks, o.precision))
+}
+
+impl NativeSession {
+    /// A session recording into `sampler`, not yet holding anything that
+    /// runs (no guards: the caller adds them, or attaches the sampler).
+    fn new(sampler: SamplerBox<Sampler>, o: &StartOptions, ticks: TickSource) -> NativeSession {
+        NativeSession {
+            running_c: Err("the tick source is LuaJIT's own timer"),
+            // An allocation session's wrapper: installed by `alloc::start_raw`.
+            alloc: None,
+            bytes_per_sample: None,
+            alloc_restored: None,
+            sampler,
+            ticks,
+            interval_ns: o.interval_ns,
+            run: None,
+            attached: false,
+            timing: Timing::start(),
+            ffnames: o.env.ffnames.clone(),
+            resolve_c: o.resolve_c,
+            c_paths: HashMap::new(),
+            c_shared: HashSet::new(),
+            lua_paths: HashMap::new(),
+            finished: None,
+            refused_at_stop: 0,
+            precision: o.precision,
+            call_site: o.env.call_site.clone(),
+            call_sites_checked: HashSet::new(),
+            call_site_lines: HashMap::new(),
+            delta_mark: CountsMark::default(),
+            frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns())
+                .keeping_slow_frames(o.slow_frame_ns),
+            timeline_events: Default::default(),
+            start_warning: None,
+        }
+    }
 }
 
 /// Ticks refused by the handler since this session armed it.
