@@ -247,19 +247,22 @@ describe("profile.allocations live blocks", function()
     run.runs_alike(script, { "running", "wrapped", "stopped" }, 12, "ok 20000")
   end)
 
-  it("labels a session's profile and delta objects as allocations in profile.pprof", function()
+  it("labels a session's profile and deltas as allocations in profile.pprof, deltas with their own objects", function()
     local s = profile.allocations({ bytesPerSample = 512 })
     local keep = {}
-    work.kept(keep, 20000)
+    work.kept(keep, 10000)
     local d = s:delta()
+    work.kept(keep, 10000)
+    local d2 = s:delta()
     s:stop()
     local st = s:stats()
     local dir = run.tmpdir()
     run.write(dir .. "/p.pb.gz", profile.pprof(s:profile()))
     run.write(dir .. "/s.pb.gz", profile.pprof(s))
     run.write(dir .. "/d.pb.gz", profile.pprof(d))
+    run.write(dir .. "/d2.pb.gz", profile.pprof(d2))
     local out = {}
-    for _, f in ipairs({ "p", "s", "d" }) do
+    for _, f in ipairs({ "p", "s", "d", "d2" }) do
       local rc, raw = run.run("go tool pprof -raw " .. run.quote(dir .. "/" .. f .. ".pb.gz"))
       assert.equal(0, rc, raw)
       out[f] = raw
@@ -278,5 +281,16 @@ describe("profile.allocations live blocks", function()
         string.format("pprof %d, estimated %.1f", sum_column(rows, 1), st.estimatedObjects))
     end
     assert.same(rows, values_of(out.s))
+    -- Each delta carries the objects of its own bytes: about half each,
+    -- adding up to the whole (each stack's share rounded; the stop's own
+    -- few allocations after the second delta are in the whole only).
+    local d1_rows, d2_rows = values_of(out.d), values_of(out.d2)
+    local o1, o2 = sum_column(d1_rows, 1), sum_column(d2_rows, 1)
+    assert.is_true(o1 > 0.3 * st.estimatedObjects and o2 > 0.3 * st.estimatedObjects,
+      string.format("deltas %d and %d of %.1f objects", o1, o2, st.estimatedObjects))
+    if st.pendingSamples == 0 then
+      assert.is_true(math.abs(o1 + o2 - st.estimatedObjects) <= 0.5 * (#d1_rows + #d2_rows) + 0.01 * st.estimatedObjects,
+        string.format("deltas %d + %d, estimated %.1f", o1, o2, st.estimatedObjects))
+    end
   end)
 end)

@@ -163,24 +163,35 @@ impl NativeSession {
     /// (rounded to whole objects), for an allocation session; nil for a
     /// sampling session.
     pub(super) fn object_profile(&self) -> Option<Profile> {
+        self.objects_since(&[]).map(|(p, _)| p)
+    }
+
+    /// The estimated objects allocated per stack since `mark` (each
+    /// entry's objects when it was taken; entries past its end count from
+    /// zero), rounded to whole objects, and the mark of now.
+    pub(super) fn objects_since(&self, mark: &[[f64; 5]]) -> Option<(Profile, Vec<[f64; 5]>)> {
         self.alloc.as_ref()?;
-        let table = self.sampler.with(|s| {
+        let (table, now) = self.sampler.with(|s| {
             let objects = s.objects.as_ref()?;
             let mut out = StackTable::new(s.table.len().max(1));
+            let mut now = Vec::with_capacity(s.table.len());
             for (i, (key, _)) in s.table.iter().enumerate() {
-                for (state, w) in objects.entry(i).into_iter().enumerate() {
-                    let n = w.round().min(u32::MAX as f64) as u32;
+                let weights = objects.entry(i);
+                let then = mark.get(i).copied().unwrap_or_default();
+                for (state, (w, t)) in weights.iter().zip(then).enumerate() {
+                    let n = (w - t).round().clamp(0.0, u32::MAX as f64) as u32;
                     if n > 0 {
                         out.add(key, state, n);
                     }
                 }
+                now.push(weights);
             }
-            Some(out)
+            Some((out, now))
         })?;
         let table =
             if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
         let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        Some(Profile::from_table(&table, &mut namer))
+        Some((Profile::from_table(&table, &mut namer), now))
     }
 
     /// `handle:liveProfiles()`: the bytes, the objects and the sample points

@@ -79,8 +79,10 @@ pub struct NativeSession {
     /// State letter and leaf frame -> the corrected leaf frame.
     call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
     start_warning: Option<String>,
-    /// The stack table's counts when `delta` last handed out samples.
+    /// The stack table's counts when `delta` last handed out samples, and
+    /// (allocation sessions) the objects estimated per entry then.
     delta_mark: CountsMark,
+    delta_objects_mark: Vec<[f64; 5]>,
     /// Where frames begin (`profile.frame()`), on the time line's clock.
     frame_marks: crate::record::timeline::FrameMarks,
     /// Events on the time line (trace aborts), on its clock.
@@ -234,6 +236,7 @@ impl NativeSession {
             call_sites_checked: HashSet::new(),
             call_site_lines: HashMap::new(),
             delta_mark: CountsMark::default(),
+            delta_objects_mark: Vec::new(),
             frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns())
                 .keeping_slow_frames(o.slow_frame_ns),
             timeline_events: Default::default(),
@@ -473,10 +476,16 @@ impl UserData for NativeSession {
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
         methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
         methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
+        // `delta()`: the samples since the previous call, and for an
+        // allocation session the objects estimated for them.
         methods.add_method_mut("delta", |lua, this, ()| {
             this.resolve_call_sites(lua);
-            let ids = this.frame_identities();
-            Ok(crate::lua_api::views::ProfileData(this.delta_profile(), std::sync::Arc::new(ids)))
+            let ids = std::sync::Arc::new(this.frame_identities());
+            let objects = this.objects_since(&this.delta_objects_mark).map(|(p, mark)| {
+                this.delta_objects_mark = mark;
+                crate::lua_api::views::ProfileData(p, ids.clone())
+            });
+            Ok((crate::lua_api::views::ProfileData(this.delta_profile(), ids), objects))
         });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.resolve_call_sites(lua);

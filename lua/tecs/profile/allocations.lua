@@ -245,12 +245,15 @@ function AllocationSession:delta(format)
   local now, wall = clock.now(), os.time()
   local started, duration = self._delta_wall, now - self._delta_at
   self._delta_wall, self._delta_at = wall, now
-  local prof = self._native:delta()
+  local prof, objects = self._native:delta()
+  -- pprof's `alloc_objects` values: the objects estimated for these bytes.
+  local meta = self:_meta(started, duration)
+  meta.objects = objects
   if format == nil then
-    profile_meta[prof] = self:_meta(started, duration)
+    profile_meta[prof] = meta
     return prof
   end
-  local content, err = output.render(prof, format, self:_meta(started, duration))
+  local content, err = output.render(prof, format, meta)
   if not content then error(NAME .. ":delta: " .. err, 2) end
   return content
 end
