@@ -35,9 +35,16 @@ describe("profile.trace matches luajit -jv on programs with known aborts", funct
         assert.matches("^spec/fixtures/trace_" .. name .. "%.lua:%d+$", s.location)
         assert.equal("", s.zone)
       end
-      -- Extra fields agree with -jv's lines for the fixture's traces.
+      -- Extra fields agree with -jv's lines for the fixture's traces. The
+      -- session also counts a trace that completes in the runner's own code
+      -- while it runs (its stop, say: whether one gets hot depends on the
+      -- hot counters it shares), which -jv names after the runner: so at
+      -- least the fixture's, at most all that -jv printed.
       local jv_completed = select(2, jv_text:gsub("%[TRACE +%d+ [^%]]*trace_" .. name .. "%.lua", ""))
-      assert.equal(jv_completed, summary.tracesCompleted)
+      local jv_all = select(2, jv_text:gsub("%[TRACE +%d+ ", ""))
+      assert.is_true(summary.tracesCompleted >= jv_completed and summary.tracesCompleted <= jv_all,
+        string.format("%d traces completed in the session; -jv printed %d in the fixture, %d in all\n%s",
+          summary.tracesCompleted, jv_completed, jv_all, jv_text))
       assert.equal(#aborts, summary.tracesAborted)
       assert.equal(summary.tracesCompleted + summary.tracesAborted, summary.tracesStarted)
       assert.equal(summary.totalAborts, summary.tracesAborted) -- includeBenign
