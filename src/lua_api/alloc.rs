@@ -90,7 +90,7 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
             attached.bytes_per_sample = Some(bytes_per_sample);
             attached
         }
-        None => super::start(lua, o, Some(bytes_per_sample))?,
+        None => super::start::start(lua, o, Some(bytes_per_sample))?,
     };
     let ud = lua.create_userdata(native)?;
     {
@@ -110,7 +110,7 @@ fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSess
     if !lifecycle::Attachable::is(&vm) {
         return Ok(None);
     }
-    let mut recorder = super::new_sampler(lua, o)?;
+    let mut recorder = super::start::new_sampler(lua, o)?;
     // Its samples go on a time line of their own, which the sampling
     // session's time line reads (`allocationTimes`).
     recorder.timeline = crate::record::timeline::Timeline::new(options::DEFAULT_TIMELINE_SAMPLES);

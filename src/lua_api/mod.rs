@@ -20,10 +20,10 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::profile::collapsed;
 use crate::profile::{FrameNamer, Profile};
-use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
+use crate::record::sampler::{Precision, Sampler};
 use crate::record::stack_table::CountsMark;
 use crate::record::tick_source::{TickKind, TickSource};
-use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
+use crate::sys::{self, SamplerBox};
 use std::collections::{HashMap, HashSet};
 
 mod alloc;
@@ -32,15 +32,16 @@ mod frame_names;
 mod lifecycle;
 mod options;
 pub mod report_options;
+mod start;
 mod stats;
 mod timeline;
 pub mod views;
 
-use lifecycle::{Ownership, ProfilerRun, Running, UnblockedSignals};
+use lifecycle::Running;
+use options::describe;
 pub use options::{
     check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS, TIMELINE_FORMATS,
 };
-use options::{describe, StartOptions};
 use stats::Timing;
 
 /// The names of `profile.sample`'s options, sorted.
@@ -117,132 +118,6 @@ fn error_text(e: &mlua::Error) -> String {
 
 fn runtime(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
-}
-
-/// `native.raw.start(opts, env)`: a session handle and the settings it runs
-/// with (every option of `profile.sample`, defaults filled in).
-fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(NativeSession, Table)> {
-    let o = options::read_options(&opts, &env).map_err(runtime)?;
-    let given = if let Value::Table(t) = &opts { Some(t) } else { None };
-    let settings = options::settings_table(lua, SAMPLE_OPTIONS, given)?;
-    Ok((start(lua, o, None)?, settings))
-}
-
-/// Starts a session. Every step that can fail comes before the session
-/// exists; the guards taken so far undo themselves on the way out. With
-/// `bytes_per_sample`, an allocation session: no timer, allocations trigger
-/// the samples.
-fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Result<NativeSession> {
-    let api = sys::profiler_api().ok_or_else(|| runtime(NO_PROFILER_API))?;
-    let owner = Ownership::claim().ok_or_else(|| runtime(lifecycle::ALREADY_RUNNING))?;
-    let foreign = lifecycle::take_over_foreign(&api, lua)?;
-    let vm = VmHandle::of(lua)?;
-    lifecycle::failpoint("anchors")?;
-    let mut recorder = new_sampler(lua, &o)?;
-    if o.skip_starting_thread {
-        recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
-    }
-    recorder.timeline = crate::record::timeline::Timeline::new(o.timeline_samples);
-    let sampler = SamplerBox::new(recorder);
-    // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
-    let mut signals = UnblockedSignals::default();
-    #[cfg(target_os = "linux")]
-    signals.unblock(libc::SIGPROF);
-    // A tick source of ours or the allocator drives LuaJIT's profiler:
-    // its own timer starts quiet (see `QUIET_TIMER_MS`).
-    let ms = if bytes_per_sample.is_some() || (o.env.precise && cfg!(target_os = "linux")) {
-        lifecycle::QUIET_TIMER_MS
-    } else {
-        lifecycle::interval_ms(o.interval_ns)
-    };
-    let mode = sys::cstring(&format!("{}i{}", o.precision.mode(), ms));
-    if let Err(e) = lifecycle::failpoint("profiler").and_then(|_| sampler.start(&api, lua, &mode)) {
-        lifecycle::release_anchors(lua, &sampler);
-        return Err(e);
-    }
-    let profiler = ProfilerRun { api, vm };
-    let (ticks, armed) = if bytes_per_sample.is_some() {
-        match lifecycle::allocation_triggers(lua, &profiler, &sampler) {
-            Ok(armed) => (TickSource::luajit(None), Some(armed)),
-            Err(e) => {
-                drop(profiler);
-                lifecycle::release_anchors(lua, &sampler);
-                return Err(e);
-            }
-        }
-    } else if o.env.precise {
-        lifecycle::per_thread_ticks(lua, &profiler, &sampler, o.clock, o.interval_ns, &mut signals)
-    } else {
-        (TickSource::luajit(None), None)
-    };
-    let running_c = match &armed {
-        Some(a) => a.running_c,
-        None => Err("the tick source is LuaJIT's own timer"),
-    };
-    let mut session = NativeSession::new(sampler, &o, ticks);
-    session.running_c = running_c;
-    session.bytes_per_sample = bytes_per_sample;
-    session.run = Some(Running {
-        attachable: (bytes_per_sample.is_none() && armed.is_some()).then(|| lifecycle::Attachable::mark(&vm)),
-        armed,
-        profiler: Some(profiler),
-        signals,
-        owner,
-    });
-    session.start_warning = foreign.then(|| {
-        "another sampler (jit.p or jit.profile) was running when this session started; \
-         LuaJIT has one profiler per process and this session took it over"
-            .into()
-    });
-    Ok(session)
-}
-
-/// The sampler of a new session, with its registry anchors: the functions
-/// of call sites and, when there is one, the `jit.zone` stack.
-fn new_sampler(lua: &Lua, o: &StartOptions) -> mlua::Result<Sampler> {
-    let mut functions = FunctionAnchor::new(lua, MAX_CALL_SITES)?;
-    let zones = match &o.env.zones {
-        Some(t) => Some(ZoneAnchor::new(lua, t).inspect_err(|_| functions.release(lua))?),
-        None => None,
-    };
-    Ok(Sampler::new(zones, functions, o.filter.clone(), o.depth, o.max_stacks, o.precision))
-}
-
-impl NativeSession {
-    /// A session recording into `sampler`, not yet holding anything that
-    /// runs (no guards: the caller adds them, or attaches the sampler).
-    fn new(sampler: SamplerBox<Sampler>, o: &StartOptions, ticks: TickSource) -> NativeSession {
-        NativeSession {
-            running_c: Err("the tick source is LuaJIT's own timer"),
-            // An allocation session's wrapper: installed by `alloc::start_raw`.
-            alloc: None,
-            bytes_per_sample: None,
-            alloc_restored: None,
-            sampler,
-            ticks,
-            interval_ns: o.interval_ns,
-            run: None,
-            attached: false,
-            timing: Timing::start(),
-            ffnames: o.env.ffnames.clone(),
-            resolve_c: o.resolve_c,
-            c_paths: HashMap::new(),
-            c_shared: HashSet::new(),
-            lua_paths: HashMap::new(),
-            finished: None,
-            refused_at_stop: 0,
-            precision: o.precision,
-            call_site: o.env.call_site.clone(),
-            call_sites_checked: HashSet::new(),
-            call_site_lines: HashMap::new(),
-            delta_mark: CountsMark::default(),
-            delta_objects_mark: Vec::new(),
-            frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns())
-                .keeping_slow_frames(o.slow_frame_ns),
-            timeline_events: Default::default(),
-            start_warning: None,
-        }
-    }
 }
 
 /// Ticks refused by the handler since this session armed it.
@@ -580,7 +455,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let call = lua.create_function(call)?;
     let raw = lua.create_table()?;
-    raw.set("start", lua.create_function(start_raw)?)?;
+    raw.set("start", lua.create_function(start::start_raw)?)?;
     raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
     raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
     raw.set("is_profile", lua.create_function(views::is_profile)?)?;
