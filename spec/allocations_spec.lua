@@ -68,14 +68,17 @@ local function assert_shares(truth, by, total)
   assert.is_true((by.other or 0) / total < 0.02, "bytes outside the workload: " .. tostring(by.other))
 end
 
+-- Closes what a failed test left running, and turns the JIT back on.
+local function stop_sessions()
+  jit.on()
+  local a = require("tecs.profile.allocations").active()
+  if a then a:stop() end
+  local s = require("tecs.profile.sample").active()
+  if s then s:stop() end
+end
+
 describe("profile.allocations", function()
-  after_each(function()
-    jit.on()
-    local a = require("tecs.profile.allocations").active()
-    if a then a:stop() end
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
-  end)
+  after_each(stop_sessions)
 
   it("charges strings, tables and closures their byte shares in compiled code", function()
     local keep = {}
@@ -373,13 +376,7 @@ describe("profile.allocations", function()
 end)
 
 describe("profile.allocations beside a sampling session", function()
-  after_each(function()
-    jit.on()
-    local a = require("tecs.profile.allocations").active()
-    if a then a:stop() end
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
-  end)
+  after_each(stop_sessions)
 
   it("attaches: the same byte shares, and the sampling session counts only its timer's ticks", function()
     local keep = {}

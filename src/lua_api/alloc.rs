@@ -80,18 +80,15 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
     let given = if let Value::Table(t) = &opts { Some(t) } else { None };
     let settings = options::settings_table(lua, ALLOCATION_OPTIONS, given)?;
     let max_stacks = o.max_stacks;
+    // Beside a sampling session of this VM, the session attaches to it:
+    // LuaJIT has one profiler, and that session holds it.
+    let native = match start_attached(lua, &o, bytes_per_sample)? {
+        Some(attached) => attached,
+        None => super::start::start(lua, o, Some(bytes_per_sample))?,
+    };
     // The wrapper goes in once the session is a Lua value: the first
     // session's metatable is built then, on the Lua heap, and no session
     // charges its own start.
-    // Beside a sampling session of this VM, the session attaches to it:
-    // LuaJIT has one profiler, and that session holds it.
-    let native = match start_attached(lua, &o)? {
-        Some(mut attached) => {
-            attached.bytes_per_sample = Some(bytes_per_sample);
-            attached
-        }
-        None => super::start::start(lua, o, Some(bytes_per_sample))?,
-    };
     let ud = lua.create_userdata(native)?;
     {
         let mut session = ud.borrow_mut::<NativeSession>()?;
@@ -105,14 +102,14 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
 /// VM that runs (see `lifecycle::Attachable`): LuaJIT's profiler and the
 /// tick handler are that session's; this one only adds its own sampler to
 /// the callback. None when no such session runs.
-fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSession>> {
+fn start_attached(lua: &Lua, o: &StartOptions, bytes_per_sample: u64) -> mlua::Result<Option<NativeSession>> {
     let vm = VmHandle::of(lua)?;
     if !lifecycle::Attachable::is(&vm) {
         return Ok(None);
     }
     let mut recorder = super::start::new_sampler(lua, o)?;
     // Its samples go on a time line of their own, which the sampling
-    // session's time line reads (`allocationTimes`).
+    // session's time line reads (`allocation_points`).
     recorder.timeline = crate::record::timeline::Timeline::new(options::DEFAULT_TIMELINE_SAMPLES);
     let sampler = SamplerBox::new(recorder);
     if !sampler.attach() {
@@ -121,6 +118,7 @@ fn start_attached(lua: &Lua, o: &StartOptions) -> mlua::Result<Option<NativeSess
     }
     let mut session = NativeSession::new(sampler, o, TickSource::luajit(None));
     session.attached = true;
+    session.bytes_per_sample = Some(bytes_per_sample);
     session.running_c = Err("attached to a sampling session: samples that share a callback with its ticks have none");
     Ok(Some(session))
 }

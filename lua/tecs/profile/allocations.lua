@@ -92,10 +92,7 @@ function M.start(opts)
   -- bytes; it ends, at the latest, when that session stops.
   if handle:isAttached() then
     local sampling = require("tecs.profile.sample").active()
-    if sampling then
-      sampling._allocations = session
-      session._sampling = sampling
-    end
+    if sampling then sampling._allocations = session end
   end
   active = session
   return session

@@ -124,12 +124,11 @@ local function name_c_functions(self)
 end
 
 function lifecycle.finish(self)
-  -- An allocation session attached to this one stops first: its samples
-  -- come through this session's profiler callback.
-  -- (Its recording ends before this one's, its Lua work after it, so
-  -- that none of it is sampled here.)
+  -- An allocation session attached to this one stops with it (its samples
+  -- come through this session's profiler callback): its recording ends
+  -- before this one's, its Lua work after, so none of it is sampled here.
   local alloc = rawget(self, "_allocations")
-  alloc = alloc and alloc:isRunning() and alloc
+  if alloc and not alloc:isRunning() then alloc = nil end
   if alloc then alloc._native:stop() end
   timeline.detach(self._native)
   self._native:stop()

@@ -101,8 +101,8 @@ function M.hitches_text(hitches, frames)
   -- With an allocation session attached, the bytes each frame allocated.
   local alloc = hitches[1] ~= nil and hitches[1].allocatedBytes ~= nil
   local out = { string.format("Slowest %d of %d frames:\n", #hitches, frames),
-    string.format("%8s %9s %8s %5s%s  %s\n", "frame", "ms", "samples", "gc", alloc and string.format(" %10s", "alloc KB") or "",
-      "what ran (share of its samples)") }
+    string.format("%8s %9s %8s %5s%s  %s\n", "frame", "ms", "samples", "gc",
+      alloc and string.format(" %10s", "alloc KB") or "", "what ran (share of its samples)") }
   for _, h in ipairs(hitches) do
     local top = {}
     for i = 1, math.min(3, #h.top) do
