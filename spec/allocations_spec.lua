@@ -443,6 +443,43 @@ describe("profile.allocations beside a sampling session", function()
     assert.matches('"name":"frame 2".-"allocatedBytes":%d+', trace)
   end)
 
+  it("charges bytes a C function allocated to that function, timer ticks or not", function()
+    -- Interpreted, so that `string.rep` runs as a C function (state C); a
+    -- 0.25 ms CPU timer ticks inside many of its calls, and those ticks'
+    -- callbacks carry allocation samples too. Every string has a length of
+    -- its own: an equal one still alive would be reused, not allocated.
+    local chunk = "local function reps(from, n)\n" ..
+      "  local t = 0\n" ..
+      "  for i = from, from + n - 1 do t = t + #string.rep('x', 10000 + i) end\n" ..
+      "  return t\n" ..
+      "end\n" ..
+      "return reps\n"
+    local reps = assert(load(chunk, "@alloc c leaf.lua"))()
+    jit.off(reps)
+    local t = profile.sample({ intervalMs = 0.25 })
+    local a = profile.allocations({ bytesPerSample = 65536 })
+    assert.is_true(a._native:isAttached())
+    for k = 0, 19 do reps(k * 2000, 2000) end
+    t:stop()
+    local st = a:stats()
+    if st.cFunctionLeavesNote then
+      pending("no C leaves here: " .. st.cFunctionLeavesNote)
+      return
+    end
+    local rows = collapsed.parse(a:collapsed())
+    local in_reps = function(r) return collapsed.has_frame(r, "^alloc c leaf%.lua:") end
+    local total = collapsed.sum(rows, in_reps)
+    local on_rep = collapsed.sum(rows, function(r)
+      return in_reps(r) and r.frames[#r.frames] == "string.rep" and r.state == "C"
+    end)
+    -- About 18,000 samples (1.2 GB); the timer's ticks (thousands) take
+    -- the C functions they found, not those the allocation samples found.
+    assert.is_true(total / 65536 > 5000, "samples: " .. total / 65536)
+    assert.is_true(on_rep >= 0.998 * total,
+      string.format("%d of %d bytes on string.rep:\n%s", on_rep, total, a:collapsed()))
+    assert.is_true(t:stats().samples > 1000)
+  end)
+
   it("keeps its data when stopped first, and runs alone after the sampling session", function()
     local t = profile.sample()
     local a = profile.allocations({ bytesPerSample = 4096 })

@@ -118,8 +118,8 @@ fn start_attached(lua: &Lua, o: &StartOptions, bytes_per_sample: u64) -> mlua::R
     }
     let mut session = NativeSession::new(sampler, o, TickSource::luajit(None));
     session.attached = true;
+    session.running_c = lifecycle::Attachable::running_c();
     session.bytes_per_sample = Some(bytes_per_sample);
-    session.running_c = Err("attached to a sampling session: samples that share a callback with its ticks have none");
     Ok(Some(session))
 }
 
@@ -135,7 +135,10 @@ pub(super) fn install(
     let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
     let hook = AllocHook::install(*vm, bytes_per_sample, seed, max_live);
     let objects = ObjectTable::new(hook.pending_objects(), max_stacks).with_live(hook.live_link());
-    sampler.with(|s| s.objects = Some(objects));
+    sampler.with(|s| {
+        s.objects = Some(objects);
+        s.ticks_from = crate::sys::TickOrigin::Allocator;
+    });
     hook
 }
 

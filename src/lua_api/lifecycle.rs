@@ -55,14 +55,24 @@ impl Drop for Ownership {
 /// to it (its triggers go through the same handler and callback).
 static ATTACHABLE_VM: AtomicUsize = AtomicUsize::new(0);
 
+/// Whether that session's tick handler notes C functions (and why not):
+/// an attached session's samples have C leaves exactly when its do.
+static ATTACHABLE_C_LEAVES: std::sync::Mutex<Result<(), &'static str>> = std::sync::Mutex::new(Ok(()));
+
 /// Marks the running sampling session's VM as one an allocation session
 /// can attach to, until dropped.
 pub(super) struct Attachable(());
 
 impl Attachable {
-    pub(super) fn mark(vm: &VmHandle) -> Attachable {
+    pub(super) fn mark(vm: &VmHandle, running_c: Result<(), &'static str>) -> Attachable {
+        *ATTACHABLE_C_LEAVES.lock().unwrap_or_else(|e| e.into_inner()) = running_c;
         ATTACHABLE_VM.store(vm.addr(), Ordering::Release);
         Attachable(())
+    }
+
+    /// Whether the session that takes attached sessions has C leaves.
+    pub(super) fn running_c() -> Result<(), &'static str> {
+        *ATTACHABLE_C_LEAVES.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a sampling session of `vm` takes attached sessions now.

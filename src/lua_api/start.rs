@@ -79,7 +79,8 @@ pub(super) fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -
     session.running_c = running_c;
     session.bytes_per_sample = bytes_per_sample;
     session.run = Some(Running {
-        attachable: (bytes_per_sample.is_none() && armed.is_some()).then(|| lifecycle::Attachable::mark(&vm)),
+        attachable: (bytes_per_sample.is_none() && armed.is_some())
+            .then(|| lifecycle::Attachable::mark(&vm, running_c)),
         armed,
         profiler: Some(profiler),
         signals,

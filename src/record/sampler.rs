@@ -12,7 +12,7 @@ use crate::record::alloc_objects::ObjectTable;
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::record::timeline::{TimedSample, Timeline};
-use crate::sys::{FunctionAnchor, RunningC, SampleSink, VmStack, ZoneAnchor, NOTE_SLOTS};
+use crate::sys::{FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
@@ -114,6 +114,9 @@ pub struct Sampler {
     pub timeline: Timeline,
     /// Allocation sessions: estimated objects per stack (see `alloc_objects`).
     pub objects: Option<ObjectTable>,
+    /// Whose tick note the callback takes: the timer's, or the allocator
+    /// wrapper's for allocation sessions.
+    pub ticks_from: TickOrigin,
 }
 
 impl Sampler {
@@ -144,6 +147,7 @@ impl Sampler {
             skipped_thread: None,
             timeline: Timeline::new(0),
             objects: None,
+            ticks_from: TickOrigin::Timer,
         }
     }
 
@@ -179,7 +183,7 @@ impl SampleSink for Sampler {
         #[cfg(test)]
         let _probe = crate::sys::alloc_probe::InSample::enter();
         // Taken from every callback, so a note never outlives its sample.
-        let note = crate::sys::take_tick_note();
+        let note = crate::sys::take_tick_note(self.ticks_from);
         self.stats.callbacks += 1;
         self.stats.samples += samples as u64;
         if self.paused.load(Ordering::Relaxed) {

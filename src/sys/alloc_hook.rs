@@ -9,7 +9,7 @@
 //! is drawn from an exponential distribution of mean `bytes_per_sample`),
 //! so periodic allocation patterns cannot alias with the sampling. A byte
 //! count crossing the next sample point triggers LuaJIT's profiler the way
-//! a timer tick does (`posix::pass_tick`); LuaJIT then calls the session's
+//! a timer tick does (`posix::pass_alloc_ticks`); LuaJIT then calls the session's
 //! callback at its next safe point, where the stack is dumped. Nothing else
 //! runs inside the allocator: no Lua, no stack dump, no Rust allocation.
 //!
@@ -207,8 +207,9 @@ impl Record {
 }
 
 // The allocator path stays a few instructions and a tail call: no stack
-// frame, nothing saved; the rare sample point and the rare tracked block go
-// through functions of their own.
+// frame, nothing saved. The rare sample point and the rare tracked block
+// are functions of the wrapper's own signature, which it jumps to as it
+// jumps to the allocator: a call would cost every path a stack frame.
 unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // SAFETY: `ud` is the leaked Record installed with this function by
     // `AllocHook::install`; it is never freed.
@@ -221,7 +222,7 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
     let filter = unsafe { &*rec.filter.load(Ordering::Relaxed) };
     if !ptr.is_null() && alloc_live::maybe_tracked(filter, ptr as usize) {
         // SAFETY: the same call, passed on.
-        return unsafe { tracked_block(rec, ptr, osize, nsize) };
+        return unsafe { tracked_block(ud, ptr, osize, nsize) };
     }
     // SAFETY: the same call, passed on.
     unsafe { counted(rec, ptr, osize, nsize) }
@@ -231,11 +232,9 @@ unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: us
 #[inline(always)]
 unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // A new block comes with a null pointer (and an `osize` of 0).
-    if nsize > osize {
-        if let Some(left) = rec.count_fast(nsize - osize, ptr.is_null()) {
-            // SAFETY: the same call, passed on.
-            return unsafe { sample_point(rec, ptr, osize, nsize, left) };
-        }
+    if nsize > osize && rec.count_fast(nsize - osize, ptr.is_null()).is_some() {
+        // SAFETY: the same call, passed on.
+        return unsafe { sample_point(rec as *const Record as *mut c_void, ptr, osize, nsize) };
     }
     // SAFETY: the allocator this wrapper replaced, called with its own
     // data and the caller's arguments unchanged.
@@ -248,20 +247,21 @@ fn pass_ticks(crossed: u64) {
     // Counted first: the callback may tell them from timer ticks.
     super::note_alloc_triggers(crossed);
     #[cfg(target_os = "linux")]
-    for _ in 0..crossed {
-        super::posix::pass_tick();
-    }
+    super::posix::pass_alloc_ticks(crossed);
     #[cfg(not(target_os = "linux"))]
     let _ = crossed;
 }
 
-/// A sample point was reached: trigger LuaJIT's profiler once per point
-/// crossed, allocate, then track the block the points fell in. The
-/// arguments come in the wrapper's order, so that its registers stay put.
+/// A sample point was reached (the countdown is at or below zero): trigger
+/// LuaJIT's profiler once per point crossed, allocate, then track the block
+/// the points fell in. The wrapper's own signature, so that the wrapper
+/// jumps here rather than calling (no stack frame on its path).
 #[cold]
 #[inline(never)]
-unsafe fn sample_point(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize, left: i64) -> *mut c_void {
-    let crossed = rec.crossed(left);
+unsafe extern "C" fn sample_point(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    // SAFETY: as in `counting_alloc`.
+    let rec = unsafe { &*(ud as *const Record) };
+    let crossed = rec.crossed(rec.countdown.load(Ordering::Relaxed));
     let weight = rec.weigh(crossed, nsize - osize, ptr.is_null());
     pass_ticks(crossed);
     // SAFETY: as in `counting_alloc`.
@@ -275,10 +275,13 @@ unsafe fn sample_point(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usiz
     out
 }
 
-/// A block the live table may track is freed or moved.
+/// A block the live table may track is freed or moved. The wrapper's
+/// signature, as for `sample_point`.
 #[cold]
 #[inline(never)]
-unsafe fn tracked_block(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+unsafe extern "C" fn tracked_block(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+    // SAFETY: as in `counting_alloc`.
+    let rec = unsafe { &*(ud as *const Record) };
     let addr = ptr as usize;
     let live = rec.live.load(Ordering::Relaxed);
     // SAFETY: a non-null `live` is the session's table, alive until the

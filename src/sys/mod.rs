@@ -16,17 +16,17 @@ pub mod alloc_hook;
 mod callback;
 mod functions;
 mod tick_note;
-pub use tick_note::{state_index, RunningC, TickNote, NOTE_SLOTS, VM_STATES};
+pub use tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS, VM_STATES};
 
-/// What the ticks since the last call found (see `posix::running_c`).
+/// What `source`'s ticks since the last call found (see `posix::running_c`).
 #[cfg(target_os = "linux")]
-pub fn take_tick_note() -> TickNote {
-    posix::running_c::take()
+pub fn take_tick_note(origin: TickOrigin) -> TickNote {
+    posix::running_c::take(origin)
 }
 
 /// Off Linux no tick handler notes anything.
 #[cfg(not(target_os = "linux"))]
-pub fn take_tick_note() -> TickNote {
+pub fn take_tick_note(_origin: TickOrigin) -> TickNote {
     TickNote::default()
 }
 pub use callback::{note_alloc_triggers, SampleSink, SamplerBox};

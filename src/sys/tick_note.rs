@@ -18,6 +18,18 @@ pub const fn state_index(vmstate: u8) -> usize {
     }
 }
 
+/// Where ticks come from. Each source has a note of its own: an allocation
+/// session attached to a sampling session shares its profiler callback, and
+/// each session reads the ticks it triggered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TickOrigin {
+    /// The session's timer (a signal, or LuaJIT's own timer).
+    #[default]
+    Timer,
+    /// The allocator wrapper's sample points.
+    Allocator,
+}
+
 /// C functions noted per callback; more are counted as C ticks with no
 /// function.
 pub const NOTE_SLOTS: usize = 4;

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use mlua::ffi;
 use mlua::Lua;
 
-use crate::sys::tick_note::{state_index, RunningC, TickNote, NOTE_SLOTS};
+use crate::sys::tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS};
 
 /// `~LJ_VMST_C`: the VM state while a C function runs.
 const VMSTATE_C: i32 = -2;
@@ -113,20 +113,44 @@ static VMSTATE_OFF: AtomicUsize = AtomicUsize::new(0);
 static CUR_L_OFF: AtomicUsize = AtomicUsize::new(0);
 static IS_GC64: AtomicBool = AtomicBool::new(true);
 static PID: AtomicI32 = AtomicI32::new(0);
-/// The C functions ticks found since the last `take`, each as 0 (free) or
-/// `NOTE_SET | ffid << 48 | C address`, and how many ticks found each. A
-/// callback can stand for many ticks (compiled code in function precision
-/// reaches no safe point for a while, and calls C functions meanwhile);
-/// more functions than slots are counted as C ticks with no function.
-static NOTES: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
-static NOTE_TICKS: [AtomicUsize; NOTE_SLOTS] = [const { AtomicUsize::new(0) }; NOTE_SLOTS];
+/// What the ticks of one source found since its last `take`: the C
+/// functions, each as 0 (free) or `NOTE_SET | ffid << 48 | C address`, and
+/// how many ticks found each, and the ticks by VM state. A callback can
+/// stand for many ticks (compiled code in function precision reaches no
+/// safe point for a while, and calls C functions meanwhile); more functions
+/// than slots are counted as C ticks with no function. Each source has its
+/// own set: an allocation session attached to a sampling session shares its
+/// callback, and each takes the note of its own ticks.
+struct NoteSet {
+    notes: [AtomicUsize; NOTE_SLOTS],
+    note_ticks: [AtomicUsize; NOTE_SLOTS],
+    /// Ticks by the VM state they found (`state_index`).
+    states: [AtomicUsize; 5],
+    /// `take` is reading: a tick meanwhile notes nothing (it is then
+    /// missing from the next counts, whose sum no longer matches LuaJIT's,
+    /// so that the callback uses LuaJIT's state for them).
+    in_take: AtomicBool,
+}
+
+impl NoteSet {
+    const fn new() -> NoteSet {
+        NoteSet {
+            notes: [const { AtomicUsize::new(0) }; NOTE_SLOTS],
+            note_ticks: [const { AtomicUsize::new(0) }; NOTE_SLOTS],
+            states: [const { AtomicUsize::new(0) }; 5],
+            in_take: AtomicBool::new(false),
+        }
+    }
+
+    fn of(origin: TickOrigin) -> &'static NoteSet {
+        static SETS: [NoteSet; 2] = [NoteSet::new(), NoteSet::new()];
+        match origin {
+            TickOrigin::Timer => &SETS[0],
+            TickOrigin::Allocator => &SETS[1],
+        }
+    }
+}
 const NOTE_SET: usize = 1 << 63;
-/// Ticks since the last `take` by the VM state they found (`state_index`).
-static STATES: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
-/// `take` is reading: a tick meanwhile notes nothing (it is then missing
-/// from the next counts, whose sum no longer matches LuaJIT's, so that the
-/// callback uses LuaJIT's state for them).
-static IN_TAKE: AtomicBool = AtomicBool::new(false);
 const ADDR_MASK: usize = (1 << 48) - 1;
 
 /// What the probe found, read back by `arm` after the call.
@@ -173,7 +197,7 @@ pub fn arm(lua: &Lua, g: usize) -> Result<(), &'static str> {
     IS_GC64.store(packed & 1 == 1, Ordering::Relaxed);
     VMSTATE_OFF.store((packed >> 1) & 0xFFFF, Ordering::Relaxed);
     CUR_L_OFF.store((packed >> 17) & 0xFFFF, Ordering::Relaxed);
-    take();
+    clear();
     G.store(g, Ordering::Release);
     Ok(())
 }
@@ -181,14 +205,21 @@ pub fn arm(lua: &Lua, g: usize) -> Result<(), &'static str> {
 /// From now on the tick handler notes nothing.
 pub fn disarm() {
     G.store(0, Ordering::Release);
-    take();
+    clear();
 }
 
-/// Takes the note (and clears it).
-pub fn take() -> TickNote {
-    IN_TAKE.store(true, Ordering::SeqCst);
+/// Clears the notes of every source.
+fn clear() {
+    take(TickOrigin::Timer);
+    take(TickOrigin::Allocator);
+}
+
+/// Takes the note of `source`'s ticks (and clears it).
+pub fn take(origin: TickOrigin) -> TickNote {
+    let set = NoteSet::of(origin);
+    set.in_take.store(true, Ordering::SeqCst);
     let mut note = TickNote::default();
-    for ((out, v), n) in note.running_c.iter_mut().zip(&NOTES).zip(&NOTE_TICKS) {
+    for ((out, v), n) in note.running_c.iter_mut().zip(&set.notes).zip(&set.note_ticks) {
         let (v, n) = (v.swap(0, Ordering::SeqCst), n.swap(0, Ordering::SeqCst));
         if v & NOTE_SET != 0 && n > 0 {
             let ffid = ((v >> 48) & 0xFF) as u8;
@@ -196,10 +227,10 @@ pub fn take() -> TickNote {
             *out = Some((c, n.min(u32::MAX as usize) as u32));
         }
     }
-    for (out, n) in note.states.iter_mut().zip(&STATES) {
+    for (out, n) in note.states.iter_mut().zip(&set.states) {
         *out = n.swap(0, Ordering::SeqCst).min(u32::MAX as usize) as u32;
     }
-    IN_TAKE.store(false, Ordering::SeqCst);
+    set.in_take.store(false, Ordering::SeqCst);
     note
 }
 
@@ -350,15 +381,17 @@ fn field(buf: &[u8], at: usize, size: usize) -> usize {
     u64::from_le_bytes(w) as usize
 }
 
-/// Notes `n` ticks at once (one, or the ticks a blocked thread missed) and
-/// the C function the VM thread is in, if it is in one. Called by the
-/// tick handler on the VM thread, before LuaJIT's handler.
-pub fn note_ticks(n: usize) {
+/// Notes `n` ticks of `source` at once (one, the ticks a blocked thread
+/// missed, or the sample points one allocation crossed) and the C function
+/// the VM thread is in, if it is in one. Called on the VM thread by the
+/// tick handler or the allocator wrapper, before LuaJIT's handler.
+pub fn note_ticks(n: usize, origin: TickOrigin) {
     let g = G.load(Ordering::Acquire);
     if g == 0 {
         return;
     }
-    if IN_TAKE.load(Ordering::SeqCst) {
+    let set = NoteSet::of(origin);
+    if set.in_take.load(Ordering::SeqCst) {
         return;
     }
     // SAFETY: `g` is the live global state of the session's VM (armed only
@@ -372,12 +405,12 @@ pub fn note_ticks(n: usize) {
         -3 => b'G',
         _ => b'J',
     });
-    STATES[state].fetch_add(n, Ordering::SeqCst);
+    set.states[state].fetch_add(n, Ordering::SeqCst);
     if vmstate != VMSTATE_C {
         return;
     }
     let Some(v) = running_now(g) else { return };
-    for (slot, count) in NOTES.iter().zip(&NOTE_TICKS) {
+    for (slot, count) in set.notes.iter().zip(&set.note_ticks) {
         let cur = slot.load(Ordering::SeqCst);
         if cur == 0 {
             slot.store(v, Ordering::SeqCst);
@@ -478,7 +511,8 @@ mod tests {
         assert_eq!(armed.len(), 1, "exactly one reading of the header is this build's");
         assert_eq!(arm(&lua, armed[0]), Ok(()));
         // Armed, and no tick came: nothing is noted.
-        assert_eq!(take(), TickNote::default());
+        assert_eq!(take(TickOrigin::Timer), TickNote::default());
+        assert_eq!(take(TickOrigin::Allocator), TickNote::default());
         disarm();
         // A wrong global state is refused, not trusted.
         assert!(arm(&lua, armed[0] + 8).is_err());

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::clock_ns;
+use crate::sys::TickOrigin;
 
 // -- The tick signal ----------------------------------------------------
 //
@@ -55,14 +56,20 @@ impl Drop for SavedErrno {
     }
 }
 
-/// Passes one tick to LuaJIT if its profiler is still ours.
+/// Passes one timer tick to LuaJIT if its profiler is still ours.
 pub fn pass_tick() {
-    pass_ticks(1);
+    pass_ticks(1, TickOrigin::Timer);
 }
 
-/// Passes `n` ticks to LuaJIT if its profiler is still ours: checked and
-/// noted once, counted `n` times.
-fn pass_ticks(n: u64) {
+/// Passes the `n` sample points an allocation crossed to LuaJIT, as
+/// ticks, if its profiler is still ours.
+pub fn pass_alloc_ticks(n: u64) {
+    pass_ticks(n, TickOrigin::Allocator);
+}
+
+/// Passes `n` ticks of `source` to LuaJIT if its profiler is still ours:
+/// checked and noted once, counted `n` times.
+fn pass_ticks(n: u64, origin: TickOrigin) {
     let _errno = SavedErrno::save();
     let state = STATE.load(Ordering::Acquire);
     if state == 0 {
@@ -83,7 +90,7 @@ fn pass_ticks(n: u64) {
         && sigprof_disposition() == Some(h)
     {
         TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
-        super::running_c::note_ticks(n as usize);
+        super::running_c::note_ticks(n as usize, origin);
         // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
         // LuaJIT's object when armed); it only needs its profiler state to
         // be live, which the check above established on this thread.
@@ -165,7 +172,7 @@ fn pass_blocked_ticks() {
     let n = (off / interval).min(MAX_BLOCKED_TICKS);
     BLOCKED_TICKS.fetch_add(n, Ordering::Relaxed);
     if n > 0 {
-        pass_ticks(n);
+        pass_ticks(n, TickOrigin::Timer);
     }
 }
 /// SIGTRAP's disposition before ours, for traps that are not our ticks.
