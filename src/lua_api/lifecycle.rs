@@ -11,7 +11,9 @@ use mlua::Lua;
 
 use crate::record::sampler::Sampler;
 use crate::record::tick_source::{ClockKind, TickSource};
-use crate::sys::{self, ProfilerApi, SamplerBox, VmHandle};
+#[cfg(target_os = "linux")]
+use crate::sys;
+use crate::sys::{ProfilerApi, SamplerBox, VmHandle};
 
 /// LuaJIT's profiler is started with this interval (in ms) when the
 /// session's own tick source (or, for an allocation session, the
@@ -88,11 +90,14 @@ impl Drop for Attachable {
 }
 
 /// Signals a session unblocked on the VM thread; blocked again when dropped.
+/// Off Linux no session signals its VM thread.
 #[derive(Default)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(super) struct UnblockedSignals(Vec<i32>);
 
 impl UnblockedSignals {
     /// Unblocks `sig`, remembering it if it was blocked.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn unblock(&mut self, sig: i32) {
         #[cfg(target_os = "linux")]
         if sys::posix::unblock_signal(sig) {

@@ -8,7 +8,9 @@ use mlua::{Lua, Table};
 
 use super::NativeSession;
 use crate::record::sampler::Precision;
+#[cfg(target_os = "linux")]
 use crate::record::tick_source::TickKind;
+#[cfg(target_os = "linux")]
 use crate::sys;
 
 /// When a session ran, in wall time and in CPU time.
