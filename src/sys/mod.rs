@@ -18,7 +18,7 @@ mod functions;
 mod tick_note;
 pub use tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS, VM_STATES};
 
-/// What `source`'s ticks since the last call found (see `posix::running_c`).
+/// What `origin`'s ticks since the last call found (see `posix::running_c`).
 #[cfg(target_os = "linux")]
 pub fn take_tick_note(origin: TickOrigin) -> TickNote {
     posix::running_c::take(origin)

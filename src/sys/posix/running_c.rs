@@ -214,7 +214,7 @@ fn clear() {
     take(TickOrigin::Allocator);
 }
 
-/// Takes the note of `source`'s ticks (and clears it).
+/// Takes the note of `origin`'s ticks (and clears it).
 pub fn take(origin: TickOrigin) -> TickNote {
     let set = NoteSet::of(origin);
     set.in_take.store(true, Ordering::SeqCst);
@@ -381,7 +381,7 @@ fn field(buf: &[u8], at: usize, size: usize) -> usize {
     u64::from_le_bytes(w) as usize
 }
 
-/// Notes `n` ticks of `source` at once (one, the ticks a blocked thread
+/// Notes `n` ticks of `origin` at once (one, the ticks a blocked thread
 /// missed, or the sample points one allocation crossed) and the C function
 /// the VM thread is in, if it is in one. Called on the VM thread by the
 /// tick handler or the allocator wrapper, before LuaJIT's handler.

@@ -67,7 +67,7 @@ pub fn pass_alloc_ticks(n: u64) {
     pass_ticks(n, TickOrigin::Allocator);
 }
 
-/// Passes `n` ticks of `source` to LuaJIT if its profiler is still ours:
+/// Passes `n` ticks of `origin` to LuaJIT if its profiler is still ours:
 /// checked and noted once, counted `n` times.
 fn pass_ticks(n: u64, origin: TickOrigin) {
     let _errno = SavedErrno::save();
