@@ -4,7 +4,8 @@
 -- yielding across zones, pops on an empty zone stack, 20,000-deep recursion,
 -- jit.flush/off/on, a full GC every frame, odd names, new code every frame
 -- (stack table overflow), jit.profile taking the profiler over, failed and
--- successful writes, and child processes exiting with a session running.
+-- successful writes, child processes exiting with a session running, and
+-- an allocation session attached to every other sampling session.
 --
 -- Prints one line per session and a summary with the samples, the resident
 -- memory at start and end, and every error; exits 1 on any error.
@@ -134,6 +135,18 @@ while wall() - t_start < TOTAL do
     fail("session %d did not start: %s", sessions, s)
     break
   end
+  -- every other session, an allocation session attached to it
+  local a
+  if sessions % 2 == 1 then
+    local ok_a, alloc = pcall(profile.allocations, { bytesPerSample = 4096 })
+    if not ok_a then
+      fail("session %d: the allocation session did not start: %s", sessions, alloc)
+    elseif s:stats().clock ~= "process-cpu-itimer" and not alloc._native:isAttached() then
+      fail("session %d: the allocation session did not attach", sessions)
+    else
+      a = alloc
+    end
+  end
   local t0 = wall()
   local i = 0
   local took_over = false
@@ -154,6 +167,15 @@ while wall() - t_start < TOTAL do
   local ok_w, err = pcall(s.stop, s, bad)
   if ok_w then fail("a write to a missing directory succeeded") end
   if not tostring(err):find(bad, 1, true) then fail("write error does not name the path: %s", tostring(err)) end
+  if a then
+    -- stopped with the sampling session, its data kept
+    if a:isRunning() then fail("session %d: the attached allocation session still runs", sessions) end
+    local ast = a:stats()
+    check_text("allocations " .. sessions, a:collapsed(), ast.recordedSamples * 4096)
+    if ast.allocatedBytes <= 0 or ast.samples <= 0 then
+      fail("session %d: the allocation session counted %d bytes, %d samples", sessions, ast.allocatedBytes, ast.samples)
+    end
+  end
   local st = s:stats()
   local text = s:collapsed()
   check_text("session " .. sessions, text, st.recordedSamples)
@@ -177,8 +199,9 @@ while wall() - t_start < TOTAL do
   child_exits_running(({ "end", "exit-close", "exit" })[sessions % 3 + 1])
   collectgarbage()
   if sessions == 1 then rss_after_first = rss_kb() end
-  print(string.format("soak: session %d: %d frames, %d samples (%.0f/s), %d stacks, %d overflow, table %d KiB, RSS %d KiB%s",
+  print(string.format("soak: session %d: %d frames, %d samples (%.0f/s), %d stacks, %d overflow, table %d KiB, RSS %d KiB%s%s",
     sessions, i, st.samples, st.rate, st.stacks, st.overflowSamples, math.floor(st.memoryBytes / 1024), rss_kb(),
+    a and string.format(", %d allocation samples", a:stats().samples) or "",
     took_over and ", jit.profile takeover reported" or ""))
   io.stdout:flush()
 end

@@ -1,6 +1,7 @@
 -- A short mix of the faults from spec/robust_faults_spec.lua, run under
--- valgrind by scripts/valgrind.sh. It ends with a session still running, so
--- that lua_close's path (the session finaliser) is checked too.
+-- valgrind by scripts/valgrind.sh, with allocation sessions attached to the
+-- sampling sessions. It ends with sessions still running, so that
+-- lua_close's path (the session finalisers) is checked too.
 local profile = require("tecs.profile")
 local zone = require("jit.zone")
 
@@ -11,7 +12,17 @@ local function deep(n) if n == 0 then return busy(1000) end local r = deep(n - 1
 local coro = coroutine.wrap(function() while true do zone("coro") busy(200) coroutine.yield() pcall(zone) coroutine.yield() end end)
 local odd = assert(loadstring("return 1", "@semi;colon new\nline \255.lua"))
 
+-- An allocation session beside a sampling session, where it can attach
+-- (the sampling session has its own tick handler).
+local function attached_allocations(sampling)
+  if sampling:stats().clock == "process-cpu-itimer" then return nil end
+  local a = profile.allocations({ bytesPerSample = 4096 })
+  assert(a._native:isAttached(), "the allocation session did not attach")
+  return a
+end
+
 local s = profile.sample({ intervalMs = 1, maxStacks = 200 })
+local a = attached_allocations(s)
 run_for(1.0, function(i)
   pcall(thrower, i % 10)
   coro()
@@ -26,10 +37,13 @@ deep(20000)
 local ok = pcall(s.stop, s, "/nonexistent-dir/x.collapsed")
 assert(not ok)
 assert(#s:collapsed() > 0)
+if a then assert(not a:isRunning() and a:stats().samples > 0 and #a:collapsed() > 0) end
 local path = os.tmpname()
 s:write(path)
 os.remove(path)
 -- a second session, left running at exit
 local s2 = profile.sample({ intervalMs = 1, clock = "wall" })
-run_for(0.3, function() busy(1000) end)
-print("valgrind workload done", s:stats().samples, s2:stats().samples)
+local a2 = attached_allocations(s2)
+run_for(0.3, function() busy(1000) loadstring("return 1")() end)
+print("valgrind workload done", s:stats().samples, s2:stats().samples,
+  a and a:stats().samples or "no attached allocation session", a2 and a2:stats().samples or "")

@@ -20,10 +20,12 @@
 //! the wrapper and the sample callback reach it through the record, which
 //! forgets it when recording ends, before the session frees it.
 //!
-//! The wrapper's data (its [`Record`]) is leaked on purpose: `lua_close`
-//! frees the whole heap through the allocator after every session object
-//! is gone, and another library may have wrapped our wrapper, in which
-//! case it stays in place, a plain pass-through, until the process ends.
+//! The wrapper's data (its [`Record`]) is never freed, on purpose:
+//! `lua_close` frees the whole heap through the allocator after every
+//! session object is gone, and another library may have wrapped our
+//! wrapper, in which case it stays in place, a plain pass-through, until
+//! the process ends. Every record stays reachable from a process-wide list
+//! ([`KEPT`]), so that a leak checker sees memory held, not lost.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
@@ -67,6 +69,24 @@ struct Record {
     /// That table's filter, or the empty one: never null, so that a free
     /// costs one filter test and no other.
     filter: AtomicPtr<Filter>,
+    /// The record installed before this one ([`KEPT`]).
+    kept_next: AtomicPtr<Record>,
+}
+
+/// Every record ever installed, newest first, linked through `kept_next`.
+static KEPT: AtomicPtr<Record> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Keeps `rec` on the list of records, for the life of the process.
+fn keep(rec: &'static Record) {
+    let this = rec as *const Record as *mut Record;
+    let mut head = KEPT.load(Ordering::Acquire);
+    loop {
+        rec.kept_next.store(head, Ordering::Relaxed);
+        match KEPT.compare_exchange_weak(head, this, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(now) => head = now,
+        }
+    }
 }
 
 /// The filter of no table, as the record holds it.
@@ -96,6 +116,7 @@ impl Record {
             objects_squares: PendingWeight::default(),
             live: AtomicPtr::new(std::ptr::null_mut()),
             filter: AtomicPtr::new(no_filter()),
+            kept_next: AtomicPtr::new(std::ptr::null_mut()),
         };
         let first = r.next_distance();
         r.countdown.store(first, Ordering::Relaxed);
@@ -375,6 +396,7 @@ impl AllocHook {
         // from a live `Lua`); lua_getallocf only reads the global state.
         let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
         let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
+        keep(rec);
         let (live, filter) = if max_live == 0 {
             (std::ptr::null_mut(), no_filter())
         } else {
