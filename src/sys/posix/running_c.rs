@@ -506,6 +506,8 @@ mod tests {
 
     #[test]
     fn the_layout_is_found_and_checked_on_this_luajit() {
+        // Arming is process-wide, as a session's is.
+        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
         let lua = Lua::new();
         let armed: Vec<usize> = global_candidates(&lua).into_iter().filter(|&g| arm(&lua, g).is_ok()).collect();
         assert_eq!(armed.len(), 1, "exactly one reading of the header is this build's");
@@ -517,5 +519,24 @@ mod tests {
         // A wrong global state is refused, not trusted.
         assert!(arm(&lua, armed[0] + 8).is_err());
         disarm();
+    }
+
+    #[test]
+    fn each_origin_takes_only_its_own_ticks() {
+        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let lua = Lua::new();
+        let g = global_candidates(&lua).into_iter().find(|&g| arm(&lua, g).is_ok()).expect("this build's layout");
+        assert_eq!(arm(&lua, g), Ok(()));
+        note_ticks(2, TickOrigin::Timer);
+        note_ticks(3, TickOrigin::Allocator);
+        note_ticks(1, TickOrigin::Timer);
+        let ticks = |n: TickNote| n.states.iter().sum::<u32>();
+        assert_eq!(ticks(take(TickOrigin::Allocator)), 3);
+        assert_eq!(ticks(take(TickOrigin::Timer)), 3);
+        assert_eq!(take(TickOrigin::Timer), TickNote::default());
+        // Disarmed, nothing is noted.
+        disarm();
+        note_ticks(5, TickOrigin::Allocator);
+        assert_eq!(take(TickOrigin::Allocator), TickNote::default());
     }
 }
