@@ -1,13 +1,22 @@
 -- The views agree with `luajit -jp` on the same workload: both profile
 -- spec/fixtures/jp_workload.lua (6:3:1 work in heavy/medium/light, zones,
 -- one function kept interpreted) in separate processes, and the shares of
--- every key above 5% must match within sampling error (3 standard errors of
--- the difference of two proportions, plus 1.5 points for -jp's rounding).
+-- every key above 5% must match within sampling error (4.5 standard errors
+-- of the difference of two proportions, plus 1.5 points for -jp's
+-- rounding). -jp's own timer gives about 250 samples a second here, and
+-- one process's shares can stray well past its sampling error (its timer
+-- can fall in step with the workload's loop: the interpreted function got
+-- 3.8% of one run's 501 samples, 8-13% in others), so its counts are
+-- pooled over JP_RUNS processes. 19 shares are compared in each LuaJIT's
+-- run of this file, 57 in `make test`; at 4.5 standard errors the chance
+-- that any of them fails by sampling error alone is under 1 in 2,500 per
+-- `make test`.
 local run = require("spec.support.run")
 local profile = require("tecs.profile")
 
 local WORKLOAD = "spec/fixtures/jp_workload.lua"
 local SECONDS = "2"
+local JP_RUNS = 3
 
 -- Runs the workload under `luajit -jp=<options>` in its own process; returns
 -- the text -jp wrote.
@@ -20,21 +29,24 @@ local function jp_text(options)
   return report
 end
 
--- Runs `luajit -jp=<mode>` with raw counts and no threshold; returns the
--- first-level counts, the second-level counts and the total.
+-- Runs `luajit -jp=<mode>` with raw counts and no threshold in JP_RUNS
+-- processes; returns the first-level counts, the second-level counts and
+-- the total, summed over the runs.
 local function jp(mode)
   local first, second, total, current = {}, {}, 0, nil
-  for line in jp_text(mode .. "rm0i1"):gmatch("[^\n]+") do
-    local c2, k2 = line:match("^  %-%- +(%d+)  (.+)$")
-    if c2 then
-      second[current][k2] = (second[current][k2] or 0) + tonumber(c2)
-    else
-      local c, k = line:match("^ *(%d+)  (.+)$")
-      assert(c, "unexpected -jp line: " .. line)
-      current = k
-      first[k] = tonumber(c)
-      second[k] = {}
-      total = total + tonumber(c)
+  for _ = 1, JP_RUNS do
+    for line in jp_text(mode .. "rm0i1"):gmatch("[^\n]+") do
+      local c2, k2 = line:match("^  %-%- +(%d+)  (.+)$")
+      if c2 then
+        second[current][k2] = (second[current][k2] or 0) + tonumber(c2)
+      else
+        local c, k = line:match("^ *(%d+)  (.+)$")
+        assert(c, "unexpected -jp line: " .. line)
+        current = k
+        first[k] = (first[k] or 0) + tonumber(c)
+        second[k] = second[k] or {}
+        total = total + tonumber(c)
+      end
     end
   end
   return first, second, total
@@ -86,7 +98,7 @@ local function agree(what, a, na, b, nb, max_tol)
     local pa, pb = (a[k] or 0) / na, (b[k] or 0) / nb
     if pa >= 0.05 or pb >= 0.05 then
       local p = ((a[k] or 0) + (b[k] or 0)) / (na + nb)
-      local tol = 100 * 3 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + 1.5
+      local tol = 100 * 4.5 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + 1.5
       assert.is_true(tol < max_tol, what .. ": tolerance too loose to mean anything: " .. tol)
       local msg = string.format("%s %q: ours %.1f%% (n=%d), -jp %.1f%% (n=%d), tolerance %.1f",
         what, k, 100 * pa, na, 100 * pb, nb, tol)
@@ -134,24 +146,29 @@ describe("views agree with luajit -jp", function()
   end)
 
   it("annotated source (-jp=A): per-line shares", function()
-    local b, nb, text
+    local b, nb, runs = {}, 0, 0
     -- -jp itself now and then writes no annotated lines for the workload;
-    -- that says nothing about ours, so the reference is run again (3 tries).
-    for _ = 1, 3 do
-      local n, in_file = 0, false
-      b, nb, text = {}, 0, jp_text("Arm0i1")
-      for line in text:gmatch("([^\n]*)\n") do
+    -- that says nothing about ours, so such a run is not counted and the
+    -- reference is run again (3 tries more than the runs pooled).
+    for _ = 1, JP_RUNS + 3 do
+      local n, in_file, counts, sum = 0, false, {}, 0
+      for line in jp_text("Arm0i1"):gmatch("([^\n]*)\n") do
         if line:find("^====== ") then
           in_file = line:find("jp_workload.lua", 1, true) ~= nil
           n = 0
         elseif in_file and line:find(" | ", 1, true) then
           n = n + 1
           local c = line:match("^ *(%d+) | ")
-          if c then b[WORKLOAD .. ":" .. n] = tonumber(c); nb = nb + tonumber(c) end
+          if c then counts[WORKLOAD .. ":" .. n] = tonumber(c); sum = sum + tonumber(c) end
         end
       end
-      if nb > 0 then break end
+      if sum > 0 then
+        for k, c in pairs(counts) do b[k] = (b[k] or 0) + c end
+        nb, runs = nb + sum, runs + 1
+      end
+      if runs == JP_RUNS then break end
     end
+    assert.equal(JP_RUNS, runs, "-jp wrote annotated lines in too few runs")
     local a, na = {}, 0
     local ann = profile.report(by_line, { annotate = "full", raw = true, minPercent = 0 })
     for c, lineno in ann:gmatch("\n *(%d+) +%d+ | +(%d+) | ") do
