@@ -31,6 +31,13 @@ pub mod rewrite;
 pub mod sys;
 pub mod views;
 
+// The loadable module's heap: large blocks on huge-page boundaries
+// (`sys::large_pages`). Tests and benchmarks declare counting allocators
+// that forward to it.
+#[cfg(all(feature = "module", target_os = "linux", not(test)))]
+#[global_allocator]
+static HEAP: sys::large_pages::LargePages = sys::large_pages::LargePages;
+
 #[cfg(feature = "module")]
 #[mlua::lua_module(name = "tecs_profile_native")]
 fn tecs_profile_native(lua: &mlua::Lua) -> mlua::Result<mlua::Table> {

@@ -10,9 +10,11 @@
 //!
 //!   cargo bench --no-default-features --bench stop [-- counts... [long|short]]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
+use tecs_profile::sys::large_pages::LargePages as Heap;
 
 use tecs_profile::profile::collapsed;
 use tecs_profile::profile::{FrameNamer, Profile};
@@ -24,10 +26,10 @@ struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: forwards to the system allocator and only adds bookkeeping.
+// SAFETY: forwards to the module's own allocator and only adds bookkeeping.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc(l);
+        let p = Heap.alloc(l);
         if !p.is_null() {
             let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
@@ -35,10 +37,10 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     // Forwarded too (the default would allocate and then write zeros):
-    // zeroed buffers come from the system allocator as fresh zero pages,
-    // as they do in the library.
+    // zeroed buffers come from the allocator as fresh zero pages, as they
+    // do in the library.
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        let p = System.alloc_zeroed(l);
+        let p = Heap.alloc_zeroed(l);
         if !p.is_null() {
             let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
@@ -46,11 +48,11 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l);
+        Heap.dealloc(p, l);
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = System.realloc(p, l, new);
+        let q = Heap.realloc(p, l, new);
         if !q.is_null() {
             if new >= l.size() {
                 let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + (new - l.size());

@@ -41,7 +41,8 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     // and where the line goes: the rows are read front to back (they are
     // in text order), each stored to its rank (stores do not wait for
     // memory as loads from scattered rows would).
-    let mut lines: Vec<Line> = vec![Line::default(); rows.len()];
+    let mut lines: Vec<Line> = crate::profile::large_vec(rows.len());
+    lines.resize(rows.len(), Line::default());
     let mut size = 0usize;
     for r in rows {
         let k = ranks.rank(r);

@@ -1,7 +1,7 @@
 //! Counts heap allocations made inside the sample callback (tests only):
 //! the callback must not allocate when it counts a stack seen before.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -10,27 +10,40 @@ thread_local! {
 }
 pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
+/// The allocator the module itself uses (`lib.rs`).
+#[cfg(target_os = "linux")]
+use super::large_pages::LargePages as Heap;
+#[cfg(not(target_os = "linux"))]
+use std::alloc::System as Heap;
+
 struct Counting;
 
-// SAFETY: every call is forwarded to the system allocator unchanged.
+// SAFETY: every call is forwarded to the module's allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if IN_SAMPLE.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
+        unsafe { Heap.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if IN_SAMPLE.with(Cell::get) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { Heap.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if IN_SAMPLE.with(Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { Heap.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { Heap.dealloc(ptr, layout) }
     }
 }
 

@@ -15,7 +15,11 @@ use mlua::Lua;
 pub mod alloc_hook;
 mod callback;
 mod functions;
+#[cfg(target_os = "linux")]
+pub mod large_pages;
 mod tick_note;
+#[cfg(target_os = "linux")]
+pub use large_pages::advise_huge_pages;
 pub use tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS, VM_STATES};
 
 /// What `origin`'s ticks since the last call found (see `posix::running_c`).
@@ -238,28 +242,9 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
     unsafe { lua.exec_raw::<()>((), |l| stop(l)) }
 }
 
-/// Asks the kernel to back the spare capacity of `buf` with huge pages when
-/// it is first touched: a large buffer then takes hundreds of times fewer
-/// page faults. Only a hint; nothing changes if it is refused.
-pub fn advise_huge_pages<T>(buf: &mut Vec<T>) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = buf.as_mut_ptr() as usize;
-        let end = start + buf.capacity() * std::mem::size_of::<T>();
-        let aligned = (start + HUGE - 1) & !(HUGE - 1);
-        if end > aligned + HUGE {
-            let len = (end - aligned) & !(HUGE - 1);
-            // SAFETY: the range lies inside the buffer's own allocation and
-            // MADV_HUGEPAGE does not change its contents or mapping rights.
-            unsafe {
-                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = buf;
-}
+/// Off Linux the kernel is not asked for huge pages.
+#[cfg(not(target_os = "linux"))]
+pub fn advise_huge_pages<T>(_buf: &mut Vec<T>) {}
 
 /// Nanoseconds on the monotonic clock: the time base of timeline samples
 /// and frame marks (one vDSO call on Linux, no system call, no allocation).
