@@ -15,6 +15,7 @@
 //! still takes 4 KiB pages, unless its owner asks otherwise.
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The size of the pages asked for, and the alignment of large blocks.
 pub const HUGE_PAGE: usize = 2 << 20;
@@ -26,6 +27,17 @@ pub const LARGE: usize = 1 << 20;
 /// The heap allocator of the loadable module (`lib.rs`), and the one the
 /// counting allocators of the tests and benchmarks forward to.
 pub struct LargePages;
+
+/// Set once a large block has been mapped: from then on a buffer of
+/// [`LARGE`] bytes or more that starts on a huge-page boundary is known to
+/// be one (this allocator serves the process's heap), and its mapping runs
+/// to the next boundary. Until then (a program whose heap is glibc's, such
+/// as an integration test) nothing past a buffer's end is assumed.
+static SERVES_LARGE: AtomicBool = AtomicBool::new(false);
+
+/// Blocks copied because the kernel would not move them (tests).
+#[cfg(test)]
+static COPIED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The mapping that holds a large block of `size` bytes: whole huge pages.
 fn mapping_len(size: usize) -> usize {
@@ -74,6 +86,7 @@ fn map_aligned(len: usize) -> *mut u8 {
             libc::munmap((aligned + len) as *mut libc::c_void, tail);
         }
     }
+    SERVES_LARGE.store(true, Ordering::Relaxed);
     aligned as *mut u8
 }
 
@@ -122,14 +135,41 @@ unsafe impl GlobalAlloc for LargePages {
                 if new_len == old_len {
                     return ptr;
                 }
-                // SAFETY: the block's own mapping, resized (moved if need
-                // be, contents kept); the kernel picks any new address.
-                let moved = unsafe { libc::mremap(ptr as *mut libc::c_void, old_len, new_len, libc::MREMAP_MAYMOVE) };
-                if moved == libc::MAP_FAILED {
-                    std::ptr::null_mut()
-                } else {
-                    moved as *mut u8
+                // SAFETY: the block's own mapping, resized where it is (the
+                // start, and so the alignment, is kept); nothing else moves.
+                let same = unsafe { libc::mremap(ptr as *mut libc::c_void, old_len, new_len, 0) };
+                if same != libc::MAP_FAILED {
+                    return ptr;
                 }
+                // No room after it: a new aligned mapping, the block's pages
+                // moved onto it (no copy), or copied where the kernel will not
+                // move them (the block spans regions with different flags).
+                let fresh = map_aligned(new_len);
+                if fresh.is_null() {
+                    return fresh;
+                }
+                // SAFETY: the block's mapping moved onto `fresh`, a mapping
+                // of exactly `new_len` bytes that nothing else refers to.
+                let moved = unsafe {
+                    libc::mremap(
+                        ptr as *mut libc::c_void,
+                        old_len,
+                        new_len,
+                        libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                        fresh as *mut libc::c_void,
+                    )
+                };
+                #[cfg(test)]
+                COPIED.fetch_add((moved == libc::MAP_FAILED) as usize, Ordering::Relaxed);
+                if moved == libc::MAP_FAILED {
+                    // SAFETY: two distinct mappings, each at least the
+                    // smaller size; the old one is released with its length.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(ptr, fresh, layout.size().min(new_size));
+                        libc::munmap(ptr as *mut libc::c_void, old_len);
+                    }
+                }
+                fresh
             }
             // Crossing the threshold: a new block, the contents copied.
             _ => {
@@ -152,10 +192,15 @@ unsafe impl GlobalAlloc for LargePages {
 }
 
 /// The range of `bytes` bytes at `start` that can be backed with huge pages:
-/// the whole mapping for a large block that starts on a huge-page boundary
-/// (it runs to one), else the whole huge pages inside the range.
+/// the whole mapping for a large block of this allocator (it starts on a
+/// huge-page boundary and runs to one), else the whole huge pages inside
+/// the range.
 pub fn huge_page_span(start: usize, bytes: usize) -> Option<(usize, usize)> {
-    if bytes >= LARGE && start % HUGE_PAGE == 0 {
+    huge_page_span_of(start, bytes, SERVES_LARGE.load(Ordering::Relaxed))
+}
+
+fn huge_page_span_of(start: usize, bytes: usize, ours: bool) -> Option<(usize, usize)> {
+    if ours && bytes >= LARGE && start % HUGE_PAGE == 0 {
         return Some((start, mapping_len(bytes)));
     }
     let end = start + bytes;
@@ -205,16 +250,93 @@ mod tests {
             let back = a.realloc(small, Layout::from_size_align(1000, 8).unwrap(), 2 * LARGE);
             assert_eq!(back as usize % HUGE_PAGE, 0);
             assert!((0..1000).all(|i| *back.add(i) == (i % 251) as u8));
-            a.dealloc(back, Layout::from_size_align(2 * LARGE, 8).unwrap());
+            // Advice on part of a block splits its mapping into regions the
+            // kernel will not resize as one: the block is copied instead.
+            libc::madvise(back as *mut libc::c_void, 4096, libc::MADV_NOHUGEPAGE);
+            let copies = COPIED.load(Ordering::Relaxed);
+            let copied = a.realloc(back, Layout::from_size_align(2 * LARGE, 8).unwrap(), 7 * LARGE);
+            assert!(!copied.is_null());
+            assert!(COPIED.load(Ordering::Relaxed) > copies, "the split block was not copied");
+            assert_eq!(copied as usize % HUGE_PAGE, 0);
+            assert!((0..1000).all(|i| *copied.add(i) == (i % 251) as u8));
+            a.dealloc(copied, Layout::from_size_align(7 * LARGE, 8).unwrap());
         }
     }
 
     #[test]
     fn huge_page_spans() {
-        // A large aligned block: its whole mapping, rounded up.
-        assert_eq!(huge_page_span(HUGE_PAGE * 3, LARGE + 1), Some((HUGE_PAGE * 3, HUGE_PAGE)));
+        // A large aligned block of this allocator: its whole mapping.
+        assert_eq!(huge_page_span_of(HUGE_PAGE * 3, LARGE + 1, true), Some((HUGE_PAGE * 3, HUGE_PAGE)));
+        // The same range where the heap is another allocator's: only the
+        // whole pages inside it (none here).
+        assert_eq!(huge_page_span_of(HUGE_PAGE * 3, LARGE + 1, false), None);
+        assert_eq!(huge_page_span_of(HUGE_PAGE * 3, 2 * HUGE_PAGE, false), Some((HUGE_PAGE * 3, 2 * HUGE_PAGE)));
         // A block from the system allocator: the whole pages inside it.
-        assert_eq!(huge_page_span(HUGE_PAGE + 16, 5 * HUGE_PAGE), Some((2 * HUGE_PAGE, 4 * HUGE_PAGE)));
-        assert_eq!(huge_page_span(HUGE_PAGE + 16, HUGE_PAGE), None);
+        assert_eq!(huge_page_span_of(HUGE_PAGE + 16, 5 * HUGE_PAGE, true), Some((2 * HUGE_PAGE, 4 * HUGE_PAGE)));
+        assert_eq!(huge_page_span_of(HUGE_PAGE + 16, HUGE_PAGE, true), None);
+    }
+
+    /// Grows and shrinks blocks around the threshold in a fixed pseudo-random
+    /// order, each filled with a pattern of its own, and checks every byte
+    /// kept; blocks are grown while another mapping sits right after them,
+    /// so some grow in place and some move.
+    #[test]
+    fn resizing_keeps_contents_and_alignment() {
+        let a = LargePages;
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut blocks: Vec<(*mut u8, usize, u8)> = Vec::new();
+        let fill = |p: *mut u8, from: usize, to: usize, tag: u8| {
+            for i in (from.div_ceil(509) * 509..to).step_by(509) {
+                // SAFETY: inside the block, which holds `to` bytes.
+                unsafe { *p.add(i) = tag.wrapping_add(i as u8) };
+            }
+        };
+        let check = |p: *mut u8, size: usize, tag: u8| {
+            for i in (0..size).step_by(509) {
+                // SAFETY: inside the block, which holds `size` bytes.
+                assert_eq!(unsafe { *p.add(i) }, tag.wrapping_add(i as u8));
+            }
+        };
+        for step in 0..400 {
+            let size = LARGE / 2 + next(5 * LARGE);
+            let tag = step as u8;
+            if blocks.len() < 8 || next(3) == 0 {
+                let l = Layout::from_size_align(size, 8).unwrap();
+                // SAFETY: a valid layout; freed below with the same one.
+                let p = unsafe { a.alloc(l) };
+                assert!(!p.is_null());
+                fill(p, 0, size, tag);
+                blocks.push((p, size, tag));
+                continue;
+            }
+            let k = next(blocks.len());
+            let (p, old, t) = blocks[k];
+            if next(4) == 0 {
+                // SAFETY: the block's own layout.
+                unsafe { a.dealloc(p, Layout::from_size_align(old, 8).unwrap()) };
+                blocks.swap_remove(k);
+                continue;
+            }
+            // SAFETY: the block's own layout, a valid new size.
+            let q = unsafe { a.realloc(p, Layout::from_size_align(old, 8).unwrap(), size) };
+            assert!(!q.is_null());
+            check(q, old.min(size), t);
+            if size >= LARGE {
+                assert_eq!(q as usize % HUGE_PAGE, 0, "a large block must stay aligned");
+            }
+            fill(q, old.min(size), size, t);
+            blocks[k] = (q, size, t);
+        }
+        for (p, size, t) in blocks {
+            check(p, size, t);
+            // SAFETY: the block's own layout.
+            unsafe { a.dealloc(p, Layout::from_size_align(size, 8).unwrap()) };
+        }
     }
 }
