@@ -84,7 +84,7 @@ piece() {
     stop)
       cargo bench --quiet --no-default-features --bench stop 2>/dev/null | grep '^|' | tee "$OUT/stop.md" ;;
     zonecost) build_main; $LUAJIT bench/bench.lua zones ;;
-    programs) shift; build_main; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
+    programs) shift; build_main; build_floor; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
     alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
     cover)

@@ -3,9 +3,13 @@
 --
 --   luajit bench/under.lua CONFIG program.lua [args...]
 --
--- CONFIG: none | tecs | tecs-line | tecs-wall | jitp-f | jitp-l
+-- CONFIG: none | tecs | tecs-line | tecs-wall | jitp-f | jitp-l | floor-f
 -- (tecs: profile.sample() at its defaults, 1 ms; tecs-line: precision
--- "line"; jitp-f / jitp-l: LuaJIT's jit.p in function / line mode at 1 ms).
+-- "line"; jitp-f / jitp-l: LuaJIT's jit.p in function / line mode at 1 ms;
+-- floor-f: LuaJIT's profiler in function mode with a callback that only
+-- counts, driven at 1 ms of CPU time by bench/floor's timer thread, since
+-- LuaJIT's own timer only fires on kernel ticks: what any profiler built on
+-- LuaJIT's profiler pays at 1 kHz before it records anything).
 local bench_dir = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = bench_dir .. "/?.lua;" .. package.path
 local clock = require("clock")
@@ -25,6 +29,23 @@ elseif config == "jitp-f" or config == "jitp-l" then
   local jp = require("jit.p")
   jp.start((config == "jitp-f" and "f" or "l") .. "i1", "/dev/null")
   stop = function() jp.stop() return 0 end
+elseif config == "floor-f" then
+  local ffi = require("ffi")
+  ffi.cdef[[
+    int bench_timer_start(uint64_t interval_ns);
+    uint64_t bench_timer_stop(void);
+  ]]
+  local timer = ffi.load(bench_dir .. "/floor/target/release/libbenchtimer.so")
+  local jprofile = require("jit.profile")
+  local n = 0
+  -- LuaJIT's own interval is set long: the ticks come from the timer thread.
+  jprofile.start("fi1000", function(_, samples) n = n + samples end)
+  assert(timer.bench_timer_start(1e6) == 0, "bench timer already running")
+  stop = function()
+    timer.bench_timer_stop()
+    jprofile.stop()
+    return n
+  end
 elseif config ~= "none" then
   error("bench/under.lua: unknown config " .. tostring(config))
 end
