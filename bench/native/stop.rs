@@ -21,6 +21,8 @@ use tecs_profile::profile::{FrameNamer, Profile};
 use tecs_profile::record::sampler::FRAME_SEP;
 use tecs_profile::record::stack_table::{Key, StackTable};
 
+// Unused with the `module` feature (see the declaration below).
+#[cfg_attr(feature = "module", allow(dead_code))]
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);

@@ -162,12 +162,9 @@ unsafe impl GlobalAlloc for LargePages {
                 #[cfg(test)]
                 COPIED.fetch_add((moved == libc::MAP_FAILED) as usize, Ordering::Relaxed);
                 if moved == libc::MAP_FAILED {
-                    // SAFETY: two distinct mappings, each at least the
-                    // smaller size; the old one is released with its length.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(ptr, fresh, layout.size().min(new_size));
-                        libc::munmap(ptr as *mut libc::c_void, old_len);
-                    }
+                    // SAFETY: the caller's live block and a fresh one of
+                    // `new_size` bytes.
+                    unsafe { self.copy_and_release(ptr, layout, fresh, new_size) };
                 }
                 fresh
             }
@@ -177,16 +174,28 @@ unsafe impl GlobalAlloc for LargePages {
                 // new size is at least LARGE).
                 let fresh = unsafe { self.alloc(new_layout) };
                 if !fresh.is_null() {
-                    // SAFETY: both blocks hold at least the smaller size and
-                    // are distinct; the old one is then released with its
-                    // own layout.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(ptr, fresh, layout.size().min(new_size));
-                        self.dealloc(ptr, layout);
-                    }
+                    // SAFETY: the caller's live block and a fresh one of
+                    // `new_size` bytes.
+                    unsafe { self.copy_and_release(ptr, layout, fresh, new_size) };
                 }
                 fresh
             }
+        }
+    }
+}
+
+impl LargePages {
+    /// Copies what `ptr` holds into `fresh` and releases `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this allocator with `layout`; `fresh` is a
+    /// distinct block of at least `new_size` bytes.
+    unsafe fn copy_and_release(&self, ptr: *mut u8, layout: Layout, fresh: *mut u8, new_size: usize) {
+        // SAFETY: both blocks hold at least the smaller size and are
+        // distinct; the old one is released with its own layout.
+        unsafe {
+            std::ptr::copy_nonoverlapping(ptr, fresh, layout.size().min(new_size));
+            self.dealloc(ptr, layout);
         }
     }
 }
