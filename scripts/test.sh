@@ -8,6 +8,9 @@ LUAJIT=${LUAJIT:-luajit}
 export LUA_PATH="$PWD/lua/?.lua;$PWD/lua/?/init.lua;;"
 export LUA_CPATH="$PWD/build/lib/?.so;;"
 logdir=build/test-logs
+# A suite still running after this long is killed and counted as failed: a
+# hang must fail the run, not stall it until CI's own limit.
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-1800}
 mkdir -p "$logdir"
 total_pass=0 total_fail=0 status=0
 summary=()
@@ -30,7 +33,7 @@ record "cargo test" "${p:-0}" "${f:-0}" "$rc"
 # busted specs under LuaJIT, TAP output counted line by line.
 run_busted() { # name luajit-binary
   local name=$1 lj=$2 log="$logdir/$1.log"
-  LUAJIT_BIN="$lj" busted --lua="$lj" -o TAP spec >"$log" 2>&1; local rc=$?
+  LUAJIT_BIN="$lj" timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$lj" -o TAP spec >"$log" 2>&1; local rc=$?
   local p f
   p=$(grep -cE '^ok ' "$log"); f=$(grep -cE '^not ok ' "$log")
   [ "$rc" -eq 0 ] || grep -A12 -E '^not ok ' "$log" | head -120
@@ -42,7 +45,7 @@ run_busted "busted ($LUAJIT)" "$LUAJIT"
 # runs it for 10 minutes), and memcheck on a fault mix (`make valgrind`).
 run_check() { # name log command...
   local name=$1 log=$2; shift 2
-  "$@" >"$log" 2>&1; local rc=$?
+  timeout -k 30 "$SUITE_TIMEOUT" "$@" >"$log" 2>&1; local rc=$?
   if [ "$rc" -eq 0 ]; then record "$name" 1 0 0; else tail -25 "$log"; record "$name" 0 1 "$rc"; fi
 }
 run_check "soak (30 s)" "$logdir/soak.log" env SOAK_SECONDS=30 LUAJIT_BIN="$LUAJIT" "$LUAJIT" scripts/soak.lua
@@ -62,7 +65,7 @@ run_busted_with() { # name luajit-binary
   local name=$1 lj=$2 log="$logdir/$(echo "$1" | tr -c 'a-zA-Z0-9.\n' _).log"
   LUA_PATH="$PWD/lua/?.lua;/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;" \
   LUA_CPATH="$PWD/build/lib/?.so;/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;/usr/lib/lua/5.1/?.so;;" \
-  LUAJIT_BIN="$lj" "$lj" "$(command -v busted)" -o TAP spec >"$log" 2>&1
+  LUAJIT_BIN="$lj" timeout -k 30 "$SUITE_TIMEOUT" "$lj" "$(command -v busted)" -o TAP spec >"$log" 2>&1
   record_tap "$name" "$log" $?
 }
 if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
@@ -76,9 +79,9 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
     "$py" platform_spec/luajit20_check.py >"$logdir/luajit20.log" 2>&1
     record_tap "luajit 2.0 (lupa): no API" "$logdir/luajit20.log" $?
   else cat "$logdir/lupa-setup.log"; record "luajit 2.0 (lupa): no API" 0 1 1; fi
-  busted --lua="$LUAJIT" -o TAP platform_spec/love_spec.lua >"$logdir/love.log" 2>&1
+  timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/love_spec.lua >"$logdir/love.log" 2>&1
   record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
-  busted --lua="$LUAJIT" -o TAP platform_spec/page_spec.lua >"$logdir/report-page.log" 2>&1
+  timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/page_spec.lua >"$logdir/report-page.log" 2>&1
   record_tap "report page (chromium)" "$logdir/report-page.log" $?
   # Off Linux the module builds without the signal timer and the tick
   # notes (LuaJIT's own timer runs the session): type-checked for macOS,

@@ -9,19 +9,36 @@ M.root = os.getenv("PWD")
 -- `s` as one single-quoted shell word.
 function M.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
+-- A child command that runs longer than this is killed and its test fails
+-- (a hung profiler must fail the suite, not stall it).
+M.TIMEOUT_SECONDS = 600
+
+-- `cmd` under the time limit, as one shell command.
+local function limited(cmd)
+  return string.format("timeout -k 10 %d sh -c %s", M.TIMEOUT_SECONDS, M.quote(cmd))
+end
+
+-- The output of a command, with a note when the time limit killed it.
+local function noted(rc, out)
+  if rc == 124 or rc == 137 then
+    out = out .. string.format("\n(killed: still running after %d s)\n", M.TIMEOUT_SECONDS)
+  end
+  return out
+end
+
 -- Runs a shell command; returns its exit code and its combined output.
 function M.run(cmd)
-  local p = assert(io.popen(cmd .. " 2>&1; echo \"rc=$?\""))
+  local p = assert(io.popen(limited(cmd) .. " 2>&1; echo \"rc=$?\""))
   local out = p:read("*a")
   p:close()
   local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return rc, (out:gsub("rc=%d+%s*$", ""))
+  return rc, noted(rc, (out:gsub("rc=%d+%s*$", "")))
 end
 
 -- Runs a command with stdout and stderr kept apart.
 function M.run3(cmd)
   local err = os.tmpname()
-  local p = assert(io.popen(cmd .. " 2>'" .. err .. "'; echo \"rc=$?\""))
+  local p = assert(io.popen(limited(cmd) .. " 2>'" .. err .. "'; echo \"rc=$?\""))
   local out = p:read("*a")
   p:close()
   local f = io.open(err, "rb")
@@ -29,7 +46,7 @@ function M.run3(cmd)
   if f then f:close() end
   os.remove(err)
   local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return rc, (out:gsub("rc=%d+%s*$", "")), errtext
+  return rc, (out:gsub("rc=%d+%s*$", "")), noted(rc, errtext)
 end
 
 -- The whole file, or nil when it cannot be opened.

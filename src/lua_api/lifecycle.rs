@@ -119,9 +119,26 @@ impl Drop for UnblockedSignals {
 
 /// The per-thread tick handler, armed for LuaJIT's profiler state;
 /// disarmed when dropped. `running_c` says whether the handler also notes
-/// the C function each tick lands in, or why not.
+/// the C function each tick lands in, or why not; `lost_hook` whether it
+/// sets a profiler hook LuaJIT lost again, or why not.
 pub(super) struct ArmedTicks {
     pub(super) running_c: Result<(), &'static str>,
+    pub(super) lost_hook: Result<(), &'static str>,
+}
+
+impl ArmedTicks {
+    /// Arms what the tick handler reads of the VM whose global state is `g`
+    /// (the tick handler itself is armed already).
+    #[cfg(target_os = "linux")]
+    fn arm(lua: &Lua, g: usize) -> ArmedTicks {
+        use sys::posix;
+        let running_c = posix::running_c::arm(lua, g);
+        let lost_hook = match running_c {
+            Ok(()) => posix::lost_hook::arm(lua, g, posix::running_c::is_gc64()),
+            Err(_) => Err("the VM state at each tick is unknown (see cFunctionLeavesNote)"),
+        };
+        ArmedTicks { running_c, lost_hook }
+    }
 }
 
 impl Drop for ArmedTicks {
@@ -245,7 +262,7 @@ pub(super) fn per_thread_ticks(
         return (luajit_timer(interval_ns, why.into()), None);
     };
     posix::arm_ticks(&profiler);
-    let armed = ArmedTicks { running_c: posix::running_c::arm(lua, profiler.g) };
+    let armed = ArmedTicks::arm(lua, profiler.g);
     for s in [sig, libc::SIGTRAP] {
         signals.unblock(s);
     }
@@ -286,7 +303,7 @@ pub(super) fn allocation_triggers(
         mlua::Error::runtime("LuaJIT's profiler state could not be located in this build (allocation sessions need it)")
     })?;
     posix::arm_ticks(&profiler);
-    Ok(ArmedTicks { running_c: posix::running_c::arm(lua, profiler.g) })
+    Ok(ArmedTicks::arm(lua, profiler.g))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -96,6 +96,10 @@ pub struct NativeSession {
     /// Whether the tick handler notes the C function a tick lands in (the
     /// leaf of samples in state C), or why not.
     running_c: Result<(), &'static str>,
+    /// Whether the tick handler sets a profiler hook LuaJIT lost again, or
+    /// why not; and how many it had set again when the session stopped.
+    lost_hook: Result<(), &'static str>,
+    lost_hooks_at_stop: u64,
     /// An allocation session attached to the running sampling session (its
     /// samples come through that session's callback), until it stops.
     attached: bool,
@@ -145,6 +149,7 @@ impl NativeSession {
         }
         self.ticks.stop();
         self.refused_at_stop = refused_ticks(self.ticks.kind());
+        self.lost_hooks_at_stop = self.lost_hooks();
         match run {
             Some(run) => run.finish(lua, &self.sampler),
             None => self.sampler.detach(),
@@ -156,6 +161,16 @@ impl NativeSession {
         self.timing.finish();
         let marks = &mut self.frame_marks;
         self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
+    }
+
+    /// Profiler hooks LuaJIT lost that the tick handler set again, while
+    /// this session armed it (see `sys::posix::lost_hook`).
+    fn lost_hooks(&self) -> u64 {
+        #[cfg(target_os = "linux")]
+        if self.lost_hook.is_ok() {
+            return if self.run.is_some() { sys::posix::lost_hook::lost_hooks() } else { self.lost_hooks_at_stop };
+        }
+        0
     }
 
     fn running(&self) -> bool {

@@ -71,12 +71,13 @@ pub(super) fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -
     } else {
         (TickSource::luajit(None), None)
     };
-    let running_c = match &armed {
-        Some(a) => a.running_c,
-        None => Err("the tick source is LuaJIT's own timer"),
+    let (running_c, lost_hook) = match &armed {
+        Some(a) => (a.running_c, a.lost_hook),
+        None => (Err("the tick source is LuaJIT's own timer"), Err("the tick source is LuaJIT's own timer")),
     };
     let mut session = NativeSession::new(sampler, &o, ticks);
     session.running_c = running_c;
+    session.lost_hook = lost_hook;
     session.bytes_per_sample = bytes_per_sample;
     session.run = Some(Running {
         attachable: (bytes_per_sample.is_none() && armed.is_some())
@@ -111,6 +112,8 @@ impl NativeSession {
     pub(super) fn new(sampler: SamplerBox<Sampler>, o: &StartOptions, ticks: TickSource) -> NativeSession {
         NativeSession {
             running_c: Err("the tick source is LuaJIT's own timer"),
+            lost_hook: Err("the session's samples come through another session's ticks"),
+            lost_hooks_at_stop: 0,
             // An allocation session's wrapper: installed by `alloc::start_raw`.
             alloc: None,
             bytes_per_sample: None,

@@ -118,6 +118,10 @@ impl NativeSession {
         if let Err(why) = self.running_c {
             t.set("cFunctionLeavesNote", why)?;
         }
+        t.set("lostHooks", self.lost_hooks())?;
+        if let Err(why) = self.lost_hook {
+            t.set("lostHooksNote", why)?;
+        }
         t.set("intervalMs", self.interval_ns as f64 / 1e6)?;
         t.set("requestedRate", 1e9 / self.interval_ns as f64)?;
         let basis = if kind.is_wall() { wall } else { cpu.unwrap_or(wall) };

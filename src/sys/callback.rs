@@ -145,6 +145,8 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     if data.is_null() || data != ACTIVE_DATA.load(Ordering::Acquire) {
         return; // a late call for a stopped (maybe freed) session
     }
+    #[cfg(target_os = "linux")]
+    crate::sys::posix::lost_hook::check_in_callback();
     let Some(api) = profiler_api() else { return };
     let vm = VmStack { l, dumpstack: api.dumpstack };
     // SAFETY: `data` is the active SamplerBox pointer (checked above); boxes

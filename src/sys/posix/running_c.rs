@@ -422,6 +422,22 @@ pub fn note_ticks(n: usize, origin: TickOrigin) {
     }
 }
 
+/// The VM state now, if the layout is armed (on the VM thread, as
+/// `note_ticks`).
+pub fn vmstate_now() -> Option<i32> {
+    let g = G.load(Ordering::Acquire);
+    if g == 0 {
+        return None;
+    }
+    // SAFETY: as in `note_ticks`.
+    Some(unsafe { std::ptr::read_volatile((g + VMSTATE_OFF.load(Ordering::Relaxed)) as *const i32) })
+}
+
+/// Whether the armed build is a GC64 build (meaningful once `arm` succeeded).
+pub fn is_gc64() -> bool {
+    IS_GC64.load(Ordering::Relaxed)
+}
+
 /// The function object a stack slot holds, if it holds a function.
 fn function_in_slot(shape: Shape, slot: u64) -> Option<usize> {
     if shape.gc64 {
@@ -485,8 +501,15 @@ fn running_now(g: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Arms the layout for `lua` and returns its global state.
+    pub(in crate::sys::posix) fn arm_for_test(lua: &Lua) -> usize {
+        let g = global_candidates(lua).into_iter().find(|&g| arm(lua, g).is_ok()).expect("this build's layout");
+        assert_eq!(arm(lua, g), Ok(()));
+        g
+    }
 
     /// The two words a thread header may point to its global state with
     /// (GC64 and 32-bit builds); `arm` must accept exactly one.
@@ -525,8 +548,7 @@ mod tests {
     fn each_origin_takes_only_its_own_ticks() {
         let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
         let lua = Lua::new();
-        let g = global_candidates(&lua).into_iter().find(|&g| arm(&lua, g).is_ok()).expect("this build's layout");
-        assert_eq!(arm(&lua, g), Ok(()));
+        arm_for_test(&lua);
         note_ticks(2, TickOrigin::Timer);
         note_ticks(3, TickOrigin::Allocator);
         note_ticks(1, TickOrigin::Timer);

@@ -91,6 +91,11 @@ fn pass_ticks(n: u64, origin: TickOrigin) {
     {
         TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
         super::running_c::note_ticks(n as usize, origin);
+        // Only a signal can interrupt LuaJIT's own dispatch update (an
+        // allocation trigger runs between its steps).
+        if origin == TickOrigin::Timer {
+            super::lost_hook::rearm_if_lost(super::running_c::vmstate_now());
+        }
         // SAFETY: `h` is LuaJIT's SIGPROF handler (checked to lie in
         // LuaJIT's object when armed); it only needs its profiler state to
         // be live, which the check above established on this thread.
@@ -431,6 +436,7 @@ pub fn arm_ticks(p: &LuaJitProfiler) {
 /// From now on the handler ignores every tick.
 pub fn disarm_ticks() {
     STATE.store(0, Ordering::Release);
+    super::lost_hook::disarm();
     super::running_c::disarm();
 }
 

@@ -1,0 +1,278 @@
+//! A profiler hook LuaJIT lost, set again.
+//!
+//! LuaJIT's SIGPROF handler takes a sample by setting `HOOK_PROFILE` in the
+//! global state's hook mask and rewriting the instruction dispatch table
+//! (`lj_dispatch_update`). The VM thread rewrites that table too, whenever
+//! trace recording starts or stops or a debug hook is set or cleared, and
+//! the handler runs on that same thread, in the middle of whatever it
+//! interrupted. A tick that lands after the interrupted rewrite has stored
+//! its new mode but before it has stored the table leaves the mask and the
+//! mode saying "profile hook pending" while the rest of the rewrite puts
+//! back a table that never calls the hook. LuaJIT sets the hook only when
+//! it is not already pending, so every later tick is dropped: sampling
+//! stops for good, and compiled code, which checks the pending flag, exits
+//! its trace at every check and runs many times slower, as if hung. Every
+//! LuaJIT 2.1 build with the SIGPROF profiler does this (`jit.p` and
+//! `jit.profile` included); a loop that sets and clears a line hook under
+//! `jit.profile` loses its hook within a few hundred samples.
+//!
+//! While the interpreter runs, a hook set at an earlier tick has always
+//! been called by the time of the next one: the interpreter calls it at the
+//! next bytecode. So a tick that finds the hook pending while the VM state
+//! is "interpreted" has found it lost. The tick handler then clears the
+//! pending bit and the profile bit of the dispatch mode before it calls
+//! LuaJIT's handler, which sets both again and, seeing the mode change,
+//! rewrites the whole table with the hook. That is exactly what LuaJIT's
+//! handler does for a hook that is not pending, on the thread and at the
+//! moment where it would run anyway.
+//!
+//! The hook mask has no API. It is found by construction: the interned
+//! empty string is the global state's own `strempty`, whose terminating
+//! byte is followed by `hookmask` and `dispatchmode` in every LuaJIT 2.x.
+//! The string's header and the debug hook mask LuaJIT reports are checked
+//! when a session starts, and the first callback checks that the byte
+//! holds `HOOK_VMEVENT`, as LuaJIT sets it around every callback.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use mlua::ffi;
+use mlua::Lua;
+
+/// `HOOK_EVENTMASK`: the debug hook bits of the mask.
+const HOOK_EVENTMASK: u8 = 0x0f;
+/// Set by LuaJIT around every profiler callback.
+const HOOK_VMEVENT: u8 = 0x20;
+/// Set while a `__gc` finalizer runs; LuaJIT takes no sample then.
+const HOOK_GC: u8 = 0x40;
+/// A sample is pending: the next bytecode calls the profiler hook.
+const HOOK_PROFILE: u8 = 0x80;
+/// `DISPMODE_PROF` of the dispatch mode: the table calls the profiler hook.
+const DISPMODE_PROF: u8 = 0x40;
+/// `~LJ_VMST_INTERP`: the interpreter runs bytecode.
+const VMSTATE_INTERP: i32 = -1;
+/// `~LJ_TSTR` as stored in a GC object's `gct` byte.
+const GCT_STR: u8 = 4;
+/// Bytes of the global state the empty string may lie in.
+const GLOBAL_SCAN: usize = 1024;
+
+/// Address of the armed VM's `hookmask` (`dispatchmode` is the next byte);
+/// 0 means off.
+static HOOK_MASK: AtomicUsize = AtomicUsize::new(0);
+/// The first callback has still to check the byte.
+static UNCHECKED: AtomicBool = AtomicBool::new(false);
+/// Why the guard is off, if the first callback found a wrong byte.
+static REFUSED_BY_CALLBACK: AtomicBool = AtomicBool::new(false);
+/// Hooks found lost and set again since the last arm.
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+/// Finds the hook mask of the VM whose global state is `g` and lets the
+/// tick handler set lost hooks again; returns why not when a check fails.
+/// `gc64` is the build's object layout.
+pub fn arm(lua: &Lua, g: usize, gc64: bool) -> Result<(), &'static str> {
+    disarm();
+    LOST.store(0, Ordering::Relaxed);
+    REFUSED_BY_CALLBACK.store(false, Ordering::Relaxed);
+    let mut found: Result<usize, &'static str> = Err("the empty string could not be read");
+    let out = &mut found;
+    // SAFETY: exec_raw gives a live state with room for a few slots; the
+    // pushed string is popped again. The interned empty string is never
+    // collected (it is part of the global state), so its bytes stay valid.
+    let ran = unsafe {
+        lua.exec_raw::<()>((), |l| {
+            ffi::lua_pushlstring(l, c"".as_ptr(), 0);
+            let p = ffi::lua_tolstring(l, -1, std::ptr::null_mut()) as usize;
+            ffi::lua_pop(l, 1);
+            *out = check_layout(p, g, gc64, ffi::lua_gethookmask(l) as u8);
+        })
+    };
+    let at = ran.map_err(|_| "the empty string could not be read").and(found)?;
+    UNCHECKED.store(true, Ordering::Relaxed);
+    HOOK_MASK.store(at, Ordering::Release);
+    Ok(())
+}
+
+/// The hook mask's address, if the bytes around the empty string `p` are
+/// the global state's `strempty`, `stremptyz` and `hookmask`.
+fn check_layout(p: usize, g: usize, gc64: bool, debug_mask: u8) -> Result<usize, &'static str> {
+    let (size, gct) = if gc64 { (24, 9) } else { (16, 5) };
+    if p < g + size || p + 3 > g + GLOBAL_SCAN {
+        return Err("the empty string is not inside the global state");
+    }
+    // SAFETY: [p - size, p + 3) lies inside the first GLOBAL_SCAN bytes of
+    // the live global state (checked above), which are readable.
+    let (len, tag, zero, mask) = unsafe {
+        (
+            std::ptr::read_unaligned((p - 4) as *const u32),
+            *((p - size + gct) as *const u8),
+            *(p as *const u8),
+            *((p + 1) as *const u8),
+        )
+    };
+    if len != 0 || tag != GCT_STR || zero != 0 {
+        return Err("the empty string's header is not the expected one");
+    }
+    if mask & HOOK_EVENTMASK != debug_mask & HOOK_EVENTMASK {
+        return Err("the byte after the empty string is not the hook mask");
+    }
+    Ok(p + 1)
+}
+
+/// From now on lost hooks are left alone.
+pub fn disarm() {
+    HOOK_MASK.store(0, Ordering::Release);
+    UNCHECKED.store(false, Ordering::Relaxed);
+}
+
+/// Called at the start of every profiler callback: the first one checks
+/// that the byte holds `HOOK_VMEVENT`, as LuaJIT sets it around callbacks,
+/// and turns the guard off if not.
+#[inline]
+pub fn check_in_callback() {
+    if !UNCHECKED.load(Ordering::Relaxed) {
+        return;
+    }
+    UNCHECKED.store(false, Ordering::Relaxed);
+    let at = HOOK_MASK.load(Ordering::Acquire);
+    if at == 0 {
+        return;
+    }
+    // SAFETY: `at` was checked by `arm` to lie inside the live global state.
+    if unsafe { std::ptr::read_volatile(at as *const u8) } != HOOK_VMEVENT {
+        REFUSED_BY_CALLBACK.store(true, Ordering::Relaxed);
+        disarm();
+    }
+}
+
+/// Called by the tick handler on the VM thread, right before LuaJIT's
+/// handler, with the VM state the tick found: if the interpreter runs with
+/// a sample still pending, the hook was lost; clear it, so that LuaJIT's
+/// handler sets it and rewrites the dispatch table.
+pub fn rearm_if_lost(vmstate: Option<i32>) {
+    if vmstate != Some(VMSTATE_INTERP) {
+        return;
+    }
+    let at = HOOK_MASK.load(Ordering::Acquire);
+    if at == 0 {
+        return;
+    }
+    let (mask_at, mode_at) = (at as *mut u8, (at + 1) as *mut u8);
+    // SAFETY: `at` and the next byte are the armed VM's hookmask and
+    // dispatchmode (checked by `arm`); the handler runs on the VM thread,
+    // which is interrupted, and LuaJIT's handler is about to write both.
+    unsafe {
+        let mask = std::ptr::read_volatile(mask_at);
+        if mask & (HOOK_PROFILE | HOOK_VMEVENT | HOOK_GC) != HOOK_PROFILE {
+            return;
+        }
+        let mode = std::ptr::read_volatile(mode_at);
+        std::ptr::write_volatile(mode_at, mode & !DISPMODE_PROF);
+        std::ptr::write_volatile(mask_at, mask & !HOOK_PROFILE);
+    }
+    LOST.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Lost hooks set again since the last arm.
+pub fn lost_hooks() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// Whether the first callback turned the guard off.
+pub fn refused_by_callback() -> bool {
+    REFUSED_BY_CALLBACK.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::posix::running_c;
+
+    /// Reads (or with `set`, writes) the armed hook mask and dispatch mode.
+    fn bytes(set: Option<(u8, u8)>) -> (u8, u8) {
+        let at = HOOK_MASK.load(Ordering::Acquire);
+        assert_ne!(at, 0, "armed");
+        // SAFETY: `at` and the next byte lie inside the test's live global
+        // state (checked by `arm`); nothing else runs on that VM now.
+        unsafe {
+            if let Some((mask, mode)) = set {
+                std::ptr::write_volatile(at as *mut u8, mask);
+                std::ptr::write_volatile((at + 1) as *mut u8, mode);
+            }
+            (std::ptr::read_volatile(at as *const u8), std::ptr::read_volatile((at + 1) as *const u8))
+        }
+    }
+
+    #[test]
+    fn the_hook_mask_is_found_next_to_the_empty_string_and_checked() {
+        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        // SAFETY: a state with the debug library, used by this test alone.
+        let lua = unsafe { Lua::unsafe_new() };
+        let g = running_c::tests::arm_for_test(&lua);
+        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        // No debug hook is set and the JIT compiler is on: the mask is
+        // clear and the dispatch mode has only its JIT bit (0x10).
+        assert_eq!(bytes(None), (0, 0x10));
+        // The mask follows the debug hooks LuaJIT reports.
+        lua.load("debug.sethook(function() end, 'c')").exec().unwrap();
+        assert_eq!(bytes(None).0 & HOOK_EVENTMASK, 1, "LUA_MASKCALL");
+        lua.load("debug.sethook()").exec().unwrap();
+        assert_eq!(bytes(None).0, 0);
+        // A wrong global state or layout is refused.
+        assert!(arm(&lua, g + 512, running_c::is_gc64()).is_err());
+        assert!(arm(&lua, g, !running_c::is_gc64()).is_err());
+        disarm();
+        running_c::disarm();
+    }
+
+    #[test]
+    fn only_a_hook_pending_while_the_interpreter_runs_is_cleared_for_luajits_handler() {
+        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let lua = Lua::new();
+        let g = running_c::tests::arm_for_test(&lua);
+        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        let saved = bytes(None);
+        let lost = lost_hooks();
+        // Pending while interpreting: both bits are cleared, and counted.
+        bytes(Some((HOOK_PROFILE | 0x01, 0x10 | DISPMODE_PROF | 0x04)));
+        rearm_if_lost(Some(VMSTATE_INTERP));
+        assert_eq!(bytes(None), (0x01, 0x10 | 0x04));
+        assert_eq!(lost_hooks(), lost + 1);
+        // Pending in other VM states, or around a callback or finalizer,
+        // or with no state known: left alone.
+        for (mask, state) in [
+            (HOOK_PROFILE, Some(-2)),
+            (HOOK_PROFILE, Some(-3)),
+            (HOOK_PROFILE, Some(7)),
+            (HOOK_PROFILE, None),
+            (HOOK_PROFILE | HOOK_VMEVENT, Some(VMSTATE_INTERP)),
+            (HOOK_PROFILE | HOOK_GC, Some(VMSTATE_INTERP)),
+            (0, Some(VMSTATE_INTERP)),
+        ] {
+            bytes(Some((mask, 0x10 | DISPMODE_PROF)));
+            rearm_if_lost(state);
+            assert_eq!(bytes(None), (mask, 0x10 | DISPMODE_PROF), "mask {mask:#x}, state {state:?}");
+        }
+        assert_eq!(lost_hooks(), lost + 1);
+        bytes(Some(saved));
+        // Disarmed, nothing is touched.
+        disarm();
+        running_c::disarm();
+    }
+
+    #[test]
+    fn the_first_callback_turns_the_guard_off_if_the_byte_is_not_vmevent() {
+        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let lua = Lua::new();
+        let g = running_c::tests::arm_for_test(&lua);
+        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        let saved = bytes(None);
+        bytes(Some((HOOK_VMEVENT, saved.1)));
+        check_in_callback();
+        assert_ne!(HOOK_MASK.load(Ordering::Acquire), 0, "kept: the byte holds HOOK_VMEVENT");
+        bytes(Some(saved));
+        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        check_in_callback();
+        assert_eq!(HOOK_MASK.load(Ordering::Acquire), 0, "turned off: the byte is not HOOK_VMEVENT");
+        assert!(refused_by_callback());
+        running_c::disarm();
+    }
+}
