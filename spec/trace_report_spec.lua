@@ -143,6 +143,7 @@ describe("profile.trace", function()
       fresh_nyi_loop("=a")()
       local many = assert(loadstring(
         "local s = 0 for i = 1, 2000 do local f = function() return i end s = s + f() end return s", "=c"))
+      t.reset_hot_counters()
       many()
       local r = s:stop()
       local rank = { blacklist = 1, warn = 2, info = 3 }

@@ -99,7 +99,7 @@ pub struct NativeSession {
     /// Whether the tick handler sets a profiler hook LuaJIT lost again, or
     /// why not; and how many it had set again when the session stopped.
     lost_hook: Result<(), &'static str>,
-    lost_hooks_at_stop: u64,
+    hooks_rearmed_at_stop: u64,
     /// An allocation session attached to the running sampling session (its
     /// samples come through that session's callback), until it stops.
     attached: bool,
@@ -149,7 +149,7 @@ impl NativeSession {
         }
         self.ticks.stop();
         self.refused_at_stop = refused_ticks(self.ticks.kind());
-        self.lost_hooks_at_stop = self.lost_hooks();
+        self.hooks_rearmed_at_stop = self.hooks_rearmed();
         match run {
             Some(run) => run.finish(lua, &self.sampler),
             None => self.sampler.detach(),
@@ -163,12 +163,16 @@ impl NativeSession {
         self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
     }
 
-    /// Profiler hooks LuaJIT lost that the tick handler set again, while
-    /// this session armed it (see `sys::posix::lost_hook`).
-    fn lost_hooks(&self) -> u64 {
+    /// Pending profiler hooks the tick handler set again, in case LuaJIT
+    /// lost them, while this session armed it (see `sys::posix::lost_hook`).
+    fn hooks_rearmed(&self) -> u64 {
         #[cfg(target_os = "linux")]
         if self.lost_hook.is_ok() {
-            return if self.run.is_some() { sys::posix::lost_hook::lost_hooks() } else { self.lost_hooks_at_stop };
+            return if self.run.is_some() {
+                sys::posix::lost_hook::hooks_rearmed()
+            } else {
+                self.hooks_rearmed_at_stop
+            };
         }
         0
     }

@@ -113,7 +113,7 @@ impl NativeSession {
         NativeSession {
             running_c: Err("the tick source is LuaJIT's own timer"),
             lost_hook: Err("the session's samples come through another session's ticks"),
-            lost_hooks_at_stop: 0,
+            hooks_rearmed_at_stop: 0,
             // An allocation session's wrapper: installed by `alloc::start_raw`.
             alloc: None,
             bytes_per_sample: None,

@@ -118,9 +118,9 @@ impl NativeSession {
         if let Err(why) = self.running_c {
             t.set("cFunctionLeavesNote", why)?;
         }
-        t.set("lostHooks", self.lost_hooks())?;
+        t.set("hooksRearmed", self.hooks_rearmed())?;
         if let Err(why) = self.lost_hook {
-            t.set("lostHooksNote", why)?;
+            t.set("hooksRearmedNote", why)?;
         }
         t.set("intervalMs", self.interval_ns as f64 / 1e6)?;
         t.set("requestedRate", 1e9 / self.interval_ns as f64)?;

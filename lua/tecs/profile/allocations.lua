@@ -275,7 +275,8 @@ function AllocationSession:stats()
   check.self(self, AllocationSession, NAME, "stats", 2)
   local st = self._native:stats()
   for _, k in ipairs({ "intervalMs", "requestedRate", "rate", "clock", "signal", "clockNote", "interruptsWaits",
-    "timelineSamples", "timelineDroppedSamples", "timelineBytes", "frames", "droppedFrames", "linesCorrected" }) do
+    "timelineSamples", "timelineDroppedSamples", "timelineBytes", "frames", "droppedFrames", "linesCorrected",
+    "hooksRearmed", "hooksRearmedNote" }) do
     st[k] = nil
   end
   for k, v in pairs(self._native:allocStats()) do st[k] = v end

@@ -16,15 +16,19 @@
 //! `jit.profile` included); a loop that sets and clears a line hook under
 //! `jit.profile` loses its hook within a few hundred samples.
 //!
-//! While the interpreter runs, a hook set at an earlier tick has always
+//! While the interpreter runs bytecode, a hook set at an earlier tick has
 //! been called by the time of the next one: the interpreter calls it at the
 //! next bytecode. So a tick that finds the hook pending while the VM state
-//! is "interpreted" has found it lost. The tick handler then clears the
-//! pending bit and the profile bit of the dispatch mode before it calls
+//! is "interpreted" may have found it lost. The tick handler then clears
+//! the pending bit and the profile bit of the dispatch mode before it calls
 //! LuaJIT's handler, which sets both again and, seeing the mode change,
 //! rewrites the whole table with the hook. That is exactly what LuaJIT's
 //! handler does for a hook that is not pending, on the thread and at the
-//! moment where it would run anyway.
+//! moment where it would run anyway. The interpreter's own C helpers (a
+//! large table's rehash) also run in the interpreted state, and a hook
+//! pending through one is set again too: needlessly, and with no effect but
+//! the rewrite, since the hook stays pending and the ticks are counted
+//! alike. So the count is of hooks set again, not of hooks known lost.
 //!
 //! The hook mask has no API. It is found by construction: the interned
 //! empty string is the global state's own `strempty`, whose terminating
@@ -62,15 +66,15 @@ static HOOK_MASK: AtomicUsize = AtomicUsize::new(0);
 static UNCHECKED: AtomicBool = AtomicBool::new(false);
 /// Why the guard is off, if the first callback found a wrong byte.
 static REFUSED_BY_CALLBACK: AtomicBool = AtomicBool::new(false);
-/// Hooks found lost and set again since the last arm.
-static LOST: AtomicU64 = AtomicU64::new(0);
+/// Pending hooks set again since the last arm.
+static REARMED: AtomicU64 = AtomicU64::new(0);
 
 /// Finds the hook mask of the VM whose global state is `g` and lets the
 /// tick handler set lost hooks again; returns why not when a check fails.
 /// `gc64` is the build's object layout.
 pub fn arm(lua: &Lua, g: usize, gc64: bool) -> Result<(), &'static str> {
     disarm();
-    LOST.store(0, Ordering::Relaxed);
+    REARMED.store(0, Ordering::Relaxed);
     REFUSED_BY_CALLBACK.store(false, Ordering::Relaxed);
     let mut found: Result<usize, &'static str> = Err("the empty string could not be read");
     let out = &mut found;
@@ -94,21 +98,24 @@ pub fn arm(lua: &Lua, g: usize, gc64: bool) -> Result<(), &'static str> {
 /// The hook mask's address, if the bytes around the empty string `p` are
 /// the global state's `strempty`, `stremptyz` and `hookmask`.
 fn check_layout(p: usize, g: usize, gc64: bool, debug_mask: u8) -> Result<usize, &'static str> {
-    let (size, gct) = if gc64 { (24, 9) } else { (16, 5) };
-    if p < g + size || p + 3 > g + GLOBAL_SCAN {
+    // The string header's size (the string's bytes follow it): 24 bytes in
+    // GC64 builds; 16, or 20 since strings got an id (2020), otherwise. Its
+    // type byte follows the 8- or 4-byte link to the next object.
+    let (sizes, gct): (&[usize], usize) = if gc64 { (&[24], 9) } else { (&[16, 20], 5) };
+    if p < g + 24 || p + 3 > g + GLOBAL_SCAN {
         return Err("the empty string is not inside the global state");
     }
-    // SAFETY: [p - size, p + 3) lies inside the first GLOBAL_SCAN bytes of
+    // SAFETY: [p - 24, p + 3) lies inside the first GLOBAL_SCAN bytes of
     // the live global state (checked above), which are readable.
-    let (len, tag, zero, mask) = unsafe {
+    let (tagged, len, zero, mask) = unsafe {
         (
+            sizes.iter().any(|&size| *((p - size + gct) as *const u8) == GCT_STR),
             std::ptr::read_unaligned((p - 4) as *const u32),
-            *((p - size + gct) as *const u8),
             *(p as *const u8),
             *((p + 1) as *const u8),
         )
     };
-    if len != 0 || tag != GCT_STR || zero != 0 {
+    if !tagged || len != 0 || zero != 0 {
         return Err("the empty string's header is not the expected one");
     }
     if mask & HOOK_EVENTMASK != debug_mask & HOOK_EVENTMASK {
@@ -145,7 +152,7 @@ pub fn check_in_callback() {
 
 /// Called by the tick handler on the VM thread, right before LuaJIT's
 /// handler, with the VM state the tick found: if the interpreter runs with
-/// a sample still pending, the hook was lost; clear it, so that LuaJIT's
+/// a sample still pending, the hook may be lost; clear it, so that LuaJIT's
 /// handler sets it and rewrites the dispatch table.
 pub fn rearm_if_lost(vmstate: Option<i32>) {
     if vmstate != Some(VMSTATE_INTERP) {
@@ -168,12 +175,12 @@ pub fn rearm_if_lost(vmstate: Option<i32>) {
         std::ptr::write_volatile(mode_at, mode & !DISPMODE_PROF);
         std::ptr::write_volatile(mask_at, mask & !HOOK_PROFILE);
     }
-    LOST.fetch_add(1, Ordering::Relaxed);
+    REARMED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Lost hooks set again since the last arm.
-pub fn lost_hooks() -> u64 {
-    LOST.load(Ordering::Relaxed)
+/// Pending hooks set again since the last arm.
+pub fn hooks_rearmed() -> u64 {
+    REARMED.load(Ordering::Relaxed)
 }
 
 /// Whether the first callback turned the guard off.
@@ -185,6 +192,13 @@ pub fn refused_by_callback() -> bool {
 mod tests {
     use super::*;
     use crate::sys::posix::running_c;
+
+    /// Arms the layout and the guard for `lua`; returns its global state.
+    fn armed(lua: &Lua) -> usize {
+        let g = running_c::tests::arm_for_test(lua);
+        assert_eq!(arm(lua, g, running_c::is_gc64()), Ok(()));
+        g
+    }
 
     /// Reads (or with `set`, writes) the armed hook mask and dispatch mode.
     fn bytes(set: Option<(u8, u8)>) -> (u8, u8) {
@@ -206,8 +220,7 @@ mod tests {
         let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
         // SAFETY: a state with the debug library, used by this test alone.
         let lua = unsafe { Lua::unsafe_new() };
-        let g = running_c::tests::arm_for_test(&lua);
-        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        let g = armed(&lua);
         // No debug hook is set and the JIT compiler is on: the mask is
         // clear and the dispatch mode has only its JIT bit (0x10).
         assert_eq!(bytes(None), (0, 0x10));
@@ -216,26 +229,57 @@ mod tests {
         assert_eq!(bytes(None).0 & HOOK_EVENTMASK, 1, "LUA_MASKCALL");
         lua.load("debug.sethook()").exec().unwrap();
         assert_eq!(bytes(None).0, 0);
-        // A wrong global state or layout is refused.
+        // A wrong global state is refused.
         assert!(arm(&lua, g + 512, running_c::is_gc64()).is_err());
-        assert!(arm(&lua, g, !running_c::is_gc64()).is_err());
         disarm();
         running_c::disarm();
+    }
+
+    #[test]
+    fn the_bytes_around_the_string_must_be_a_string_header_and_a_hook_mask() {
+        // A global state's first bytes: the empty string's data at 64, its
+        // header's type byte 15 bytes before it (a 24-byte GC64 header, or a
+        // 20-byte 32-bit one).
+        let check = |state: &[u8; 128], gc64: bool, debug_mask: u8| {
+            let g = state.as_ptr() as usize;
+            check_layout(g + 64, g, gc64, debug_mask).map(|at| at - g)
+        };
+        let mut state = [0u8; 128];
+        state[64 - 15] = GCT_STR;
+        state[65] = 0x01; // a call hook is set
+        assert_eq!(check(&state, true, 1), Ok(65));
+        assert_eq!(check(&state, false, 1), Ok(65));
+        assert!(check(&state, true, 0).is_err(), "the debug hooks differ");
+        assert_eq!(check(&state, true, 1 | HOOK_PROFILE), Ok(65), "only the debug hook bits are compared");
+        state[64] = b'x';
+        assert!(check(&state, true, 1).is_err(), "not an empty string");
+        state[64] = 0;
+        state[60] = 1;
+        assert!(check(&state, true, 1).is_err(), "a length that is not 0");
+        state[60] = 0;
+        state[64 - 15] = 5;
+        assert!(check(&state, true, 1).is_err(), "not a string");
+        // The 16-byte 32-bit header (2.1.0-beta3) puts the type byte 11
+        // bytes before the data.
+        state[64 - 11] = GCT_STR;
+        assert!(check(&state, true, 1).is_err());
+        assert_eq!(check(&state, false, 1), Ok(65));
+        let g = state.as_ptr() as usize;
+        assert!(check_layout(g + 8, g, false, 0).is_err(), "before the global state's start");
     }
 
     #[test]
     fn only_a_hook_pending_while_the_interpreter_runs_is_cleared_for_luajits_handler() {
         let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
         let lua = Lua::new();
-        let g = running_c::tests::arm_for_test(&lua);
-        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        armed(&lua);
         let saved = bytes(None);
-        let lost = lost_hooks();
+        let rearmed = hooks_rearmed();
         // Pending while interpreting: both bits are cleared, and counted.
         bytes(Some((HOOK_PROFILE | 0x01, 0x10 | DISPMODE_PROF | 0x04)));
         rearm_if_lost(Some(VMSTATE_INTERP));
         assert_eq!(bytes(None), (0x01, 0x10 | 0x04));
-        assert_eq!(lost_hooks(), lost + 1);
+        assert_eq!(hooks_rearmed(), rearmed + 1);
         // Pending in other VM states, or around a callback or finalizer,
         // or with no state known: left alone.
         for (mask, state) in [
@@ -251,7 +295,7 @@ mod tests {
             rearm_if_lost(state);
             assert_eq!(bytes(None), (mask, 0x10 | DISPMODE_PROF), "mask {mask:#x}, state {state:?}");
         }
-        assert_eq!(lost_hooks(), lost + 1);
+        assert_eq!(hooks_rearmed(), rearmed + 1);
         bytes(Some(saved));
         // Disarmed, nothing is touched.
         disarm();
@@ -262,8 +306,7 @@ mod tests {
     fn the_first_callback_turns_the_guard_off_if_the_byte_is_not_vmevent() {
         let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
         let lua = Lua::new();
-        let g = running_c::tests::arm_for_test(&lua);
-        assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
+        let g = armed(&lua);
         let saved = bytes(None);
         bytes(Some((HOOK_VMEVENT, saved.1)));
         check_in_callback();
