@@ -133,3 +133,28 @@ fn option_names_and_formats_come_from_the_declarations() {
     let formats: Vec<String> = lua.load("return native.formats").eval().unwrap();
     assert_eq!(formats, FORMATS);
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_guard_the_first_callback_turned_off_is_reported_in_stats() {
+    let _turn = one_session_at_a_time();
+    let lua = state();
+    lua.load(
+        r#"
+        h = native.start({ intervalMs = 0.5 })
+        local t0 = os.clock() while os.clock() - t0 < 0.05 do end
+        local s = h:stats()
+        assert(s.samples > 0 and s.hooksRearmedNote == nil, tostring(s.hooksRearmedNote))
+        "#,
+    )
+    .exec()
+    .unwrap();
+    crate::sys::posix::lost_hook::refuse_for_test();
+    let note = "the first callback found another byte where the hook mask should be";
+    for (when, code) in [("running", "return h:stats()"), ("stopped", "h:stop(); return h:stats()")] {
+        let stats: mlua::Table = lua.load(code).eval().unwrap();
+        assert_eq!(stats.get::<String>("hooksRearmedNote").unwrap(), note, "{}", when);
+        assert_eq!(stats.get::<u64>("hooksRearmed").unwrap(), 0, "{}", when);
+    }
+    assert!(!Ownership::held());
+}

@@ -139,6 +139,7 @@ impl NativeSession {
     /// source, reads its counters, then drops the session's guards; with a
     /// `Lua`, also resolves call sites and releases the registry anchors.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
+        self.lost_hook = self.lost_hook_state();
         let run = self.run.take();
         if run.is_none() && !self.attached {
             return;
@@ -163,11 +164,23 @@ impl NativeSession {
         self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
     }
 
+    /// Whether the tick handler sets lost hooks again, or why not: the
+    /// check at start, then the first callback's (which may turn it off).
+    fn lost_hook_state(&self) -> Result<(), &'static str> {
+        #[cfg(target_os = "linux")]
+        if self.lost_hook.is_ok() && self.run.is_some() {
+            if let Some(why) = sys::posix::lost_hook::refused_by_callback() {
+                return Err(why);
+            }
+        }
+        self.lost_hook
+    }
+
     /// Pending profiler hooks the tick handler set again, in case LuaJIT
     /// lost them, while this session armed it (see `sys::posix::lost_hook`).
     fn hooks_rearmed(&self) -> u64 {
         #[cfg(target_os = "linux")]
-        if self.lost_hook.is_ok() {
+        if self.lost_hook_state().is_ok() {
             return if self.run.is_some() {
                 sys::posix::lost_hook::hooks_rearmed()
             } else {

@@ -119,7 +119,7 @@ impl NativeSession {
             t.set("cFunctionLeavesNote", why)?;
         }
         t.set("hooksRearmed", self.hooks_rearmed())?;
-        if let Err(why) = self.lost_hook {
+        if let Err(why) = self.lost_hook_state() {
             t.set("hooksRearmedNote", why)?;
         }
         t.set("intervalMs", self.interval_ns as f64 / 1e6)?;

@@ -183,9 +183,18 @@ pub fn hooks_rearmed() -> u64 {
     REARMED.load(Ordering::Relaxed)
 }
 
-/// Whether the first callback turned the guard off.
-pub fn refused_by_callback() -> bool {
-    REFUSED_BY_CALLBACK.load(Ordering::Relaxed)
+/// Why the first callback turned the guard off, if it did.
+pub fn refused_by_callback() -> Option<&'static str> {
+    REFUSED_BY_CALLBACK
+        .load(Ordering::Relaxed)
+        .then_some("the first callback found another byte where the hook mask should be")
+}
+
+/// Turns the guard off as the first callback does on a wrong byte (tests).
+#[cfg(test)]
+pub(crate) fn refuse_for_test() {
+    REFUSED_BY_CALLBACK.store(true, Ordering::Relaxed);
+    disarm();
 }
 
 #[cfg(test)]
@@ -315,7 +324,7 @@ mod tests {
         assert_eq!(arm(&lua, g, running_c::is_gc64()), Ok(()));
         check_in_callback();
         assert_eq!(HOOK_MASK.load(Ordering::Acquire), 0, "turned off: the byte is not HOOK_VMEVENT");
-        assert!(refused_by_callback());
+        assert!(refused_by_callback().is_some());
         running_c::disarm();
     }
 }
