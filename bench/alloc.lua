@@ -19,9 +19,10 @@ local BYTES = tonumber(os.getenv("ALLOC_BENCH_BYTES")) or 524288 -- the default 
 
 local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- One run: the program's CPU time under `mode` ("none", "wrapper" (a
--- session that never samples), "alloc", "stopped" (started and stopped
--- before the program)). Prints "seconds samples".
+-- One run: the program's CPU time under `mode` ("none", "profiler",
+-- "wrapper" (a session that never samples), "alloc", "live" (tracking live
+-- blocks), "stopped" (started and stopped before the program)). Prints
+-- "seconds samples".
 if arg[1] == "run" then
   local mode, bytes, program = arg[2], tonumber(arg[3]), arg[4]
   local profile = require("tecs.profile")
@@ -30,7 +31,8 @@ if arg[1] == "run" then
     -- LuaJIT's profiler alone, in the mode a session uses, never sampling.
     require("jit.profile").start("fi1000000", function() end)
   elseif mode ~= "none" then
-    s = profile.allocations({ bytesPerSample = mode == "wrapper" and 1073741824 or bytes })
+    s = profile.allocations({ bytesPerSample = mode == "wrapper" and 1073741824 or bytes,
+      maxLiveBlocks = mode == "live" and 16384 or nil })
     if mode == "stopped" then s:stop() s = nil end
   end
   arg = { arg[5] }
@@ -130,7 +132,7 @@ for _, l in ipairs(gc_lines) do out(l) end
 out("")
 
 if PROGRAM then
-  local modes = { "none", "profiler", "wrapper", "alloc", "stopped" }
+  local modes = { "none", "profiler", "wrapper", "alloc", "live", "stopped" }
   local times, samples = {}, {}
   for _, m in ipairs(modes) do times[m] = {} end
   for _ = 1, REPS do
@@ -165,6 +167,7 @@ if PROGRAM then
   out("|---|---:|---:|---:|")
   local label = { none = "no session", profiler = "LuaJIT's profiler alone, function mode, no sample",
     wrapper = "session, no sample (profiler + allocator wrapper)", alloc = "allocation session",
+    live = "allocation session tracking live blocks (maxLiveBlocks 16384)",
     stopped = "session stopped before the run" }
   for _, m in ipairs(modes) do
     local r = median(ratio[m])

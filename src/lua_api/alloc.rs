@@ -20,9 +20,10 @@ use crate::sys::{SamplerBox, VmHandle};
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 
-/// Sampled blocks tracked until freed, by default (`maxLiveBlocks`): at
-/// the default bytes per sample, 8 GiB of live heap.
-pub const DEFAULT_MAX_LIVE_BLOCKS: u64 = 16_384;
+/// Sampled blocks tracked until freed, by default (`maxLiveBlocks`): none,
+/// because tracking has the wrapper ask a filter on every free and every
+/// `realloc` (README, "What is still live").
+pub const DEFAULT_MAX_LIVE_BLOCKS: u64 = 0;
 
 const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
     Declared { name, check, default }

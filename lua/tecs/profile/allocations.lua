@@ -53,7 +53,7 @@ local profile_meta = setmetatable({}, { __mode = "k" })
 --   true), `format` of files written by stop/write ("auto" default: by
 --   extension; or "collapsed", "svg", "speedscope", "pprof"),
 --   `maxLiveBlocks` (sampled blocks tracked until freed, for `live` and
---   pprof's `inuse_*` values; default 16384, 0 tracks none)
+--   pprof's `inuse_*` values; default 0, none)
 -- @treturn AllocationSession
 function M.start(opts)
   if not native_ok then
