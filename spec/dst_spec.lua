@@ -1,7 +1,7 @@
 local profile = require("tecs.profile")
 local dst = require("tecs.profile.dst")
 local run = require("spec.support.run")
-local bounds = require("spec.support.truth_bounds")
+local sampling = require("spec.support.sampling")
 
 local FIXTURE = "spec/fixtures/dst_work.lua"
 local work = dofile(FIXTURE)
@@ -233,18 +233,21 @@ describe("newProfiler", function()
       local p = assert(profile.newProfiler("time"))
       p:prevent(work.wrapper, 1)
       assert.is_true(p:start())
-      local t0 = os.clock()
-      while os.clock() - t0 < 1.2 do work.wrapper(20000) end
+      -- The truth: each callee timed alone in the profiler's pauses.
+      local want, again = sampling.interleaved(p._session, 4, function()
+        return sampling.time_parts({
+          three = function() work.three(20000) end,
+          one = function() work.one(20000) end,
+        }, 0.05)
+      end, function() sampling.until_samples(p._session, 300, function() work.wrapper(20000) end) end)
       p:stop()
       local by, data = data_of(p)
       local three, one = by[name_of(work.three)], by[name_of(work.one)]
       assert.is_table(three, p:report())
       assert.is_table(one, p:report())
       local n = three.selfSamples + one.selfSamples
-      assert.is_true(n >= 300, "too few samples in the workload: " .. n)
-      local share = three.selfSamples / n
-      local tol = bounds.tolerance(0.75, n)
-      assert.is_true(math.abs(share - 0.75) <= tol, string.format("share %.3f of %d samples", share, n))
+      local truth = (want.three + again.three) / 2
+      sampling.check_share("three", three.selfSamples / n, truth, n, math.abs(want.three - again.three))
       -- wrapper is prevented (level 1): absent, and its callees hang under its caller
       assert.is_nil(by[name_of(work.wrapper)])
       assert.is_nil(three.callers[name_of(work.wrapper)])

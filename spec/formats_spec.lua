@@ -6,12 +6,13 @@ local profile = require("tecs.profile")
 local run = require("spec.support.run")
 
 local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 local zone = require("jit.zone")
 
 local function record(sec)
   local s = profile.sample()
-  cpu.burn(sec or 0.4, function()
+  sampling.for_cpu(sec or 0.4, function()
     zone("update") cpu.busy(20000) zone()
     zone("render") cpu.busy(10000) zone()
   end)
@@ -94,7 +95,7 @@ describe("output formats", function()
 
   it("the format option and write(path, format) override the extension", function()
     local s = profile.sample({ format = "svg" })
-    cpu.burn(0.2, function() cpu.busy(5000) end)
+    sampling.for_cpu(0.2, function() cpu.busy(5000) end)
     s:stop(dir .. "/out.data")
     assert.matches("^<%?xml", run.read(dir .. "/out.data"))
     s:write(dir .. "/again.svg", "collapsed")

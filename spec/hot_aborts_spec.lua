@@ -4,12 +4,12 @@ local work = dofile("spec/fixtures/views_work.lua")
 
 local FILE = "spec/fixtures/views_work.lua"
 
-local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 describe("profile.hotAborts", function()
   it("puts sites in hot code first, whatever their abort counts", function()
     local s = profile.sample({ precision = "line" })
-    cpu.burn(0.6, function() work.two_lines(20000) work.compiled(2000) end)
+    sampling.for_cpu(0.6, function() work.two_lines(20000) work.compiled(2000) end)
     s:stop()
     -- A TraceReport as profile.trace() returns it (sites sorted by severity, count).
     local trace = { durationSec = 1, totalAborts = 3, blacklisted = 1, sites = {
@@ -45,7 +45,7 @@ describe("profile.hotAborts", function()
     end
     local tr = profile.trace()
     local s = profile.sample()
-    cpu.burn(0.5, function() nyi_loop(2000) end)
+    sampling.for_cpu(0.5, function() nyi_loop(2000) end)
     s:stop()
     local report = tr:stop()
     assert.is_true(#report.sites > 0, "aborts recorded")

@@ -2,8 +2,8 @@
 -- spec/fixtures/jp_workload.lua (6:3:1 work in heavy/medium/light, zones,
 -- one function kept interpreted) in separate processes, and the shares of
 -- every key above 5% must match within sampling error (4.5 standard errors
--- of the difference of two proportions, plus 1.5 points for -jp's
--- rounding). -jp's own timer gives about 250 samples a second here, and
+-- of the difference of two proportions, plus the allowance for -jp's
+-- rounding: spec/support/sampling.lua). -jp's own timer gives about 250 samples a second here, and
 -- one process's shares can stray well past its sampling error (its timer
 -- can fall in step with the workload's loop: the interpreted function got
 -- 3.8% of one run's 501 samples, 8-13% in others), so its counts are
@@ -12,6 +12,7 @@
 -- that any of them fails by sampling error alone is under 1 in 2,500 per
 -- `make test`.
 local run = require("spec.support.run")
+local sampling = require("spec.support.sampling")
 local profile = require("tecs.profile")
 
 local WORKLOAD = "spec/fixtures/jp_workload.lua"
@@ -98,7 +99,7 @@ local function agree(what, a, na, b, nb, max_tol)
     local pa, pb = (a[k] or 0) / na, (b[k] or 0) / nb
     if pa >= 0.05 or pb >= 0.05 then
       local p = ((a[k] or 0) + (b[k] or 0)) / (na + nb)
-      local tol = 100 * 4.5 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + 1.5
+      local tol = 100 * sampling.tolerance_two(p, na, nb, "jp_rounding")
       assert.is_true(tol < max_tol, what .. ": tolerance too loose to mean anything: " .. tol)
       local msg = string.format("%s %q: ours %.1f%% (n=%d), -jp %.1f%% (n=%d), tolerance %.1f",
         what, k, 100 * pa, na, 100 * pb, nb, tol)

@@ -2,8 +2,9 @@
 -- rewrites its dispatch table leaves a sample pending that the table never
 -- calls, and LuaJIT takes no sample again (sys/posix/lost_hook.rs). The
 -- tick handler sets such a hook again. Each workload runs in a child
--- process (spec/fixtures/lost_hook.lua); the truth is its CPU time over the
--- interval. A lost hook leaves a few percent of that, or none.
+-- process (spec/fixtures/lost_hook.lua); the truth is its CPU time times the
+-- least rate of the session's clock. A lost hook leaves a few percent of
+-- that, or none.
 local run = require("spec.support.run")
 
 local function measure(mode)
@@ -18,13 +19,13 @@ end
 describe("a profiler hook LuaJIT lost", function()
   it("is set again while a debug hook is set and cleared in a loop", function()
     local samples, expected, _, out = measure("churn")
-    assert.is_true(expected >= 2000, out)
+    assert.is_true(expected >= 30, out)
     assert.is_true(samples >= expected / 2, out)
   end)
 
   it("is set again after it was lost by hand, and the session says so", function()
     local samples, expected, rearmed, out = measure("inject")
-    assert.is_true(expected >= 2000, out)
+    assert.is_true(expected >= 30, out)
     assert.is_true(rearmed >= 1, out)
     assert.is_true(samples >= expected / 2, out)
   end)

@@ -3,7 +3,7 @@
 -- from the command line.
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
-local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 local collapsed = require("spec.support.collapsed")
 local zone = require("jit.zone")
 
@@ -65,7 +65,7 @@ describe("pprof output", function()
 
   it("a session's .pb.gz file is read by go tool pprof with the same samples as its collapsed text", function()
     local s = profile.sample()
-    cpu.burn(0.5, function() zone("update") spin(20000) zone() end)
+    sampling.for_cpu(0.5, function() zone("update") spin(20000) zone() end)
     s:stop()
     s:write(dir .. "/p.pb.gz")
     local rows = collapsed.parse(s:collapsed())
@@ -92,7 +92,7 @@ describe("pprof output", function()
 
   it("go tool pprof ranks the profile (-top) and filters it by zone label (-tagfocus)", function()
     local s = profile.sample()
-    cpu.burn(0.4, function() zone("a") spin(20000) zone() zone("b") spin(5000) zone() end)
+    sampling.for_cpu(0.4, function() zone("a") spin(20000) zone() zone("b") spin(5000) zone() end)
     s:stop(dir .. "/p.pb.gz")
     local rc, top = run.run("go tool pprof -top -sample_index=samples " .. run.quote(dir .. "/p.pb.gz"))
     assert.equal(0, rc, top)
@@ -109,7 +109,7 @@ describe("pprof output", function()
 
   it("the command line converts a collapsed file to pprof", function()
     local s = profile.sample()
-    cpu.burn(0.3, function() spin(20000) end)
+    sampling.for_cpu(0.3, function() spin(20000) end)
     local text = s:stop(dir .. "/p.collapsed")
     local rc, out = run.run(run.luajit .. " bin/tecs-profile flamegraph -f pprof -o " .. run.quote(dir .. "/c.pb.gz") ..
       " " .. run.quote(dir .. "/p.collapsed"))

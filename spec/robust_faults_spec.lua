@@ -8,6 +8,7 @@ local zone = require("jit.zone")
 local LUAJIT = require("spec.support.run").luajit
 
 local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 -- Stops `s`, checks the output parses strictly and the samples add up.
 local function finish(s)
@@ -34,7 +35,7 @@ describe("faults in the profiled program", function()
     end
     local s = profile.sample({ intervalMs = 0.2 })
     local caught = 0
-    cpu.burn(0.5, function(i)
+    sampling.for_cpu(0.5, function(i)
       local ok, e = pcall(thrower, i % 30, 500)
       if not ok and type(e) == "table" then caught = caught + 1 end
       ok = xpcall(function() cpu.busy(200); error("string error " .. i) end, debug.traceback)
@@ -59,7 +60,7 @@ describe("faults in the profiled program", function()
     end)
     local failing = coroutine.wrap(function() cpu.busy(1000); error("inside a coroutine") end)
     local s = profile.sample({ intervalMs = 0.2 })
-    cpu.burn(0.5, function()
+    sampling.for_cpu(0.5, function()
       zone("main") gen() cpu.busy(1000) zone()
     end)
     assert.is_false(pcall(failing))
@@ -76,7 +77,7 @@ describe("faults in the profiled program", function()
   it("zone pops on an empty stack, odd zone values, runaway pushes", function()
     local s = profile.sample({ intervalMs = 0.2 })
     local pops_failed = 0
-    cpu.burn(0.4, function(i)
+    sampling.for_cpu(0.4, function(i)
       if not pcall(zone) then pops_failed = pops_failed + 1 end   -- empty stack
       zone(i) zone({}) cpu.busy(1000) zone() zone()                    -- non-string zones
       for _ = 1, 100 do zone("deep") end cpu.busy(1000) zone:flush()   -- 100 entries
@@ -97,7 +98,7 @@ describe("faults in the profiled program", function()
     local function deep(n) if n == 0 then return cpu.busy(200000) end local r = deep(n - 1) return r + 1 end
     for _, depth in ipairs({ 16, 1000 }) do
       local s = profile.sample({ intervalMs = 0.5, stackDepth = depth })
-      cpu.burn(0.3, function() deep(20000) end)
+      sampling.for_cpu(0.3, function() deep(20000) end)
       local rows = finish(s)
       local longest = 0
       for _, r in ipairs(rows) do if #r.frames > longest then longest = #r.frames end end
@@ -110,7 +111,7 @@ describe("faults in the profiled program", function()
 
   it("jit.flush(), jit.off() and jit.on() mid-session", function()
     local s = profile.sample({ intervalMs = 0.2 })
-    cpu.burn(0.6, function(i)
+    sampling.for_cpu(0.6, function(i)
       cpu.busy(3000)
       if i % 7 == 0 then jit.flush() end
       if i % 11 == 0 then jit.off() cpu.busy(3000) jit.on() end
@@ -126,7 +127,7 @@ describe("faults in the profiled program", function()
   it("a full collectgarbage() every frame", function()
     local s = profile.sample({ intervalMs = 0.2 })
     local junk = {}
-    cpu.burn(0.6, function(i)
+    sampling.for_cpu(0.6, function(i)
       for k = 1, 200 do junk[k] = { i, tostring(k) } end
       collectgarbage()
       cpu.busy(500)

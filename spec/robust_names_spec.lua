@@ -5,7 +5,7 @@ local profile = require("tecs.profile")
 local native = require("tecs.profile.native")
 local collapsed = require("spec.support.collapsed")
 local zone = require("jit.zone")
-local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 local BODY = "local s = 0 for i = 1, 3000 do s = (s + i) % 7 end return s"
 
@@ -54,7 +54,7 @@ describe("odd names", function()
       fns[#fns + 1] = { assert(loadstring(BODY, n[1])), n[1] }
     end
     local s = profile.sample({ intervalMs = 0.2, precision = "line" })
-    cpu.burn(1.0, function()
+    sampling.for_cpu(1.0, function()
       for _, f in ipairs(fns) do zone(f[2]) f[1]() zone() end
     end)
     local rows = check_both_readers(s:stop())
@@ -81,7 +81,7 @@ describe("odd names", function()
     local fn = dofile(src)
     local out = dir .. "/out file.collapsed"
     local s = profile.sample({ intervalMs = 0.2, precision = "line" })
-    cpu.burn(0.4, fn)
+    sampling.for_cpu(0.4, fn)
     local text = s:stop(out)
     local rows = check_both_readers(text)
     local expected = (dir:gsub(";", "_")) .. "/my module.lua:1"
@@ -96,7 +96,7 @@ describe("odd names", function()
     local long = ("n"):rep(65536)
     local fn = assert(loadstring(BODY, "=" .. long))
     local s = profile.sample({ intervalMs = 0.2, precision = "line" })
-    cpu.burn(0.3, function() zone("") zone("inner") fn() zone() zone() end)
+    sampling.for_cpu(0.3, function() zone("") zone("inner") fn() zone() zone() end)
     local rows = check_both_readers(s:stop())
     assert.is_true(has_exact(rows, long .. ":1"))
     assert.is_true(collapsed.sum(rows, function(r) return r.frames[1] == "?" and r.frames[2] == "inner" end) > 0,

@@ -9,7 +9,7 @@ local run = require("spec.support.run")
 local LUAJIT = run.luajit
 local read, write_plain, mktempdir = run.read, run.write, run.tmpdir
 
-local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 local function list(dir)
   local names = {}
@@ -20,7 +20,7 @@ end
 -- A stopped session with a non-empty profile.
 local function stopped_session()
   local s = profile.sample()
-  cpu.burn(0.2)
+  sampling.for_cpu(0.2)
   s:stop()
   local text = s:collapsed()
   assert.is_true(#collapsed.parse(text) > 0, "the workload was sampled")
@@ -31,7 +31,7 @@ end
 -- the text and leaves no temporary file in `dir`.
 local function assert_write_fails(path, reason, dir)
   local s = profile.sample()
-  cpu.burn(0.2)
+  sampling.for_cpu(0.2)
   local ok, err = pcall(s.stop, s, path)
   assert.is_false(ok)
   assert.is_truthy(err:find("SampleSession:stop: cannot write '" .. path .. "': " .. reason, 1, true), err)
@@ -93,7 +93,7 @@ describe("writes", function()
     local path = dir .. "/p.collapsed"
     write_plain(path, "old\n")
     local s = profile.sample()
-    cpu.burn(0.2)
+    sampling.for_cpu(0.2)
     local text = s:stop(path)
     assert.equal(text, read(path))
     assert.same({ "p.collapsed" }, list(dir))

@@ -1,8 +1,7 @@
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
-local bounds = require("spec.support.truth_bounds")
+local sampling = require("spec.support.sampling")
 local zone = require("jit.zone")
-local cpu = require("spec.support.cpu")
 
 -- Not cpu.busy: BUSY names this loop's frame, which must be in this file.
 local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
@@ -29,8 +28,15 @@ describe("profile.sample", function()
       local work = dofile("spec/fixtures/proportions.lua")
       work.run(50, 2000) -- warm up: let the JIT compile the loops first
       local s = profile.sample({ intervalMs = 1, precision = precision })
-      local t0 = os.clock()
-      while os.clock() - t0 < 2.5 do work.run(20, 20000) end
+      -- The truth: each function timed alone in the session's pauses (the
+      -- same loop body, but each its own trace).
+      local want, again = sampling.interleaved(s, 6, function()
+        return sampling.time_parts({
+          six = function() work.six(20000) end,
+          three = function() work.three(20000) end,
+          one = function() work.one(20000) end,
+        }, 0.06)
+      end, function() sampling.until_samples(s, 250, function() work.run(20, 20000) end) end)
       local rows = collapsed.parse(s:stop())
       assert.equal(precision, s:stats().precision)
       local function share(line)
@@ -39,13 +45,13 @@ describe("profile.sample", function()
       end
       local a, b, c = share(3), share(4), share(5)
       local total = a + b + c
-      assert.is_true(total >= 500, "too few samples in the workload: " .. total)
+      assert.is_true(total >= 0.9 * s:stats().recordedSamples, "samples in the workload: " .. total)
       local msg = string.format("shares %.1f / %.1f / %.1f (n=%d)", 100 * a / total, 100 * b / total, 100 * c / total,
         total)
-      for _, part in ipairs({ { a, 0.6 }, { b, 0.3 }, { c, 0.1 } }) do
-        local p = part[2]
-        local tol = bounds.tolerance(p, total)
-        assert.is_true(math.abs(part[1] / total - p) <= tol, msg)
+      for _, part in ipairs({ { a, "six" }, { b, "three" }, { c, "one" } }) do
+        local name = part[2]
+        sampling.check_share(name .. ", " .. msg, part[1] / total, (want[name] + again[name]) / 2, total,
+          math.abs(want[name] - again[name]))
       end
     end)
   end
@@ -80,7 +86,7 @@ describe("profile.sample", function()
 
   it("reaches the requested rate at intervalMs = 1", function()
     local s = profile.sample({ intervalMs = 1 })
-    cpu.burn(1.0, function() busy(10000) end)
+    sampling.for_cpu(1.0, function() busy(10000) end)
     s:stop()
     local st = s:stats()
     local msg = string.format("rate %.0f/s of %.0f/s requested (%s clock, %s)", st.rate, st.requestedRate, st.clock,
@@ -138,7 +144,7 @@ describe("profile.sample", function()
 
   it("puts zone paths first and marks compiled code N", function()
     local s = profile.sample()
-    cpu.burn(0.6, function()
+    sampling.for_cpu(0.6, function()
       zone("update") zone("physics") busy(20000) zone() zone()
       zone("render") busy(10000) zone()
     end)
@@ -158,7 +164,7 @@ describe("profile.sample", function()
     local function interp(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
     jit.off(interp, true)
     local s = profile.sample()
-    cpu.burn(0.5, function() interp(20000) end)
+    sampling.for_cpu(0.5, function() interp(20000) end)
     local rows = collapsed.parse(s:stop())
     jit.on(interp, true)
     local i_count = collapsed.sum(rows, function(r) return r.state == "I" and collapsed.has_frame(r, "sample_spec.lua") end)
@@ -169,7 +175,7 @@ describe("profile.sample", function()
 
   it("keeps exactly the matching zone subtree with the zone filter", function()
     local s = profile.sample({ zone = "a/Render" })
-    cpu.burn(0.6, function()
+    sampling.for_cpu(0.6, function()
       zone("a") zone("Render") busy(5000) zone("post") busy(5000) zone() zone()
       zone("Renderer") busy(5000) zone() zone()
       zone("b") busy(5000) zone()
@@ -195,9 +201,9 @@ describe("profile.sample", function()
     local function in_run(n) local r = busy(n) return r end
     local s = profile.sample()
     s:pause(); s:pause()
-    cpu.burn(0.4, function() in_pause(10000) end)
+    sampling.for_cpu(0.4, function() in_pause(10000) end)
     s:resume(); s:resume()
-    cpu.burn(0.4, function() in_run(10000) end)
+    sampling.for_cpu(0.4, function() in_run(10000) end)
     local rows = collapsed.parse(s:stop())
     local paused_line = debug.getinfo(in_pause, "S").linedefined
     local run_line = debug.getinfo(in_run, "S").linedefined
@@ -208,7 +214,7 @@ describe("profile.sample", function()
 
   it("sorts lines by count, descending", function()
     local s = profile.sample()
-    cpu.burn(0.4, function() zone("x") busy(8000) zone() busy(2000) end)
+    sampling.for_cpu(0.4, function() zone("x") busy(8000) zone() busy(2000) end)
     local rows = collapsed.parse(s:stop())
     for i = 2, #rows do assert.is_true(rows[i - 1].count >= rows[i].count) end
   end)
@@ -220,7 +226,7 @@ describe("profile.sample", function()
     -- part of it).
     local function nest(n) if n == 0 then return busy(20000) end return nest(n - 1) + 1 end
     local function burn_in_coroutine(seconds, depth)
-      coroutine.wrap(function() cpu.burn(seconds, function() nest(depth) end) end)()
+      coroutine.wrap(function() sampling.for_cpu(seconds, function() nest(depth) end) end)()
     end
     local s = profile.sample({ stackDepth = 8 })
     burn_in_coroutine(0.4, 40)
@@ -253,7 +259,7 @@ describe("profile.sample", function()
     local lpeg = require("lpeg")
     local pattern = lpeg.Cmt(lpeg.P(1), function() busy(3000) return true end) ^ 0
     local s = profile.sample()
-    cpu.burn(0.4, function() lpeg.match(pattern, "xxxxxxxx") end)
+    sampling.for_cpu(0.4, function() lpeg.match(pattern, "xxxxxxxx") end)
     local rows = collapsed.parse(s:stop())
     local named, unnamed = 0, 0
     for _, r in ipairs(rows) do
@@ -269,7 +275,7 @@ describe("profile.sample", function()
   it("names builtins from jit.vmdef", function()
     -- A builtin shows on the stack while it calls back into Lua.
     local s = profile.sample({ stackDepth = 4 })
-    cpu.burn(0.5, function() pcall(busy, 10000) end)
+    sampling.for_cpu(0.5, function() pcall(busy, 10000) end)
     local rows = collapsed.parse(s:stop())
     local through_pcall = collapsed.sum(rows, function(r)
       return r.frames[#r.frames - 1] == "pcall" and r.frames[#r.frames]:find(BUSY, 1, true) ~= nil
@@ -281,7 +287,7 @@ describe("profile.sample", function()
   it("writes the file given to stop and returns the same text", function()
     local path = os.tmpname()
     local s = profile.sample()
-    cpu.burn(0.2, function() busy(5000) end)
+    sampling.for_cpu(0.2, function() busy(5000) end)
     local text = s:stop(path)
     local f = assert(io.open(path, "rb"))
     local on_disk = f:read("*a")
@@ -293,7 +299,7 @@ describe("profile.sample", function()
 
   it("keeps the profile when the file cannot be written", function()
     local s = profile.sample()
-    cpu.burn(0.2, function() busy(5000) end)
+    sampling.for_cpu(0.2, function() busy(5000) end)
     local ok, err = pcall(s.stop, s, "/nonexistent-dir/x/out.collapsed")
     assert.is_false(ok)
     assert.matches("/nonexistent%-dir/x/out.collapsed", err)

@@ -1,15 +1,14 @@
 -- Where samples land, against the truth: each workload's parts are timed
 -- unprofiled (spec/fixtures/truth.lua) in the pauses of a session at
 -- the defaults (at the workload's `precision` where it names one), within
--- the bounds of spec/support/truth_bounds.lua, the spread being the
--- difference between the truths of odd and even rounds. Workloads that
--- block get 3 points more:
--- CPU the kernel spends switching a sleeping thread out and in is in the
--- thread's CPU clock but outside any sampler's view. `make bench` prints the
--- same workloads beside LuaJIT's own sampler (bench/truth.lua).
+-- the bounds of spec/support/sampling.lua, the spread being the
+-- difference between the truths of odd and even rounds; a workload's known
+-- miss (blocking calls, for one) widens its bound by the allowance it
+-- names. `make bench` prints the same workloads beside LuaJIT's own
+-- sampler (bench/truth.lua).
 local profile = require("tecs.profile")
 local truth = dofile("spec/fixtures/truth.lua")
-local bounds = require("spec.support.truth_bounds")
+local sampling = require("spec.support.sampling")
 
 local SECONDS = 1.5
 local TRUTH_SECONDS = 1.5
@@ -33,7 +32,7 @@ describe("samples land where the time goes", function()
       local early_plain = truth.early - early_before
       local iterations, early = 0, 0
       local s = profile.sample({ precision = w.precision })
-      local want, again = bounds.interleaved(s, ROUNDS, function() return truth.truth(w, TRUTH_SECONDS / ROUNDS) end,
+      local want, again = sampling.interleaved(s, ROUNDS, function() return truth.truth(w, TRUTH_SECONDS / ROUNDS) end,
         function()
           local e0 = truth.early
           iterations = iterations + truth.run(w, (w.seconds or SECONDS) / ROUNDS)
@@ -52,13 +51,8 @@ describe("samples land where the time goes", function()
       print(w.name .. ": " .. msg)
       assert.is_true(n >= 100, "too few samples in the parts: " .. n .. " (" .. msg .. ")")
       for _, name in ipairs(w.parts) do
-        local p = (want[name] + again[name]) / 2
-        local spread = math.abs(want[name] - again[name])
-        local tol = bounds.tolerance(p, n, spread)
-        if w.blocking then tol = tol + 0.03 end
-        tol = tol + (w.known_error or 0)
-        assert.is_true(math.abs(got[name] - p) <= tol, string.format("%s off by %.1f points (bound %.1f): %s", name,
-          100 * math.abs(got[name] - p), 100 * tol, msg))
+        sampling.check_share(name .. " (" .. msg .. ")", got[name], (want[name] + again[name]) / 2, n,
+          math.abs(want[name] - again[name]), w.blocking and "blocking" or nil, w.allowance)
       end
       if w.waits then
         local waits = iterations * w.waits

@@ -6,7 +6,7 @@ local work = dofile("spec/fixtures/views_work.lua")
 
 local FILE = "spec/fixtures/views_work.lua"
 
-local cpu = require("spec.support.cpu")
+local sampling = require("spec.support.sampling")
 
 -- Parses a raw report into first-level {self, total} and second-level counts.
 local function parse(text)
@@ -51,49 +51,50 @@ describe("views of a session", function()
     -- gave line 7 46% of the samples).
     jit.off(work.two_lines)
     local s = profile.sample({ precision = "line" })
-    cpu.burn(0.8, function() work.two_lines(20000) end)
+    sampling.until_samples(s, 600, function() work.two_lines(20000) end)
     s:stop()
     jit.on(work.two_lines)
     local first, second = parse(profile.report(s, { mode = "fl", raw = true, minPercent = 0 }))
     local key = "M.two_lines (" .. FILE .. ":5)"
     assert.is_table(first[key], "function key present")
     local a, b = second[key][FILE .. ":7"] or 0, second[key][FILE .. ":8"] or 0
-    assert.is_true(a + b >= 300, "samples in the two lines: " .. (a + b))
-    local share = a / (a + b)
-    -- 4.5 standard errors, and 5 points: in line mode a sample that arrives
-    -- during a one-line loop's last iterations can land on the next line.
-    local tol = 4.5 * math.sqrt(share * (1 - share) / (a + b)) + 0.05
-    assert.is_true(math.abs(share - 2 / 3) <= tol,
-      string.format("line 7 share %.3f of %d samples, expected 0.667", share, a + b))
+    -- The two loops are nearly all of the work.
+    assert.is_true(a + b >= 0.9 * s:stats().recordedSamples, "samples in the two lines: " .. (a + b))
+    sampling.check_share("line 7", a / (a + b), 2 / 3, a + b, 0, "next_line")
   end)
 
   it("answers: which hot functions only run interpreted?", function()
     work.compiled(100000)
+    -- Sized so that each takes half of the time here, whatever the
+    -- interpreter's speed against compiled code on this machine.
+    local ni = sampling.calibrate(work.interpreted, 1e-4)
+    local nc = sampling.calibrate(work.compiled, 1e-4)
     local s = profile.sample()
-    cpu.burn(0.8, function() work.interpreted(3000) work.compiled(30000) end)
+    sampling.until_samples(s, 800, function() work.interpreted(ni) work.compiled(nc) end)
     s:stop()
     local first, second = parse(profile.report(s, { mode = "vf", raw = true, minPercent = 0 }))
     local interp = "M.interpreted (" .. FILE .. ":13)"
     local comp = "M.compiled (" .. FILE .. ":20)"
-    assert.is_true(first.Interpreted.self > 100, "interpreted samples")
+    assert.is_table(first.Interpreted, "no interpreted samples")
+    assert.is_true(first.Interpreted.self >= 100, "interpreted samples: " .. first.Interpreted.self)
     assert.is_true(second.Interpreted[interp] / first.Interpreted.self > 0.9)
     assert.is_true((second.Compiled[interp] or 0) < 0.05 * first.Interpreted.self)
-    assert.is_true(second.Compiled[comp] > 100)
+    assert.is_true(second.Compiled[comp] >= 100, "compiled samples: " .. tostring(second.Compiled[comp]))
   end)
 
   it("splits a function's time by caller, and shows callees", function()
     local s = profile.sample()
-    cpu.burn(0.8, function() work.caller_a(30000) work.caller_b(10000) end)
+    sampling.until_samples(s, 800, function() work.caller_a(30000) work.caller_b(10000) end)
     s:stop()
     local comp = "M.compiled (" .. FILE .. ":20)"
     local first, second = parse(profile.report(s, { by = "function", ["then"] = "caller", raw = true, minPercent = 0 }))
     local a = second[comp]["M.caller_a (" .. FILE .. ":26)"] or 0
     local b = second[comp]["M.caller_b (" .. FILE .. ":27)"] or 0
-    assert.is_true(a + b > 300 and a + b <= first[comp].self)
-    -- 3:1 by construction. At function precision a sample in a compiled
-    -- loop is seen at the next function boundary, and where the trace goes
-    -- on from there varies with the JIT's choices run to run: 15 points.
-    assert.is_true(math.abs(a / (a + b) - 0.75) < 0.15, "caller split " .. a .. ":" .. b)
+    -- Every sample of the callee is under one of its two callers, and each
+    -- caller has its part (where the shares land is for the truth suite:
+    -- spec/truth_spec.lua).
+    assert.equal(first[comp].self, a + b)
+    assert.is_true(a >= 50 and b >= 20, "caller split " .. a .. ":" .. b)
     local _, callees = parse(profile.report(s, { mode = "-s", sort = "total", raw = true, minPercent = 0 }))
     assert.is_true(callees["M.caller_a (" .. FILE .. ":26)"][comp] > 100)
   end)
@@ -103,7 +104,7 @@ describe("views of a session", function()
     -- (see "groups their lines" above).
     jit.off(work.two_lines)
     local s = profile.sample({ precision = "line" })
-    cpu.burn(0.5, function() work.two_lines(20000) end)
+    sampling.until_samples(s, 500, function() work.two_lines(20000) end)
     s:stop()
     jit.on(work.two_lines)
     local text = profile.report(s, { annotate = "hot", context = 0 })
@@ -117,10 +118,12 @@ describe("views of a session", function()
   end)
 
   it("applies the threshold and the row limit", function()
+    -- Two rows for certain: `compiled` sized to about a tenth of the time
+    -- here, two_lines the rest, on either side of the 20% threshold.
+    local nl = sampling.calibrate(work.two_lines, 9e-4)
+    local nc = sampling.calibrate(work.compiled, 1e-4)
     local s = profile.sample()
-    -- Two rows for certain: compiled gets about 9% (36 of 400 samples),
-    -- two_lines the rest, on either side of the 20% threshold.
-    cpu.burn(0.4, function() work.two_lines(20000) work.compiled(6000) end)
+    sampling.until_samples(s, 400, function() work.two_lines(nl) work.compiled(nc) end)
     s:stop()
     local all = profile.report(s, { by = "line", minPercent = 0 })
     local some = profile.report(s, { by = "line", minPercent = 20 })
@@ -132,7 +135,7 @@ describe("views of a session", function()
 
   it("reports a running session, a profile object and collapsed text alike", function()
     local s = profile.sample()
-    cpu.burn(0.3, function() work.compiled(10000) end)
+    sampling.for_cpu(0.3, function() work.compiled(10000) end)
     local live = profile.report(s, { minPercent = 0 })
     assert.matches("M.compiled", live)
     local text = s:stop()
