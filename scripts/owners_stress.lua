@@ -27,7 +27,10 @@ if what == "cycles" then
   local jp = require("jit.p")
   local out = os.tmpname()
   local s = profile.sample({ intervalMs = 0.1 })
-  busy(2000000)
+  -- Until the session has 100 samples, however fast this machine runs the
+  -- loop (a CPU second at the least kernel tick rate is enough).
+  local t0 = os.clock()
+  repeat busy(100000) until s:stats().samples >= 100 or os.clock() - t0 > 2
   local before = s:stats().samples
   local theirs = 0
   for i = 1, n do
