@@ -3,21 +3,26 @@
 -- one function kept interpreted) in separate processes, and the shares of
 -- every key above 5% must match within sampling error (4.5 standard errors
 -- of the difference of two proportions, plus the allowance for -jp's
--- rounding: spec/support/sampling.lua). -jp's own timer gives about 250 samples a second here, and
--- one process's shares can stray well past its sampling error (its timer
--- can fall in step with the workload's loop: the interpreted function got
--- 3.8% of one run's 501 samples, 8-13% in others), so its counts are
--- pooled over JP_RUNS processes. 19 shares are compared in each LuaJIT's
--- run of this file, 57 in `make test`; at 4.5 standard errors the chance
--- that any of them fails by sampling error alone is under 1 in 2,500 per
--- `make test`.
+-- rounding: spec/support/sampling.lua). -jp's own timer gives about 250
+-- samples a second here, and one process's shares can stray well past its
+-- sampling error (its timer can fall in step with the workload's loop: the
+-- interpreted function got 3.8% of one run's 501 samples, 8-13% in
+-- others), so its counts are pooled over JP_RUNS processes or more. 19
+-- shares are compared in each LuaJIT's run of this file, 57 in `make
+-- test`; at 4.5 standard errors the chance that any of them fails by
+-- sampling error alone is under 1 in 2,500 per `make test`.
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")
 local profile = require("tecs.profile")
 
 local WORKLOAD = "spec/fixtures/jp_workload.lua"
-local SECONDS = "2"
-local JP_RUNS = 3
+local SECONDS = 2
+-- -jp's counts are pooled over at least this many processes, and over more
+-- until they reach JP_SAMPLES (its timer is the kernel's tick: 100 to 1000
+-- a second), at most JP_MAX_RUNS.
+local JP_RUNS, JP_SAMPLES, JP_MAX_RUNS = 3, 750, 12
+-- Ours runs until about OUR_SAMPLES at the least rate of its clock here.
+local OUR_SAMPLES = 1500
 
 -- Runs the workload under `luajit -jp=<options>` in its own process; returns
 -- the text -jp wrote.
@@ -31,11 +36,13 @@ local function jp_text(options)
 end
 
 -- Runs `luajit -jp=<mode>` with raw counts and no threshold in JP_RUNS
--- processes; returns the first-level counts, the second-level counts and
--- the total, summed over the runs.
+-- processes or more (until JP_SAMPLES); returns the first-level counts, the
+-- second-level counts and the total, summed over the runs.
 local function jp(mode)
   local first, second, total, current = {}, {}, 0, nil
-  for _ = 1, JP_RUNS do
+  local runs = 0
+  while runs < JP_RUNS or (total < JP_SAMPLES and runs < JP_MAX_RUNS) do
+    runs = runs + 1
     for line in jp_text(mode .. "rm0i1"):gmatch("[^\n]+") do
       local c2, k2 = line:match("^  %-%- +(%d+)  (.+)$")
       if c2 then
@@ -117,9 +124,10 @@ describe("views agree with luajit -jp", function()
 
   setup(function()
     collapsed, by_line = os.tmpname(), os.tmpname()
-    local rc, out = run.run(string.format("%s run -q -o %s %s %s", run.cli, collapsed, WORKLOAD, SECONDS))
+    local seconds = math.max(SECONDS, OUR_SAMPLES / sampling.least_rate(sampling.probe({})))
+    local rc, out = run.run(string.format("%s run -q -o %s %s %s", run.cli, collapsed, WORKLOAD, seconds))
     assert.equal(0, rc, out)
-    rc, out = run.run(string.format("%s run -q --precision line -o %s %s %s", run.cli, by_line, WORKLOAD, SECONDS))
+    rc, out = run.run(string.format("%s run -q --precision line -o %s %s %s", run.cli, by_line, WORKLOAD, seconds))
     assert.equal(0, rc, out)
   end)
 

@@ -5,6 +5,7 @@
 local profile = require("tecs.profile")
 local trace = require("tecs.profile.trace")
 local t = require("spec.support.trace")
+local sampling = require("spec.support.sampling")
 
 local read, find_site, fresh_nyi_loop = t.read, t.find_site, t.fresh_nyi_loop
 
@@ -274,15 +275,24 @@ describe("profile.trace", function()
       assert.is_true(native_ok, "native module not built")
       -- Native sampler: samples land while the JIT records and compiles
       -- (VM state J), yet no trace is aborted by them.
+      local function in_jit_of(text)
+        local n = 0
+        for line in text:gmatch("[^\n]+") do
+          if line:find("_%[J%] %d+$") then n = n + tonumber(line:match("(%d+)$")) end
+        end
+        return n
+      end
       local t = profile.trace()
       local s = profile.sample({ intervalMs = 0.1 })
       recording_heavy(1, 4000)
+      -- Then more fresh loops until 100 samples are taken in the compiler,
+      -- however fast it compiles here.
+      sampling.until_samples(s, 100, function(k) recording_heavy(4000 + 50 * k, 50) end, {
+        count = function() return in_jit_of(s:collapsed()) end, minSeconds = 10,
+      })
       local text = s:stop()
       local r = t:stop()
-      local in_jit = 0
-      for line in text:gmatch("[^\n]+") do
-        if line:find("_%[J%] %d+$") then in_jit = in_jit + tonumber(line:match("(%d+)$")) end
-      end
+      local in_jit = in_jit_of(text)
       assert.is_true(r.tracesStarted >= 4000, "traces started: " .. r.tracesStarted)
       assert.is_true(in_jit >= 100, "samples taken inside the JIT compiler: " .. in_jit)
       assert.equal(0, recerr_count(r))

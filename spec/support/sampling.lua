@@ -49,6 +49,27 @@ function M.least_rate(st)
   return asked
 end
 
+--- Whether a session's clock (`st` is its `stats()`) fires on the
+-- kernel's scheduler tick, which caps its rate whatever the interval.
+function M.tick_capped(st)
+  return TICK_CAPPED[st.clock] == true
+end
+
+--- The `stats()` of a session started and stopped here with `opts`: which
+-- clock a child process profiled with the same options gets.
+function M.probe(opts)
+  local s = require("tecs.profile").sample(opts)
+  s:stop()
+  return s:stats()
+end
+
+--- The least number of samples a child process profiled with `opts` must
+-- take in `seconds` of CPU time (`least_samples`, for a clock not in
+-- this process).
+function M.least_samples_elsewhere(opts, seconds)
+  return math.floor(0.5 * seconds * M.least_rate(M.probe(opts)))
+end
+
 --- The least number of samples a session must take in `seconds` of CPU
 -- time: half of what the least rate of its clock (`least_rate`) gives. A
 -- timer that falls behind (signals merged under load) keeps well above half.
@@ -176,29 +197,29 @@ M.ALLOWANCES = {
     why = "luajit -jp prints rounded counts" },
 }
 
+-- The points of the allowances named (nil names are skipped).
+local function allowed(...)
+  local points = 0
+  for i = 1, select("#", ...) do
+    local name = select(i, ...)
+    if name then points = points + assert(M.ALLOWANCES[name], "no allowance named " .. tostring(name)).points end
+  end
+  return points
+end
+
 --- The bound for a share `p` of `n` samples: 4.5 standard errors of a
 -- binomial share (at least 3 points), plus three times the spread between
 -- two measurements of the truth (0 when it is known by construction), plus
 -- the allowances named after it (keys of `ALLOWANCES`).
 function M.tolerance(p, n, spread, ...)
-  local tol = math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n)) + 3 * (spread or 0)
-  for i = 1, select("#", ...) do
-    local name = select(i, ...)
-    if name then tol = tol + assert(M.ALLOWANCES[name], "no allowance named " .. tostring(name)).points end
-  end
-  return tol
+  return math.max(0.03, 4.5 * math.sqrt(math.max(p * (1 - p), 0.01) / n)) + 3 * (spread or 0) + allowed(...)
 end
 
 --- The bound for the difference of two shares of the same thing, one of
 -- `na` samples and one of `nb`, whose pooled share is `p`: 4.5 standard
 -- errors of the difference, plus the allowances named after it.
 function M.tolerance_two(p, na, nb, ...)
-  local tol = 4.5 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb))
-  for i = 1, select("#", ...) do
-    local name = select(i, ...)
-    if name then tol = tol + assert(M.ALLOWANCES[name], "no allowance named " .. tostring(name)).points end
-  end
-  return tol
+  return 4.5 * math.sqrt(p * (1 - p) * (1 / na + 1 / nb)) + allowed(...)
 end
 
 --- Fails unless `got` (a share of `n` samples) is within `tolerance` of
