@@ -158,3 +158,16 @@ fn a_guard_the_first_callback_turned_off_is_reported_in_stats() {
     }
     assert!(!Ownership::held());
 }
+
+#[test]
+fn refused_ticks_stand_for_the_time_at_the_rate_they_came() {
+    // 1 kHz asked and given: 300 refused of 800 ticks in 0.8 s is 0.3 s.
+    assert!((stalled_seconds(300, 500, Some(0.8), 1_000_000) - 0.3).abs() < 1e-9);
+    // The kernel's tick at 250 Hz under a 1 ms interval: 126 refused of 201
+    // in 0.8 s stand for half a second, not 126 ms.
+    let s = stalled_seconds(126, 75, Some(0.8), 1_000_000);
+    assert!((s - 0.5015).abs() < 1e-3, "{s}");
+    assert!(126 >= STALL_TICKS && s >= STALL_SECONDS);
+    // No CPU clock: the interval asked.
+    assert!((stalled_seconds(250, 0, None, 1_000_000) - 0.25).abs() < 1e-9);
+}

@@ -69,8 +69,8 @@ pub struct NativeSession {
     lua_paths: HashMap<(String, u32, u32), String>,
     /// The profile of the stopped session, built once for every output.
     finished: Option<Profile>,
-    /// Ticks the handler refused, read when the session stopped.
-    refused_at_stop: u64,
+    /// Ticks passed on and refused, read at the stop.
+    ticks_at_stop: (u64, u64),
     precision: Precision,
     /// Lua function (function, line, state) -> the line the time of samples
     /// charged to `line` in that VM state belongs to, or nil; see
@@ -106,10 +106,21 @@ pub struct NativeSession {
 }
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
-/// reports that it lost LuaJIT's profiler (at least this many, and at least
-/// 250 ms worth).
-const STALL_TICKS: u64 = 100;
-const STALL_NS: u64 = 250_000_000;
+/// reports that it lost LuaJIT's profiler: at least this many, standing for
+/// at least 250 ms of the thread's CPU time at the rate its ticks came (a
+/// source on the kernel's tick comes slower than the interval asked).
+const STALL_TICKS: u64 = 20;
+const STALL_SECONDS: f64 = 0.25;
+
+/// The CPU seconds that `refused` of `passed + refused` ticks stand for,
+/// over `cpu_sec` seconds of the session's CPU time; the interval asked
+/// where no CPU time is known.
+fn stalled_seconds(refused: u64, passed: u64, cpu_sec: Option<f64>, interval_ns: u64) -> f64 {
+    match cpu_sec {
+        Some(cpu) if cpu > 0.0 => refused as f64 * cpu / (passed + refused).max(1) as f64,
+        _ => refused as f64 * interval_ns as f64 / 1e9,
+    }
+}
 
 /// The message of an error without mlua's wrapping and traceback.
 fn error_text(e: &mlua::Error) -> String {
@@ -124,14 +135,14 @@ fn runtime(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
 }
 
-/// Ticks refused by the handler since this session armed it.
-fn refused_ticks(kind: TickKind) -> u64 {
+/// Ticks passed on and refused by the handler since this session armed it.
+fn tick_counts(kind: TickKind) -> (u64, u64) {
     #[cfg(target_os = "linux")]
     if kind != TickKind::LuaJit {
-        return sys::posix::tick_counts().1;
+        return sys::posix::tick_counts();
     }
     let _ = kind;
-    0
+    (0, 0)
 }
 
 impl NativeSession {
@@ -149,7 +160,7 @@ impl NativeSession {
             self.alloc_restored = Some(hook.uninstall());
         }
         self.ticks.stop();
-        self.refused_at_stop = refused_ticks(self.ticks.kind());
+        self.ticks_at_stop = tick_counts(self.ticks.kind());
         self.hooks_rearmed_at_stop = self.hooks_rearmed();
         match run {
             Some(run) => run.finish(lua, &self.sampler),
@@ -196,14 +207,14 @@ impl NativeSession {
 
     /// Why this session's data may be incomplete, if it can tell.
     fn warning(&self) -> Option<String> {
-        let stalled = if self.running() { refused_ticks(self.ticks.kind()) } else { self.refused_at_stop };
+        let (passed, stalled) = if self.running() { tick_counts(self.ticks.kind()) } else { self.ticks_at_stop };
+        let seconds = stalled_seconds(stalled, passed, self.timing.cpu_sec(), self.interval_ns);
         let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
-        if stalled >= STALL_TICKS && stalled.saturating_mul(self.interval_ns) >= STALL_NS {
+        if stalled >= STALL_TICKS && seconds >= STALL_SECONDS {
             parts.push(format!(
                 "{} ticks (about {:.2} s) found LuaJIT's profiler no longer ours: another sampler \
                  (jit.p or jit.profile.start) took it over or stopped it",
-                stalled,
-                stalled as f64 * self.interval_ns as f64 / 1e9
+                stalled, seconds
             ));
         }
         if parts.is_empty() {

@@ -130,7 +130,7 @@ impl NativeSession {
             c_shared: HashSet::new(),
             lua_paths: HashMap::new(),
             finished: None,
-            refused_at_stop: 0,
+            ticks_at_stop: (0, 0),
             precision: o.precision,
             call_site: o.env.call_site.clone(),
             call_sites_checked: HashSet::new(),
