@@ -16,6 +16,11 @@
 local profile = require("tecs.profile")
 local check = require("tecs.profile.check")
 
+-- Run by `tecs-profile busted`: the specs see the arguments of a plain
+-- `luajit busted ...` once busted has parsed ours (the helper is loaded
+-- after that, before any spec).
+require("tecs.profile.cli.program").settle()
+
 -- Helper arguments (`-Xhelper k=v,k=v`) arrive in the global `arg`.
 local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
 for _, a in ipairs(type(arg) == "table" and arg or {}) do

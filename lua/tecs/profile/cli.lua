@@ -71,8 +71,12 @@ end
 
 --- Run the command line `args` (as in `arg`); returns the exit code.
 -- @tparam table args the arguments, the command first
+-- @tparam[opt] table paths `{ path = ..., cpath = ... }`: the search paths
+-- the process started with, before the launcher changed them (a program
+-- run is given them back)
 -- @treturn number exit code
-function M.main(args)
+function M.main(args, paths)
+  require("tecs.profile.cli.program").capture(args, paths)
   jitpath.complete()
   local cmd = args[1]
   if cmd == nil or cmd == "--help" or cmd == "-h" or cmd == "help" then

@@ -5,6 +5,7 @@
 -- @module tecs.profile.cli.commands
 
 local options = require("tecs.profile.cli.options")
+local env = require("tecs.profile.cli.program")
 
 local M = {}
 
@@ -193,10 +194,8 @@ function M.run(opts, pos)
   local chunk, lerr = loadfile(script)
   if not chunk then io.stderr:write("tecs-profile: ", tostring(lerr), "\n") return 1 end
 
-  local script_args = { [0] = script }
-  for k = 2, #pos do script_args[k - 1] = pos[k] end
-  script_args[-1] = "tecs-profile run"
-  _G.arg = script_args
+  local script_args = { unpack(pos, 2) }
+  env.enter(env.arg(script, script_args))
 
   local trace_mod, tsession
   if opts.trace then
@@ -314,9 +313,8 @@ function M.cover(opts, pos)
     io.stderr:write("tecs-profile: ", tostring(lerr), "\n")
     return 1
   end
-  local script_args = { [0] = script, [-1] = "tecs-profile cover" }
-  for k = 2, #pos do script_args[k - 1] = pos[k] end
-  _G.arg = script_args
+  local script_args = { unpack(pos, 2) }
+  env.enter(env.arg(script, script_args))
 
   local finished, status = false, 0
   local function finish()
@@ -351,6 +349,19 @@ function M.cover(opts, pos)
   return status
 end
 
+-- The path of the `busted` command on PATH (what `arg[0]` holds under
+-- `luajit $(command -v busted)`), or "busted".
+local function busted_command()
+  for dir in (os.getenv("PATH") or ""):gmatch("[^:]+") do
+    local f = io.open(dir .. "/busted", "r")
+    if f then
+      f:close()
+      return dir .. "/busted"
+    end
+  end
+  return "busted"
+end
+
 --- `busted [busted args]`: busted's runner in this LuaJIT, with the
 -- `tecs.profile.busted` helper loaded; the process exits as busted does.
 -- @tparam table opts parsed options (none: every argument is busted's)
@@ -372,6 +383,7 @@ function M.busted(opts, pos)
     local path, cpath = require("tecs.profile.cli.jitpath").builtin_paths()
     if path then
       package.path, package.cpath = package.path .. ";" .. path, package.cpath .. ";" .. cpath
+      env.extend(path, cpath)
       found, runner = pcall(require, "busted.runner")
     end
   end
@@ -382,9 +394,10 @@ function M.busted(opts, pos)
       " and keep its directory on LUA_PATH\n")
     return 1
   end
-  local busted_args = { [0] = "busted", "--helper=tecs.profile.busted" }
-  for _, a in ipairs(pos) do busted_args[#busted_args + 1] = a end
-  _G.arg = busted_args
+  -- busted parses its arguments with the helper among them; the helper
+  -- then gives the specs the arguments of a plain `luajit busted ...`.
+  local command = busted_command()
+  env.enter_runner(env.arg(command, { "--helper=tecs.profile.busted", unpack(pos) }), env.arg(command, pos))
   -- Called from a chunk named "=busted", the runner names itself busted and
   -- ends the process with os.exit when specs fail, as /usr/bin/busted does.
   -- (Not a tail call: the runner looks at the frame that called it.)

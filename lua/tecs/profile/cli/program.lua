@@ -1,0 +1,106 @@
+--- What a program run by the command line sees: the same `arg` and the
+-- same `package.path` and `package.cpath` as under plain `luajit`.
+--
+-- `luajit script.lua a b` gives the script `arg[-1] = "luajit"`, `arg[0] =
+-- "script.lua"`, `arg[1] = "a"`; libraries read the interpreter from the
+-- lowest index (Penlight's `app.lua()` runs Lua subprocesses with it). The
+-- launcher puts this package's directories first on the search paths, and
+-- the command line may add LuaJIT's own `jit/` directory; the program gets
+-- the paths back as the launcher found them, and the package's modules
+-- (loaded later by the profiler itself, at the stop) are found by a
+-- searcher of their own, for `tecs.*` and `jit.*` names only.
+-- @module tecs.profile.cli.program
+
+local M = {}
+
+-- The interpreter's own arguments (the negative indices of the launcher's
+-- `arg`) and the search paths as the launcher found them.
+local interpreter = {}
+local program_path, program_cpath
+
+--- Records what the program must see, before anything changes it.
+-- @tparam table args the launcher's `arg`
+-- @tparam[opt] table paths `{ path = ..., cpath = ... }` as they were before
+-- the launcher changed them (default: as they are now)
+function M.capture(args, paths)
+  interpreter = {}
+  local i = -1
+  while args and args[i] ~= nil do
+    interpreter[i] = args[i]
+    i = i - 1
+  end
+  program_path = paths and paths.path or package.path
+  program_cpath = paths and paths.cpath or package.cpath
+end
+
+--- Adds directories to the program's search paths (a path the program
+-- would have needed under plain `luajit` too).
+function M.extend(path, cpath)
+  if path then program_path = (program_path or package.path) .. ";" .. path end
+  if cpath then program_cpath = (program_cpath or package.cpath) .. ";" .. cpath end
+end
+
+--- The `arg` table a program started as `luajit script args...` has.
+-- @tparam string script `arg[0]`
+-- @tparam table args `arg[1]`, `arg[2]`, ...
+-- @treturn table
+function M.arg(script, args)
+  local t = { [0] = script }
+  for k, v in pairs(interpreter) do t[k] = v end
+  for k = 1, #args do t[k] = args[k] end
+  return t
+end
+
+-- Finds this package's own modules (and LuaJIT's `jit/` ones) on the paths
+-- the command line runs with, before the program's paths are searched.
+local function own_searcher(own_path, own_cpath)
+  return function(name)
+    if not (name:find("^tecs%.") or name:find("^jit%.")) then return nil end
+    local file = package.searchpath(name, own_path)
+    if file then return assert(loadfile(file)) end
+    file = package.searchpath(name, own_cpath)
+    if file then
+      local symbol = "luaopen_" .. name:gsub("%.", "_")
+      return assert(package.loadlib(file, symbol))
+    end
+    return nil
+  end
+end
+
+--- Sets `_G.arg` and gives the program its search paths back; the command
+-- line's own modules stay reachable.
+-- @tparam table arg the program's `arg` (from `M.arg`)
+function M.enter(arg)
+  local own_path, own_cpath = package.path, package.cpath
+  if program_path and program_path ~= own_path or program_cpath and program_cpath ~= own_cpath then
+    table.insert(package.loaders, 2, own_searcher(own_path, own_cpath))
+    package.path, package.cpath = program_path or own_path, program_cpath or own_cpath
+  end
+  _G.arg = arg
+end
+
+-- A runner that parses `arg` itself (busted's) needs arguments the
+-- program must not see: the table it parses, and what it must hold after.
+local pending
+
+--- Gives `arg` to a runner that parses it (`parsed`), to hold `plain` once
+-- `settle` runs (from the helper the runner loads after parsing).
+-- @tparam table parsed the runner's arguments
+-- @tparam table plain the arguments the program sees
+function M.enter_runner(parsed, plain)
+  pending = { target = parsed, plain = plain }
+  M.enter(parsed)
+end
+
+--- Rewrites the table the runner parsed to the program's own arguments, in
+-- place (the runner keeps that table as `arg`); nothing when the runner was
+-- not started through `enter_runner`.
+function M.settle()
+  if not pending then return end
+  local target, plain = pending.target, pending.plain
+  pending = nil
+  for k in pairs(target) do target[k] = nil end
+  for k, v in pairs(plain) do target[k] = v end
+end
+
+return M
