@@ -98,7 +98,9 @@ describe("tecs-profile", function()
     assert.equal(0, rc, err)
     -- Written from the session, which knows its interval: the session's unit.
     assert.matches('"unit": "milliseconds"', run.read(dir .. "/p.speedscope.json"), 1, true)
-    assert.matches("by line", out)
+    -- The report on stderr; stdout is the program's alone.
+    assert.matches("by line", err)
+    assert.equal("arg0=spec/fixtures/cli_script.lua arg1=normal n=2\n", out)
     assert.equal(0, (run.run("node spec/support/validate_speedscope.js " .. dir .. "/p.speedscope.json")))
     rc, out, err = run.run3(string.format("%s run -q -f collapsed -o %s/p.svg %s normal 0.2", CLI, dir, SCRIPT))
     assert.equal(0, rc, err)
@@ -135,7 +137,7 @@ describe("tecs-profile", function()
     rc, out, err = run.run3(string.format("%s%s run --annotate full %s 0.2", env, CLI, nested))
     assert.equal(0, rc, err)
     local files = {}
-    for file in out:gmatch("\n====== (.-) ======") do files[#files + 1] = file end
+    for file in err:gmatch("\n====== (.-) ======") do files[#files + 1] = file end
     assert.same({ nested }, files)
   end)
 
@@ -174,19 +176,19 @@ describe("tecs-profile", function()
   it("run keeps the profile when the program calls os.exit or fails", function()
     local rc, out, err = run.run3(string.format("%s run -o %s/e.collapsed %s exit 0.2", CLI, dir, SCRIPT))
     assert.equal(3, rc, err)
-    assert.matches("self +total", out)
+    assert.matches("self +total", err)
     assert.truthy(run.read(dir .. "/e.collapsed"))
     rc, out, err = run.run3(string.format("%s run -o %s/f.collapsed %s error 0.2", CLI, dir, SCRIPT))
     assert.equal(1, rc)
     assert.matches("boom from the script", err)
-    assert.matches("self +total", out)
+    assert.matches("self +total", err)
     assert.truthy(run.read(dir .. "/f.collapsed"))
   end)
 
   it("run --trace --annotate puts the tracker's abort sites under their lines", function()
     local file = "spec/fixtures/cli_aborts.lua"
-    local rc, out, err = run.run3(string.format("%s run --trace --annotate full %s", CLI, file))
-    assert.equal(0, rc, err)
+    local rc, _, out = run.run3(string.format("%s run --trace --annotate full %s", CLI, file))
+    assert.equal(0, rc, out)
     local at
     local n = 0
     for text in io.lines(file) do n = n + 1 if text:find("function() return i end", 1, true) then at = n end end

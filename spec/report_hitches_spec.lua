@@ -29,10 +29,11 @@ describe("tecs-profile report on a time line", function()
   setup(function()
     dir = run.tmpdir()
     trace, collapsed = dir .. "/game.trace.json", dir .. "/game.collapsed"
-    local rc, out, err = run.run3(run.cli .. " run -q --hitches 12 --timeline " .. run.quote(trace) .. " -o " ..
+    -- run's hitches are on stderr (stdout is the program's).
+    local rc, _, err = run.run3(run.cli .. " run -q --hitches 12 --timeline " .. run.quote(trace) .. " -o " ..
       run.quote(collapsed) .. " spec/fixtures/frames_game.lua")
     assert.equal(0, rc, err)
-    run_out = out
+    run_out = err
   end)
 
   teardown(function()

@@ -262,10 +262,16 @@ function M.run(opts, pos)
       local ok, text = pcall(report.hotAborts, session, trace_report, { raw = opts.raw })
       out[#out + 1] = "\n" .. (ok and text or ("tecs-profile: " .. clean(text) .. "\n"))
     end
+    -- The report goes to stderr (or --report FILE): stdout is the program's.
     local text = table.concat(out)
     if text ~= "" then
-      local ok, err = write_file(opts.reportFile or "-", text)
-      if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+      if opts.reportFile then
+        local ok, err = write_file(opts.reportFile, text)
+        if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+      else
+        io.stdout:flush()
+        io.stderr:write(text)
+      end
     end
     io.stdout:flush()
   end

@@ -50,7 +50,7 @@ local SAMPLING = {
     help = "also write the profile: .svg flamegraph, .speedscope.json, .pb.gz pprof, anything else collapsed text" },
   { "format", short = "f", key = "format", arg = "FMT",
     help = "collapsed, svg, speedscope or pprof (overrides the extension)" },
-  { "report", key = "reportFile", arg = "FILE", help = "write the text report to FILE instead of stdout" },
+  { "report", key = "reportFile", arg = "FILE", help = "write the text report to FILE instead of stderr (stdout is the program's)" },
   { "quiet", short = "q", key = "quiet", help = "no text report" },
   { "trace", key = "trace",
     help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
