@@ -404,9 +404,23 @@ function M.busted(opts, pos)
   -- then gives the specs the arguments of a plain `luajit busted ...`.
   local command = busted_command()
   env.enter_runner(env.arg(command, { "--helper=tecs.profile.busted", unpack(pos) }), env.arg(command, pos))
-  -- Called from a chunk named "=busted", the runner names itself busted and
-  -- ends the process with os.exit when specs fail, as /usr/bin/busted does.
-  -- (Not a tail call: the runner looks at the frame that called it.)
+  -- The busted script itself where it is a Lua file (Debian's is): the
+  -- same frames and the same exit as under `luajit /usr/bin/busted`. A
+  -- runner called from a script file raises an error with no message when
+  -- specs fail, which luajit turns into exit code 1.
+  local script = loadfile(command)
+  if script then
+    local ok, err = pcall(script, unpack(pos))
+    if not ok then
+      if err ~= nil then io.stderr:write(tostring(err), "\n") end
+      return 1
+    end
+    return 0
+  end
+  -- Elsewhere (a wrapper shell script): called from a chunk named "=busted",
+  -- the runner names itself busted and ends the process with os.exit when
+  -- specs fail. (Not a tail call: the runner looks at the frame that
+  -- called it.)
   local start = assert(loadstring("local runner = ... runner({ standalone = false })", "=busted"))
   start(runner)
   return 0
