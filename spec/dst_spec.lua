@@ -138,6 +138,20 @@ describe("newProfiler", function()
       assert.equal(300, by[name_of(work.tail)].callers[name_of(work.tails)].calls)
     end)
 
+    it("prevent(f, 2) leaves out a child f reaches by a tail call, and nothing after it", function()
+      local p = run_call(function() work.tails(300); work.thousand() end, { [work.tail] = 2 })
+      local by = data_of(p)
+      assert.is_nil(by[name_of(work.tail)])
+      -- leaf's 300 calls through tail are left out; thousand's are its own
+      assert.equal(1000, by[name_of(work.leaf)].calls)
+      assert.same({ [name_of(work.thousand)] = { calls = 1000 } }, (function()
+        local callers = {}
+        for name, e in pairs(by[name_of(work.leaf)].callers) do callers[name] = { calls = e.calls } end
+        return callers
+      end)())
+      assert.equal(1, by[name_of(work.tails)].calls)
+    end)
+
     it("keeps the stack right when errors unwind through frames", function()
       local p = run_call(function() work.catcher(100); work.thousand() end)
       local by = data_of(p)

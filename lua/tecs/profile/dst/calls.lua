@@ -130,11 +130,12 @@ function M.new(prevented)
     if parent then parent.child = parent.child + incl end
   end
 
-  local function push(stack, fn, level, what)
+  -- `replaced`: the frame a tail call replaced, whose blocking it keeps.
+  local function push(stack, fn, level, what, replaced)
     local top = stack[stack.n]
     local kind
     local mode = prevented[fn]
-    if mode == 2 or (top and top.kind == "blocked") then
+    if mode == 2 or (top and top.kind == "blocked") or (replaced and replaced.kind == "blocked") then
       kind = "blocked"
     elseif mode == 1 then
       kind = "hidden"
@@ -187,14 +188,20 @@ function M.new(prevented)
       while stack.n > 0 and stack[stack.n].level > level do pop(stack) end
       if stack.n > 0 and stack[stack.n].level == level then pop(stack) end
     else -- "call", and "tail call" where a VM reports it
-      while stack.n > 0 and stack[stack.n].level >= level do pop(stack) end
+      -- A frame still open at the level of the call was replaced by it: a
+      -- tail call (LuaJIT reports it as a call, with no return before it).
+      local replaced
+      while stack.n > 0 and stack[stack.n].level >= level do
+        if stack[stack.n].level == level then replaced = stack[stack.n] end
+        pop(stack)
+      end
       local fn = getinfo(2, "f").func
       local what = kinds[fn]
       if not what then
         what = getinfo(fn, "S").what
         kinds[fn] = what
       end
-      push(stack, fn, level, what)
+      push(stack, fn, level, what, replaced)
     end
     -- The time the hook itself took is nobody's.
     last = clock.now()
