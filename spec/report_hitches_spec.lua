@@ -7,6 +7,7 @@ local sample = require("tecs.profile.sample")
 local timeline = require("tecs.profile.timeline")
 local options = require("tecs.profile.cli.options")
 local run = require("spec.support.run")
+local sampling = require("spec.support.sampling")
 
 local work = dofile("spec/fixtures/frames_work.lua")
 
@@ -78,6 +79,20 @@ describe("tecs-profile report on a time line", function()
   it("the time line read back holds the session's frames and what ran in them", function()
     work.quick_work(0.02)
     work.slow_work(0.02)
+    -- A frame of a long C call and string building: the ticks in table.sort
+    -- reach the callback late, several at once, so its samples come closer
+    -- together than the interval (the time line's ranges are then shorter
+    -- than the samples they hold).
+    local big = {}
+    for i = 1, 200000 do big[i] = (i * 7919) % 100003 end
+    local function c_and_strings()
+      local t = {}
+      for i = 1, #big do t[i] = big[i] end
+      table.sort(t)
+      local parts = {}
+      for i = 1, 40000 do parts[#parts + 1] = string.format("%d:%s", i, tostring(i * 3.5)) end
+      return #table.concat(parts, ",")
+    end
     local s = profile.sample({ intervalMs = 1 })
     profile.frame()
     work.quick_work(0.03)
@@ -85,11 +100,13 @@ describe("tecs-profile report on a time line", function()
     work.slow_work(0.06)
     profile.frame()
     work.quick_work(0.03)
+    profile.frame()
+    sampling.for_cpu(0.05, c_and_strings)
     s:stop()
     local t = assert(timeline.read_trace(s:timeline("chrome-trace")))
     assert.equal(s.intervalMs, t.intervalMs)
     local frames = s:frames()
-    assert.equal(3, #frames)
+    assert.equal(4, #frames)
     assert.equal(#frames, #t.frames)
     for i, f in ipairs(frames) do
       local r = t.frames[i]
@@ -98,13 +115,16 @@ describe("tecs-profile report on a time line", function()
       -- apart at most (and a rounding error of the doubles).
       assert.is_true(math.abs(f.startMs - r.startMs) <= 0.0005 + 1e-9, f.startMs .. " vs " .. r.startMs)
     end
-    local want, got = s:hitches(3), timeline.trace_hitches(t, 3)
-    assert.equal(3, #got)
-    for i = 1, 3 do
+    local want, got = s:hitches(4), timeline.trace_hitches(t, 4)
+    assert.equal(4, #got)
+    for i = 1, 4 do
       assert.equal(want[i].index, got[i].index)
       local share = 0
       for _, e in ipairs(got[i].top) do share = share + e.share end
       assert.is_true(math.abs(share - 1) < 1e-9, "shares add up to " .. share)
+      -- What ran in the frame, function for function, as the session had it:
+      -- the file counts each frame's samples.
+      assert.same(want[i].top, got[i].top)
     end
     -- The slow frame (the 2nd marked) is slow_work's, in the file as in the session.
     local slow

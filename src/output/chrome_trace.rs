@@ -37,6 +37,58 @@ struct TraceFile<'a> {
 struct OtherData {
     exporter: &'static str,
     interval_ms: f64,
+    /// The stacks of `frame_samples`: the Lua track's range names (the
+    /// frames, caller first) joined by `;`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stacks: Vec<String>,
+    /// What ran in each frame, sample for sample, so that a reader needs
+    /// not count samples back from the ranges' lengths (a range's samples
+    /// can be drawn shorter than their intervals where they came closer
+    /// together).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    frame_samples: Vec<FrameSamples>,
+}
+
+/// The samples taken in one frame, by stack (an index in
+/// `OtherData::stacks`), in the order the stacks first ran in it.
+#[derive(Serialize)]
+pub(super) struct FrameSamples {
+    pub frame: u64,
+    pub samples: Vec<(usize, u64)>,
+}
+
+/// The samples taken in each frame (`[start, end)`, as the session counts
+/// them), by stack, and the stacks named as the Lua track's ranges are.
+fn frame_samples(tp: &TimedProfile) -> (Vec<String>, Vec<FrameSamples>) {
+    let mut stacks: Vec<String> = Vec::new();
+    let mut ids: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut out: Vec<FrameSamples> =
+        tp.frames.iter().map(|f| FrameSamples { frame: f.index, samples: Vec::new() }).collect();
+    for p in &tp.samples {
+        let at = tp.frames.partition_point(|f| f.start_ns <= p.t_ns);
+        if at == 0 || p.t_ns >= tp.frames[at - 1].end_ns {
+            continue;
+        }
+        let id = match ids.get(&p.stack) {
+            Some(&id) => id,
+            None => {
+                let key = tp.stacks.get(p.stack as usize).map(|s| s.frames.join(";")).unwrap_or_default();
+                stacks.push(key);
+                ids.insert(p.stack, stacks.len() - 1);
+                stacks.len() - 1
+            }
+        };
+        if stacks[id].is_empty() {
+            continue;
+        }
+        let sums = &mut out[at - 1].samples;
+        match sums.iter_mut().find(|(s, _)| *s == id) {
+            Some((_, n)) => *n += p.count as u64,
+            None => sums.push((id, p.count as u64)),
+        }
+    }
+    out.retain(|f| !f.samples.is_empty());
+    (stacks, out)
 }
 
 /// One trace event; `ts` and `dur` in microseconds.
@@ -252,12 +304,15 @@ pub fn render(tp: &TimedProfile) -> String {
         }
         events.push(e);
     }
+    let (stacks, frame_samples) = frame_samples(tp);
     let file = TraceFile {
         trace_events: events,
         display_time_unit: "ms",
         other_data: OtherData {
             exporter: concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
             interval_ms: tp.interval_ns as f64 / 1e6,
+            stacks,
+            frame_samples,
         },
     };
     let mut s = serde_json::to_string(&file).expect("trace events always serialise");

@@ -32,6 +32,17 @@ struct InOther {
     exporter: String,
     #[serde(default)]
     interval_ms: f64,
+    #[serde(default)]
+    stacks: Vec<String>,
+    #[serde(default)]
+    frame_samples: Vec<InFrameSamples>,
+}
+
+/// The samples taken in one frame, by stack, as the writer counted them.
+#[derive(Deserialize)]
+struct InFrameSamples {
+    frame: u64,
+    samples: Vec<(usize, u64)>,
 }
 
 #[derive(Deserialize)]
@@ -200,11 +211,38 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
             }
         }
     }
-    let frames = frames
+    let mut frames: Vec<ReadFrame> = frames
         .into_iter()
         .zip(by_frame)
         .map(|(f, sums)| ReadFrame { stacks: sums.into_iter().map(|(id, n)| (stacks[id].clone(), n)).collect(), ..f })
         .collect();
+    // Files that count each frame's samples (this version's) are read as
+    // counted: what ran in a frame is then the session's, exactly.
+    if !other.frame_samples.is_empty() {
+        let counted: std::collections::HashMap<u64, &InFrameSamples> =
+            other.frame_samples.iter().map(|f| (f.frame, f)).collect();
+        for f in &mut frames {
+            let Some(c) = counted.get(&f.index) else {
+                f.stacks.clear();
+                continue;
+            };
+            f.stacks = c
+                .samples
+                .iter()
+                .map(|&(id, n)| {
+                    let stack = other.stacks.get(id).ok_or_else(|| {
+                        format!(
+                            "otherData.frameSamples: frame {} names stack {}, of {}",
+                            f.index,
+                            id,
+                            other.stacks.len()
+                        )
+                    })?;
+                    Ok((stack.clone(), n))
+                })
+                .collect::<Result<_, String>>()?;
+        }
+    }
     Ok(ReadTimeline { name, interval_ms: other.interval_ms, frames, ranges: lua.len() })
 }
 
@@ -225,7 +263,7 @@ mod tests {
         let tp = TimedProfile {
             name: "game".into(),
             stacks: vec![st(&["main.lua:1", "a.lua:5"]), st(&["main.lua:1", "b.lua:9"]), st(&["main.lua:1"])],
-            // Frame 1 (0-3.5 ms): a, a, b. Frame 2 (3.5-6 ms): b, main, a.
+            // Frame 1 (0-3.5 ms): a, a, b. Frame 2 (3.5-6.5 ms): b, main, a.
             samples: vec![point(1, 0), point(2, 0), point(3, 1), point(4, 1), point(5, 2), point(6, 0)],
             frames: vec![
                 TimedFrame {
@@ -239,7 +277,7 @@ mod tests {
                 TimedFrame {
                     index: 2,
                     start_ns: 3_500_000,
-                    end_ns: 6_000_000,
+                    end_ns: 6_500_000,
                     samples: 3,
                     gc_samples: 1,
                     allocated_bytes: None,
@@ -247,7 +285,7 @@ mod tests {
             ],
             events: vec![],
             interval_ns: 1_000_000,
-            end_ns: 6_000_000,
+            end_ns: 6_500_000,
             ..Default::default()
         };
         let got = read(&render(&tp)).unwrap();
@@ -265,7 +303,7 @@ mod tests {
             ReadFrame {
                 index: 2,
                 start_ms: 3.5,
-                ms: 2.5,
+                ms: 3.0,
                 samples: 3,
                 gc_samples: 1,
                 stacks: vec![
@@ -276,6 +314,50 @@ mod tests {
             },
         ];
         assert_eq!(got.frames, want);
+    }
+
+    #[test]
+    fn samples_closer_than_the_interval_come_back_as_counted() {
+        // Three samples of `a` within 0.4 ms (a callback delayed, then two
+        // on time) are drawn 1.4 ms long in all: counted back from the
+        // range, one sample; as the frame counted them, three.
+        let tp = TimedProfile {
+            name: "game".into(),
+            stacks: vec![
+                TimedStack { zones: vec![], frames: vec!["main.lua:1".into(), "a.lua:5".into()] },
+                TimedStack { zones: vec![], frames: vec!["main.lua:1".into(), "b.lua:9".into()] },
+            ],
+            samples: vec![
+                TimedPoint { t_ns: 1_000_000, stack: 0, state: b'N', count: 1 },
+                TimedPoint { t_ns: 1_200_000, stack: 0, state: b'N', count: 1 },
+                TimedPoint { t_ns: 1_400_000, stack: 0, state: b'N', count: 1 },
+                TimedPoint { t_ns: 5_000_000, stack: 1, state: b'C', count: 2 },
+            ],
+            frames: vec![TimedFrame {
+                index: 1,
+                start_ns: 0,
+                end_ns: 10_000_000,
+                samples: 5,
+                gc_samples: 0,
+                allocated_bytes: None,
+            }],
+            interval_ns: 1_000_000,
+            end_ns: 10_000_000,
+            ..Default::default()
+        };
+        let text = render(&tp);
+        let got = read(&text).unwrap();
+        assert_eq!(got.frames[0].stacks, vec![("main.lua:1;a.lua:5".into(), 3), ("main.lua:1;b.lua:9".into(), 2)]);
+        // A file without the counts (an earlier version's) is counted back.
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let other = v["otherData"].as_object_mut().unwrap();
+        other.remove("frameSamples");
+        other.remove("stacks");
+        let old = read(&v.to_string()).unwrap();
+        assert_eq!(old.frames[0].stacks[0], ("main.lua:1;a.lua:5".into(), 1));
+        // A count naming a stack the file lacks is refused.
+        let bad = text.replace("\"stacks\":[", "\"stacks\":[\"x\"],\"unused\":[");
+        assert!(read(&bad).unwrap_err().contains("names stack"));
     }
 
     #[test]
