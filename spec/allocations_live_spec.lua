@@ -3,6 +3,7 @@
 -- kept by construction, dropped ones gone after a full GC, blocks moved by
 -- realloc; the table's limits; a state closed with blocks tracked, wrapped
 -- or not; and the object counts `profile.pprof` gives a session's profiles.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
 local collapsed = require("spec.support.collapsed")
@@ -102,8 +103,7 @@ end
 describe("profile.allocations live blocks", function()
   after_each(function()
     jit.on()
-    local a = require("tecs.profile.allocations").active()
-    if a then a:stop() end
+    sessions.stop_all()
   end)
 
   it("finds the kept bytes live, the dropped ones gone, and lists moved by realloc", function()

@@ -7,6 +7,7 @@ local native = require("tecs.profile.native")
 local run = require("spec.support.run")
 local collapsed = require("spec.support.collapsed")
 local sampling = require("spec.support.sampling")
+local sessions = require("spec.support.sessions")
 
 local work = dofile("spec/fixtures/alloc_workload.lua")
 local NAMES = { "strings", "tables", "closures" }
@@ -72,10 +73,7 @@ end
 -- Closes what a failed test left running, and turns the JIT back on.
 local function stop_sessions()
   jit.on()
-  local a = require("tecs.profile.allocations").active()
-  if a then a:stop() end
-  local s = require("tecs.profile.sample").active()
-  if s then s:stop() end
+  sessions.stop_all()
 end
 
 describe("profile.allocations", function()

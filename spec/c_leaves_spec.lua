@@ -4,6 +4,7 @@
 -- Checked against the truth (spec/fixtures/c_leaves.lua: two C functions
 -- called from one line, each timed while the session is paused), at both
 -- precisions.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local sampling = require("spec.support.sampling")
@@ -39,8 +40,7 @@ end
 
 describe("C functions as leaves", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   for _, precision in ipairs({ "function", "line" }) do

@@ -1,6 +1,7 @@
 -- Deltas of a running session (`SampleSession:delta`): every sample lands in
 -- exactly one delta, the session keeps running without a trace flush, and a
 -- delta renders in every format (pprof read back by the real go tool pprof).
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")
@@ -37,8 +38,7 @@ end
 
 describe("SampleSession:delta", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   it("hands out every sample exactly once, in deltas that add up to the whole profile", function()

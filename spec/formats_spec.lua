@@ -2,6 +2,7 @@
 -- collapsed text, an XML parser reads our SVG, and the speedscope
 -- file-format schema (npm package `speedscope`, validated with ajv) accepts
 -- our speedscope files. `make consumers` installs them.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
 
@@ -41,8 +42,7 @@ describe("output formats", function()
   local dir
   before_each(function() dir = run.tmpdir() end)
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 

@@ -1,6 +1,7 @@
 -- pprof output, read back by the real `go tool pprof` (Debian's golang-go):
 -- the samples it counts, the frames and labels it shows, from a session and
 -- from the command line.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")
@@ -58,8 +59,7 @@ describe("pprof output", function()
   local dir
   before_each(function() dir = run.tmpdir() end)
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
     os.execute("rm -rf " .. run.quote(dir))
   end)
 

@@ -1,6 +1,7 @@
 -- Faults in the profiled program must never crash the profiler or spoil its
 -- output: errors, coroutines, zone misuse, deep recursion, JIT on/off/flush,
 -- constant full GCs, and the Lua state closing with a session running.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local zone = require("jit.zone")
@@ -22,8 +23,7 @@ end
 
 describe("faults in the profiled program", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
     zone:flush()
   end)
 

@@ -1,6 +1,7 @@
 -- Bad input to every public function: a clear error naming the argument and
 -- what was expected, raised at the caller's line, no crash, and no session
 -- left half-started (a good session starts right after each case).
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local sample = require("tecs.profile.sample")
 local native = require("tecs.profile.native")
@@ -34,8 +35,7 @@ end
 
 describe("bad input", function()
   after_each(function()
-    local s = sample.active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   describe("profile.sample options", function()

@@ -1,6 +1,7 @@
 -- Odd chunk names, zone names and paths: the collapsed output still parses
 -- strictly, in the test reader and in the native reader, with `;`, CR and LF
 -- replaced by `_` and invalid UTF-8 by U+FFFD.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local native = require("tecs.profile.native")
 local collapsed = require("spec.support.collapsed")
@@ -41,8 +42,7 @@ end
 
 describe("odd names", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
     zone:flush()
   end)
 

@@ -1,6 +1,7 @@
 -- LuaJIT has one profiler per process, and jit.p / jit.profile take it over
 -- without asking. Nothing may crash, and the session says when it lost
 -- samples that way (stats().warning, and one line on stderr at stop).
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local jprofile = require("jit.profile")
@@ -20,8 +21,7 @@ end
 describe("competing owners", function()
   after_each(function()
     jprofile.stop()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   it("a normal session has no warning", function()

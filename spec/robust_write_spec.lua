@@ -1,6 +1,7 @@
 -- Writes are atomic (temporary file, then rename) and a failed write names
 -- the path and the system's reason, removes its temporary file, leaves any
 -- previous file untouched and loses nothing: the text stays retrievable.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local fs = require("tecs.profile.fs")
 local collapsed = require("spec.support.collapsed")
@@ -54,8 +55,7 @@ end
 
 describe("writes", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   it("are never seen half-written by a concurrent reader", function()

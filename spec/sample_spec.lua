@@ -1,3 +1,4 @@
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local sampling = require("spec.support.sampling")
@@ -9,8 +10,7 @@ local BUSY = "sample_spec.lua:" .. debug.getinfo(busy, "S").linedefined
 
 describe("profile.sample", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   it("is reachable under both module names", function()

@@ -2,6 +2,7 @@
 -- Frame lengths are set by construction (CPU time burned in known
 -- functions); assertions take their bounds from sample counts, never from
 -- the machine's speed.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local sample = require("tecs.profile.sample")
 
@@ -33,8 +34,7 @@ describe("the time axis", function()
   end)
 
   after_each(function()
-    local s = sample.active()
-    if s then s:stop() end
+    sessions.stop_all()
     _G.love = nil
   end)
 

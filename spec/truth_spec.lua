@@ -6,6 +6,7 @@
 -- miss (blocking calls, for one) widens its bound by the allowance it
 -- names. `make bench` prints the same workloads beside LuaJIT's own
 -- sampler (bench/truth.lua).
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local truth = dofile("spec/fixtures/truth.lua")
 local sampling = require("spec.support.sampling")
@@ -16,8 +17,7 @@ local ROUNDS = 6
 
 describe("samples land where the time goes", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   for _, w in ipairs(truth.workloads) do

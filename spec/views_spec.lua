@@ -1,5 +1,6 @@
 -- Views of live sessions: function identity from the source, VM state by
 -- function, lines within a function, callers, annotation, options and errors.
+local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local report = require("tecs.profile.report")
 local work = dofile("spec/fixtures/views_work.lua")
@@ -30,8 +31,7 @@ end
 
 describe("views of a session", function()
   after_each(function()
-    local s = require("tecs.profile.sample").active()
-    if s then s:stop() end
+    sessions.stop_all()
   end)
 
   it("gives each share its sampling error, and says when a profile is too small to rank", function()

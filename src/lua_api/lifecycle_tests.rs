@@ -1,18 +1,11 @@
 //! The session lifecycle: a start failing halfway leaves nothing behind,
 //! stop twice, drop without stop, and the one error convention.
 
-use std::sync::{Mutex, MutexGuard};
-
 use mlua::Lua;
 
 use super::lifecycle::{self, Ownership};
 use super::*;
-
-/// Sessions are process-wide: the tests that start one take turns.
-pub(crate) fn one_session_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::sys::one_session_at_a_time;
 
 fn state() -> Lua {
     let lua = Lua::new();

@@ -532,4 +532,4 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
 
 #[cfg(test)]
 #[path = "lifecycle_tests.rs"]
-pub(crate) mod lifecycle_tests;
+mod lifecycle_tests;

@@ -68,7 +68,7 @@ impl Drop for InSample {
 
 #[test]
 fn a_stack_seen_before_is_counted_without_allocating() {
-    let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+    let _turn = crate::sys::one_session_at_a_time();
     let lua = mlua::Lua::new();
     let native = crate::lua_api::exports(&lua).expect("exports");
     lua.globals().set("native", native).unwrap();

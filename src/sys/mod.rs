@@ -425,6 +425,14 @@ pub fn cstring(s: &str) -> CString {
 #[cfg(test)]
 pub mod alloc_probe;
 
+/// Sessions are process-wide (one profiler, one allocator, one tick
+/// handler): the tests of every layer that start one take turns.
+#[cfg(test)]
+pub(crate) fn one_session_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// POSIX: clocks, the signal mask, the tick signal and its handler, and
 /// the tick sources.
 #[cfg(target_os = "linux")]

@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn the_wrapper_asks_the_live_filter_only_when_blocks_are_tracked() {
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         let only_counts: ffi::lua_Alloc = counting_alloc_untracked;
         let with_filter: ffi::lua_Alloc = counting_alloc;
         for (max_live, want) in [(0, only_counts), (64, with_filter)] {

@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_hook_mask_is_found_next_to_the_empty_string_and_checked() {
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         // SAFETY: a state with the debug library, used by this test alone.
         let lua = unsafe { Lua::unsafe_new() };
         let g = armed(&lua);
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn only_a_hook_pending_while_the_interpreter_runs_is_cleared_for_luajits_handler() {
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         let lua = Lua::new();
         armed(&lua);
         let saved = bytes(None);
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn the_first_callback_turns_the_guard_off_if_the_byte_is_not_vmevent() {
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         let lua = Lua::new();
         let g = armed(&lua);
         let saved = bytes(None);

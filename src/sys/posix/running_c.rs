@@ -530,7 +530,7 @@ pub(super) mod tests {
     #[test]
     fn the_layout_is_found_and_checked_on_this_luajit() {
         // Arming is process-wide, as a session's is.
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         let lua = Lua::new();
         let armed: Vec<usize> = global_candidates(&lua).into_iter().filter(|&g| arm(&lua, g).is_ok()).collect();
         assert_eq!(armed.len(), 1, "exactly one reading of the header is this build's");
@@ -546,7 +546,7 @@ pub(super) mod tests {
 
     #[test]
     fn each_origin_takes_only_its_own_ticks() {
-        let _turn = crate::lua_api::lifecycle_tests::one_session_at_a_time();
+        let _turn = crate::sys::one_session_at_a_time();
         let lua = Lua::new();
         arm_for_test(&lua);
         note_ticks(2, TickOrigin::Timer);
