@@ -463,6 +463,7 @@ describe("profile.allocations beside a sampling session", function()
     -- are longer than the last's.
     sampling.until_samples(t, 1000, function(k) reps((k - 1) * 2000, 2000) end, {
       count = function() return math.min(t:stats().recordedSamples, a:stats().triggeredSamples / 5) end,
+      minSeconds = 10,
     })
     t:stop()
     local st = a:stats()

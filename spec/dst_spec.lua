@@ -152,6 +152,19 @@ describe("newProfiler", function()
       assert.equal(1, by[name_of(work.tails)].calls)
     end)
 
+    it("prevent(c_function, 2) leaves out the C function alone, not the calls after it", function()
+      local clock = os.clock
+      local p = run_call(function()
+        for i = 1, 100 do
+          clock()
+          work.leaf(i)
+        end
+      end, { [clock] = 2 })
+      local by = data_of(p)
+      assert.is_nil(by["os.clock"])
+      assert.equal(100, by[name_of(work.leaf)].calls)
+    end)
+
     it("keeps the stack right when errors unwind through frames", function()
       local p = run_call(function() work.catcher(100); work.thousand() end)
       local by = data_of(p)
@@ -260,6 +273,8 @@ describe("newProfiler", function()
       assert.is_table(three, p:report())
       assert.is_table(one, p:report())
       local n = three.selfSamples + one.selfSamples
+      -- The two callees are nearly all of the work.
+      assert.is_true(n >= 0.8 * p._session:stats().recordedSamples, "samples in the workload: " .. n)
       local truth = (want.three + again.three) / 2
       sampling.check_share("three", three.selfSamples / n, truth, n, math.abs(want.three - again.three))
       -- wrapper is prevented (level 1): absent, and its callees hang under its caller

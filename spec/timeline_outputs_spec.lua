@@ -149,7 +149,9 @@ describe("time-line outputs", function()
     assert.matches("^%s+8%s+[%d.]+%s+%d+%s+%d+  %d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", lines[3])
     -- A quick frame (4 ms of CPU) names what ran in it, where the clock
     -- took a sample in it (a clock on the kernel's tick may not).
-    if tonumber(lines[4]:match("^%s*%d+%s+[%d.]+%s+(%d+)")) > 0 then
+    local quick_samples = tonumber(lines[4]:match("^%s*%d+%s+[%d.]+%s+(%d+)"))
+    assert.is_number(quick_samples, out)
+    if quick_samples > 0 then
       assert.matches("M%.quick_work", lines[4])
     else
       assert.matches("%(no samples%)", lines[4])

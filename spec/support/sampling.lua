@@ -35,14 +35,18 @@ function M.for_cpu(seconds, fn)
   return n
 end
 
--- The sources whose ticks come on the kernel's scheduler tick: at least
--- 100 a second (HZ is 100, 250, 300 or 1000), whatever the interval asked.
-local TICK_CAPPED = { ["thread-cpu-tick"] = true, ["process-cpu-itimer"] = true, ["wall-timer"] = true }
+-- The sources whose ticks come on the kernel's scheduler tick (CPU-time
+-- timers are checked there): at least 100 a second (HZ is 100, 250, 300 or
+-- 1000), whatever the interval asked. The other sources (the task-clock
+-- event, a monotonic POSIX timer) have high-resolution timers.
+local TICK_CAPPED = { ["thread-cpu-tick"] = true, ["process-cpu-itimer"] = true }
 local LEAST_KERNEL_HZ = 100
 
---- The least rate, in samples per CPU second, that a session's clock
--- delivers (`st` is its `stats()`): the rate asked for, or the kernel's
--- least tick rate where the source fires on the scheduler tick.
+--- The rate, in samples per CPU second, that a session's clock delivers at
+-- the least (`st` is its `stats()`): the rate asked for, or the kernel's
+-- least tick rate where the source fires on the scheduler tick. An
+-- interval that is not a whole number of ticks comes up to twice slower
+-- there; `least_samples` allows for that with its half.
 function M.least_rate(st)
   local asked = st.requestedRate or 1000
   if TICK_CAPPED[st.clock] then return math.min(asked, LEAST_KERNEL_HZ) end
@@ -93,6 +97,7 @@ end
 -- saying what was taken. Returns the number of calls.
 function M.until_samples(session, n, fn, opts)
   opts = opts or {}
+  assert(not session._paused, "until_samples: the session is paused")
   local read = opts.count or function() return session:stats().recordedSamples end
   local function count()
     session:pause()
@@ -101,9 +106,11 @@ function M.until_samples(session, n, fn, opts)
     return c
   end
   local start = count()
+  session:pause()
   local budget = math.max(4 * n / M.least_rate(session:stats()), opts.minSeconds or 0)
+  session:resume()
   local clock = M.cpu
-  local t0 = clock()
+  local t0, wall0 = clock(), os.time()
   local check_at = t0
   local calls = 0
   while true do
@@ -113,7 +120,8 @@ function M.until_samples(session, n, fn, opts)
     -- Reading stats() builds a table: done every 10 ms of CPU, not per call.
     if now >= check_at then
       if count() - start >= n then return calls end
-      if now - t0 > budget then
+      -- Also bounded in real time: work that blocks spends no CPU.
+      if now - t0 > budget or os.time() - wall0 > 4 * budget + 60 then
         local st = session:stats()
         error(string.format("took %d of %d samples in %.2f s of CPU (clock %s, %.0f samples/s asked, %.0f got)",
           count() - start, n, now - t0, tostring(st.clock), st.requestedRate or 0, st.rate or 0), 2)
@@ -164,9 +172,10 @@ end
 -- timing the truth with `measure(round)` in the session's pauses before
 -- each: the same compiled code (a pause flushes no trace) at the same
 -- time, so a share that drifts with the machine's load drifts in both.
--- Returns the mean truth of the odd rounds and of the even ones (tables of
+-- Returns the mean truth of the even rounds and of the odd ones (tables of
 -- shares by part), whose difference is the spread.
 function M.interleaved(session, rounds, measure, work)
+  assert(rounds % 2 == 0, "interleaved: an even number of rounds")
   local sums = { {}, {} }
   for round = 1, rounds do
     session:pause()
@@ -183,13 +192,13 @@ end
 -- more than sampling error, each with its reason and where it is measured.
 -- Nothing else widens a bound.
 M.ALLOWANCES = {
-  blocking = { points = 0.03, see = "BENCHMARKS.md, Where the truth is missed (blocking calls)",
+  blocking = { points = 0.03, see = "BENCHMARKS.md, Where the truth is missed",
     why = "the kernel's CPU time to switch a blocked thread out and in is in its CPU clock, outside any sampler's view" },
-  file_read = { points = 0.04, see = "BENCHMARKS.md, Where the truth is missed (single runs)",
+  file_read = { points = 0.04, see = "BENCHMARKS.md, Where the truth is missed",
     why = "512-byte file reads: mean error under a point, but one run in about forty put `read` 6.9 points low" },
   table_sort = { points = 0.04, see = "BENCHMARKS.md, Where the truth is missed; C functions as leaves",
     why = "table.sort called from compiled code: single runs up to 6 points off, the calling loop as many the other way" },
-  gc_heavy = { points = 0.07, see = "BENCHMARKS.md, Where the truth is missed (single runs)",
+  gc_heavy = { points = 0.07, see = "BENCHMARKS.md, Where the truth is missed",
     why = "a collection runs where the heap fills: the GC-heavy part's truth drifts 53-59% between runs" },
   next_line = { points = 0.05, see = "README, How samples are taken",
     why = "at line precision a tick in a one-line loop's last iterations is taken on the next line" },
@@ -225,6 +234,9 @@ end
 --- Fails unless `got` (a share of `n` samples) is within `tolerance` of
 -- the truth `p`; `what` names it in the message.
 function M.check_share(what, got, p, n, spread, ...)
+  if not (n >= 30 and got == got) then
+    error(string.format("%s: too few samples to check a share (%s of %s)", what, tostring(got), tostring(n)), 2)
+  end
   local tol = M.tolerance(p, n, spread, ...)
   if math.abs(got - p) > tol then
     error(string.format("%s: %.1f%% of %d samples against a truth of %.1f%%: off by %.1f points (bound %.1f)",

@@ -107,17 +107,18 @@ pub struct NativeSession {
 
 /// Ticks refused (LuaJIT's profiler no longer ours) after which the session
 /// reports that it lost LuaJIT's profiler: at least this many, standing for
-/// at least 250 ms of the thread's CPU time at the rate its ticks came (a
-/// source on the kernel's tick comes slower than the interval asked).
+/// at least 250 ms of its clock at the rate its ticks came (a source on the
+/// kernel's tick comes slower than the interval asked).
 const STALL_TICKS: u64 = 20;
 const STALL_SECONDS: f64 = 0.25;
 
-/// The CPU seconds that `refused` of `passed + refused` ticks stand for,
-/// over `cpu_sec` seconds of the session's CPU time; the interval asked
-/// where no CPU time is known.
-fn stalled_seconds(refused: u64, passed: u64, cpu_sec: Option<f64>, interval_ns: u64) -> f64 {
-    match cpu_sec {
-        Some(cpu) if cpu > 0.0 => refused as f64 * cpu / (passed + refused).max(1) as f64,
+/// The seconds that `refused` of `passed + refused` ticks stand for, over
+/// `seconds` of the clock the ticks follow (the thread's CPU time, or real
+/// time for a wall-clock source); the interval asked where that is not
+/// known.
+fn stalled_seconds(refused: u64, passed: u64, seconds: Option<f64>, interval_ns: u64) -> f64 {
+    match seconds {
+        Some(s) if s > 0.0 => refused as f64 * s / (passed + refused).max(1) as f64,
         _ => refused as f64 * interval_ns as f64 / 1e9,
     }
 }
@@ -208,7 +209,8 @@ impl NativeSession {
     /// Why this session's data may be incomplete, if it can tell.
     fn warning(&self) -> Option<String> {
         let (passed, stalled) = if self.running() { tick_counts(self.ticks.kind()) } else { self.ticks_at_stop };
-        let seconds = stalled_seconds(stalled, passed, self.timing.cpu_sec(), self.interval_ns);
+        let clock_sec = if self.ticks.kind().is_wall() { Some(self.timing.wall_sec()) } else { self.timing.cpu_sec() };
+        let seconds = stalled_seconds(stalled, passed, clock_sec, self.interval_ns);
         let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
         if stalled >= STALL_TICKS && seconds >= STALL_SECONDS {
             parts.push(format!(

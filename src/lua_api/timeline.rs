@@ -350,7 +350,7 @@ pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) ->
 /// session wrote, read back: `{ name, intervalMs, ranges, frames = { {
 /// index, startMs, ms, samples, gcSamples, collapsed }, ... } }`, where
 /// `collapsed` is what ran in the frame: collapsed stacks of its samples
-/// (as many as sampling intervals fit in its ranges).
+/// (see `output::chrome_trace_read`).
 pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Result<Table> {
     #[cfg(feature = "speedscope")]
     {

@@ -39,29 +39,30 @@ struct OtherData {
     interval_ms: f64,
     /// The stacks of `frame_samples`: the Lua track's range names (the
     /// frames, caller first) joined by `;`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     stacks: Vec<String>,
-    /// What ran in each frame, sample for sample, so that a reader needs
-    /// not count samples back from the ranges' lengths (a range's samples
-    /// can be drawn shorter than their intervals where they came closer
-    /// together).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// What ran in each frame that holds samples, sample for sample, so
+    /// that a reader needs not count samples back from the ranges' lengths
+    /// (a range's samples can be drawn shorter than their intervals where
+    /// they came closer together).
     frame_samples: Vec<FrameSamples>,
 }
 
 /// The samples taken in one frame, by stack (an index in
 /// `OtherData::stacks`), in the order the stacks first ran in it.
 #[derive(Serialize)]
-pub(super) struct FrameSamples {
-    pub frame: u64,
-    pub samples: Vec<(usize, u64)>,
+struct FrameSamples {
+    frame: u64,
+    samples: Vec<(usize, u64)>,
 }
 
 /// The samples taken in each frame (`[start, end)`, as the session counts
 /// them), by stack, and the stacks named as the Lua track's ranges are.
 fn frame_samples(tp: &TimedProfile) -> (Vec<String>, Vec<FrameSamples>) {
     let mut stacks: Vec<String> = Vec::new();
+    // By the stack's index, and by its text: stacks that differ in their
+    // zones alone are one stack of the Lua track.
     let mut ids: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut by_text: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut out: Vec<FrameSamples> =
         tp.frames.iter().map(|f| FrameSamples { frame: f.index, samples: Vec::new() }).collect();
     for p in &tp.samples {
@@ -73,9 +74,12 @@ fn frame_samples(tp: &TimedProfile) -> (Vec<String>, Vec<FrameSamples>) {
             Some(&id) => id,
             None => {
                 let key = tp.stacks.get(p.stack as usize).map(|s| s.frames.join(";")).unwrap_or_default();
-                stacks.push(key);
-                ids.insert(p.stack, stacks.len() - 1);
-                stacks.len() - 1
+                let id = *by_text.entry(key).or_insert_with_key(|k| {
+                    stacks.push(k.clone());
+                    stacks.len() - 1
+                });
+                ids.insert(p.stack, id);
+                id
             }
         };
         if stacks[id].is_empty() {

@@ -2,12 +2,14 @@
 //! [`super::chrome_trace::render`] rebuilt into its frames and, per frame,
 //! what ran in it.
 //!
-//! The Lua track holds the sampled stacks as nested ranges; the time a
-//! range does not share with a range nested in it is time its stack was
-//! the innermost one sampled. That self time, as the samples that fit in
-//! it (one per sampling interval), each counted in the frame where it ends
-//! (a sample stands for the interval before it, and a frame holds the
-//! samples taken in it), is what ran in the frame.
+//! What ran in each frame is in `otherData.frameSamples`: the samples the
+//! frame holds, by stack, as the session counted them. A file without it is
+//! read from the Lua track, which holds the sampled stacks as nested
+//! ranges: the time a range does not share with a range nested in it is
+//! time its stack was the innermost one sampled. That self time, as the
+//! samples that fit in it (one per sampling interval), each counted in the
+//! frame where it ends (a sample stands for the interval before it, and a
+//! frame holds the samples taken in it), is then what ran in the frame.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -34,8 +36,9 @@ struct InOther {
     interval_ms: f64,
     #[serde(default)]
     stacks: Vec<String>,
+    /// Absent in files written before frames counted their samples.
     #[serde(default)]
-    frame_samples: Vec<InFrameSamples>,
+    frame_samples: Option<Vec<InFrameSamples>>,
 }
 
 /// The samples taken in one frame, by stack, as the writer counted them.
@@ -216,11 +219,10 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
         .zip(by_frame)
         .map(|(f, sums)| ReadFrame { stacks: sums.into_iter().map(|(id, n)| (stacks[id].clone(), n)).collect(), ..f })
         .collect();
-    // Files that count each frame's samples (this version's) are read as
-    // counted: what ran in a frame is then the session's, exactly.
-    if !other.frame_samples.is_empty() {
-        let counted: std::collections::HashMap<u64, &InFrameSamples> =
-            other.frame_samples.iter().map(|f| (f.frame, f)).collect();
+    // Files that count each frame's samples are read as counted: what ran
+    // in a frame is then the session's, exactly.
+    if let Some(counted) = &other.frame_samples {
+        let counted: std::collections::HashMap<u64, &InFrameSamples> = counted.iter().map(|f| (f.frame, f)).collect();
         for f in &mut frames {
             let Some(c) = counted.get(&f.index) else {
                 f.stacks.clear();
@@ -348,7 +350,7 @@ mod tests {
         let text = render(&tp);
         let got = read(&text).unwrap();
         assert_eq!(got.frames[0].stacks, vec![("main.lua:1;a.lua:5".into(), 3), ("main.lua:1;b.lua:9".into(), 2)]);
-        // A file without the counts (an earlier version's) is counted back.
+        // A file without the counts is counted back from the ranges.
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let other = v["otherData"].as_object_mut().unwrap();
         other.remove("frameSamples");

@@ -167,8 +167,8 @@ function M.read_trace(text)
 end
 
 --- The `n` slowest frames of a time line `read_trace` read, as
--- `SampleSession:hitches` returns them; the file keeps ranges, not samples,
--- so a frame's samples are counted back as sampling intervals in its ranges.
+-- `SampleSession:hitches` returns them: the same as the session's, the file
+-- holding each frame's samples by stack.
 -- @tparam table trace
 -- @tparam integer n
 -- @treturn table

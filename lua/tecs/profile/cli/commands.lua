@@ -194,7 +194,8 @@ function M.run(opts, pos)
   local chunk, lerr = loadfile(script)
   if not chunk then io.stderr:write("tecs-profile: ", tostring(lerr), "\n") return 1 end
 
-  local script_args = { unpack(pos, 2) }
+  local script_args = {}
+  for k = 2, #pos do script_args[k - 1] = pos[k] end
   env.enter(env.arg(script, script_args))
 
   local trace_mod, tsession
@@ -319,7 +320,8 @@ function M.cover(opts, pos)
     io.stderr:write("tecs-profile: ", tostring(lerr), "\n")
     return 1
   end
-  local script_args = { unpack(pos, 2) }
+  local script_args = {}
+  for k = 2, #pos do script_args[k - 1] = pos[k] end
   env.enter(env.arg(script, script_args))
 
   local finished, status = false, 0
@@ -403,14 +405,16 @@ function M.busted(opts, pos)
   -- busted parses its arguments with the helper among them; the helper
   -- then gives the specs the arguments of a plain `luajit busted ...`.
   local command = busted_command()
-  env.enter_runner(env.arg(command, { "--helper=tecs.profile.busted", unpack(pos) }), env.arg(command, pos))
+  local parsed = { "--helper=tecs.profile.busted" }
+  for _, a in ipairs(pos) do parsed[#parsed + 1] = a end
+  env.enter_runner(env.arg(command, parsed), env.arg(command, pos))
   -- The busted script itself where it is a Lua file (Debian's is): the
   -- same frames and the same exit as under `luajit /usr/bin/busted`. A
   -- runner called from a script file raises an error with no message when
   -- specs fail, which luajit turns into exit code 1.
   local script = loadfile(command)
   if script then
-    local ok, err = pcall(script, unpack(pos))
+    local ok, err = pcall(script)
     if not ok then
       if err ~= nil then io.stderr:write(tostring(err), "\n") end
       return 1

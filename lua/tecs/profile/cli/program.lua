@@ -8,7 +8,8 @@
 -- the command line may add LuaJIT's own `jit/` directory; the program gets
 -- the paths back as the launcher found them, and the package's modules
 -- (loaded later by the profiler itself, at the stop) are found by a
--- searcher of their own, for `tecs.*` and `jit.*` names only.
+-- searcher of their own, for this package's names only; LuaJIT's `jit.*`
+-- modules the command line found are a last resort.
 -- @module tecs.profile.cli.program
 
 local M = {}
@@ -51,11 +52,15 @@ function M.arg(script, args)
   return t
 end
 
--- Finds this package's own modules (and LuaJIT's `jit/` ones) on the paths
--- the command line runs with, before the program's paths are searched.
-local function own_searcher(own_path, own_cpath)
+-- Whether `name` is one of this package's modules.
+local function own(name)
+  return name == "tecs.profile" or name:find("^tecs%.profile%.") ~= nil or name == "tecs.utils.profile"
+end
+
+-- Finds the modules `accept` takes on the paths the command line runs with.
+local function searcher(own_path, own_cpath, accept)
   return function(name)
-    if not (name:find("^tecs%.") or name:find("^jit%.")) then return nil end
+    if not accept(name) then return nil end
     local file = package.searchpath(name, own_path)
     if file then return assert(loadfile(file)) end
     file = package.searchpath(name, own_cpath)
@@ -73,7 +78,10 @@ end
 function M.enter(arg)
   local own_path, own_cpath = package.path, package.cpath
   if program_path and program_path ~= own_path or program_cpath and program_cpath ~= own_cpath then
-    table.insert(package.loaders, 2, own_searcher(own_path, own_cpath))
+    -- Before the program's paths for this package's modules (the profiler
+    -- must load its own), after them for LuaJIT's `jit.*`.
+    table.insert(package.loaders, 2, searcher(own_path, own_cpath, own))
+    table.insert(package.loaders, searcher(own_path, own_cpath, function(name) return name:find("^jit%.") ~= nil end))
     package.path, package.cpath = program_path or own_path, program_cpath or own_cpath
   end
   _G.arg = arg

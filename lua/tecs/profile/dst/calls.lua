@@ -142,7 +142,7 @@ function M.new(prevented)
     else
       kind = what == "C" and "c" or "lua"
     end
-    local f = { fn = fn, level = level, kind = kind, self = 0, child = 0 }
+    local f = { fn = fn, level = level, kind = kind, what = what, self = 0, child = 0 }
     if kind == "lua" or kind == "c" then
       local r = record_of(fn, kind == "lua")
       r.calls = r.calls + 1
@@ -188,11 +188,14 @@ function M.new(prevented)
       while stack.n > 0 and stack[stack.n].level > level do pop(stack) end
       if stack.n > 0 and stack[stack.n].level == level then pop(stack) end
     else -- "call", and "tail call" where a VM reports it
-      -- A frame still open at the level of the call was replaced by it: a
-      -- tail call (LuaJIT reports it as a call, with no return before it).
+      -- A Lua frame still open at the level of the call was replaced by
+      -- it: a tail call (LuaJIT reports it as a call, with no return before
+      -- it). A C function's frame stays open until the next call at its
+      -- level (no return is reported for it), and is not replaced.
       local replaced
       while stack.n > 0 and stack[stack.n].level >= level do
-        if stack[stack.n].level == level then replaced = stack[stack.n] end
+        local f = stack[stack.n]
+        if f.level == level and f.what ~= "C" then replaced = f end
         pop(stack)
       end
       local fn = getinfo(2, "f").func
