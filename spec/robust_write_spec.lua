@@ -88,6 +88,16 @@ describe("writes", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("go into a device in place: /dev/null stays the device", function()
+    local run = require("spec.support.run")
+    assert.equal(0, (run.run("test -c /dev/null")), "/dev/null is a character device to begin with")
+    assert(fs.write_atomic("/dev/null", "a;b_[N] 1\n"))
+    assert.equal(0, (run.run("test -c /dev/null")), "fs.write_atomic replaced /dev/null")
+    local rc, out = run.run(run.cli .. " run -q -o /dev/null spec/fixtures/cli_script.lua normal 0.05")
+    assert.equal(0, rc, out)
+    assert.equal(0, (run.run("test -c /dev/null")), "tecs-profile run -o /dev/null replaced /dev/null")
+  end)
+
   it("replace an existing file and return the same text", function()
     local dir = mktempdir()
     local path = dir .. "/p.collapsed"

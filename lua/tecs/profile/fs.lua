@@ -26,9 +26,24 @@ local function open_temporary(path)
   return f, err, tmp
 end
 
---- Write `text` to `path` atomically.
+-- The system's reason in an io error message, without the path.
+local function reason_of(err)
+  return (tostring(err):gsub("^.-: ", "", 1))
+end
+
+--- Write `text` to `path` atomically. A device or a process's file
+-- (`/dev/null`, `/dev/stdout`, `/proc/self/fd/1`) is written in place:
+-- renaming over it would put a regular file where the device was.
 -- @return true, or nil and an error message naming the path
 function fs.write_atomic(path, text)
+  if path:find("^/dev/") or path:find("^/proc/") then
+    local f, err = io.open(path, "wb")
+    if not f then return nil, string.format("cannot write '%s': %s", path, reason_of(err)) end
+    local ok, werr = f:write(text)
+    local cok, cerr = f:close()
+    if not ok or not cok then return nil, string.format("cannot write '%s': %s", path, reason_of(werr or cerr)) end
+    return true
+  end
   local f, err, tmp = open_temporary(path)
   if not f then
     -- Report the target path, with the system's reason.
