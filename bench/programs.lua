@@ -7,13 +7,22 @@
 --
 --   luajit bench/programs.lua [program-name ...]
 --
--- Environment: BENCH_REPS (default 7), BENCH_OUT, LUAJIT, LUAJIT_BENCH_DIR.
+-- Environment: BENCH_REPS (default 7), BENCH_CONFIGS, BENCH_OUT, LUAJIT, LUAJIT_BENCH_DIR.
 local REPS = tonumber(os.getenv("BENCH_REPS") or "7")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
 local LUAJIT = os.getenv("LUAJIT") or "luajit"
 local LJ_DIR = os.getenv("LUAJIT_BENCH_DIR")
 
-local CONFIGS = { "none", "tecs", "tecs-line", "jitp-f", "jitp-l", "floor-f" }
+-- Each configuration of bench/under.lua, with its column heading.
+local CONFIGS = {
+  { "none", "unprofiled (s)" },
+  { "tecs", "tecs-profile (defaults)" },
+  { "tecs-function", "tecs-profile, function" },
+  { "tecs-line", "tecs-profile, line" },
+  { "jitp-f", "jit.p f" },
+  { "floor-signal", "floor: a signal to an empty handler" },
+  { "floor-f", "floor: LuaJIT's profiler in f mode, empty callback" },
+}
 
 -- LuaJIT's programs with arguments that make each run about a second here.
 local LUAJIT_PROGRAMS = {
@@ -21,6 +30,16 @@ local LUAJIT_PROGRAMS = {
   { "spectral-norm", "1500" }, { "fannkuch", "10" }, { "ray", "7" }, { "binary-trees", "15" },
   { "mandelbrot", "3000" }, { "fasta", "2000000" }, { "series", "3000" }, { "scimark-fft", "20000" },
 }
+
+-- BENCH_CONFIGS (names, comma-separated) keeps only those configurations
+-- (the unprofiled run always stays).
+if os.getenv("BENCH_CONFIGS") then
+  local keep = { none = true }
+  for name in os.getenv("BENCH_CONFIGS"):gmatch("[^,]+") do keep[name] = true end
+  local kept = {}
+  for _, c in ipairs(CONFIGS) do if keep[c[1]] then kept[#kept + 1] = c end end
+  CONFIGS = kept
+end
 
 local function sh(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
@@ -78,24 +97,29 @@ local function run_one(p, config)
 end
 
 local rows = {}
-print(string.format("%-22s %9s %9s %9s %9s %9s %9s", "program", "none s", "tecs", "tecs-line", "jit.p f", "jit.p l",
-  "floor f"))
+local heads = {}
+for i, c in ipairs(CONFIGS) do heads[i] = string.format("%12s", c[1]) end
+print(string.format("%-22s %s", "program", table.concat(heads, " ")))
 for _, p in ipairs(programs) do
   if next(wanted) == nil or wanted[p.name] then
     local walls = {}
-    for _, c in ipairs(CONFIGS) do walls[c] = {} end
+    for _, c in ipairs(CONFIGS) do walls[c[1]] = {} end
     for rep = 1, REPS do
       for i = 0, #CONFIGS - 1 do
-        local c = CONFIGS[(i + rep - 1) % #CONFIGS + 1]
+        local c = CONFIGS[(i + rep - 1) % #CONFIGS + 1][1]
         table.insert(walls[c], run_one(p, c))
       end
     end
     local base = median(walls.none)
     local r = { name = p.name, base = base }
-    for _, c in ipairs(CONFIGS) do r[c] = 100 * (median(walls[c]) / base - 1) end
+    local cells = { string.format("%12.3f", base) }
+    for i = 2, #CONFIGS do
+      local c = CONFIGS[i][1]
+      r[c] = 100 * (median(walls[c]) / base - 1)
+      cells[i] = string.format("%+11.1f%%", r[c])
+    end
     rows[#rows + 1] = r
-    print(string.format("%-22s %9.3f %+8.1f%% %+8.1f%% %+8.1f%% %+8.1f%% %+8.1f%%", p.name, base, r.tecs,
-      r["tecs-line"], r["jitp-f"], r["jitp-l"], r["floor-f"]))
+    print(string.format("%-22s %s", p.name, table.concat(cells, " ")))
   end
 end
 
@@ -107,15 +131,21 @@ end
 
 local f = assert(io.open(OUT .. "/programs.md", "w"))
 f:write(string.format("Median wall time of %d interleaved runs per configuration; overhead against the unprofiled run. ", REPS),
-  "All at 1 ms: tecs-profile at its defaults (function precision) and at `precision = \"line\"`, `jit.p` in `f` and `l` modes ",
-  "(at the rate LuaJIT's own timer reaches), and the floor: LuaJIT's profiler in `f` mode with a callback that only counts, ",
-  "driven at 1 kHz by bench/floor's timer thread.\n\n")
-f:write("| program | unprofiled (s) | tecs-profile | tecs-profile, line | jit.p f | jit.p l | floor: LuaJIT's profiler at 1 kHz, empty callback |\n",
-  "|---|---:|---:|---:|---:|---:|---:|\n")
+  "All at 1 ms (configurations of bench/under.lua): tecs-profile at its defaults (compiled code and C functions read ",
+  "in the tick handler) or at the precision named, `jit.p` at the rate LuaJIT's own timer reaches, and the floors, ",
+  "driven at 1 kHz of CPU time by bench/floor's timer thread: a signal to a handler that only counts, and LuaJIT's ",
+  "profiler in `f` mode with a callback that only counts.\n\n")
+local head, rule = {}, {}
+for i, c in ipairs(CONFIGS) do head[i], rule[i] = c[2], "---:" end
+f:write("| program | " .. table.concat(head, " | ") .. " |\n", "|---|" .. table.concat(rule, "|") .. "|\n")
 for _, r in ipairs(rows) do
-  f:write(string.format("| %s | %.3f | %+.1f%% | %+.1f%% | %+.1f%% | %+.1f%% | %+.1f%% |\n", r.name, r.base, r.tecs,
-    r["tecs-line"], r["jitp-f"], r["jitp-l"], r["floor-f"]))
+  local cells = { string.format("%.3f", r.base) }
+  for i = 2, #CONFIGS do cells[i] = string.format("%+.1f%%", r[CONFIGS[i][1]]) end
+  f:write("| " .. r.name .. " | " .. table.concat(cells, " | ") .. " |\n")
 end
-f:write(string.format("| **median** | | **%+.1f%%** | %+.1f%% | %+.1f%% | %+.1f%% | %+.1f%% |\n", median_of("tecs"),
-  median_of("tecs-line"), median_of("jitp-f"), median_of("jitp-l"), median_of("floor-f")))
+local med = { "" }
+for i = 2, #CONFIGS do
+  med[i] = string.format(i == 2 and "**%+.1f%%**" or "%+.1f%%", median_of(CONFIGS[i][1]))
+end
+f:write("| **median** | " .. table.concat(med, " | ") .. " |\n")
 f:close()

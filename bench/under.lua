@@ -3,9 +3,13 @@
 --
 --   luajit bench/under.lua CONFIG program.lua [args...]
 --
--- CONFIG: none | tecs | tecs-line | tecs-wall | jitp-f | jitp-l | floor-f
--- (tecs: profile.sample() at its defaults, 1 ms; tecs-line: precision
--- "line"; jitp-f / jitp-l: LuaJIT's jit.p in function / line mode at 1 ms;
+-- CONFIG: none | tecs | tecs-function | tecs-line | tecs-wall | jitp-f |
+-- jitp-l | floor-f | floor-signal
+-- (tecs: profile.sample() at its defaults, 1 ms; tecs-function, tecs-line:
+-- precision "function" or "line"; jitp-f / jitp-l: LuaJIT's jit.p in
+-- function / line mode at 1 ms;
+-- floor-signal: a signal to an empty handler at 1 ms of CPU time, what any
+-- sampler pays for the signal alone;
 -- floor-f: LuaJIT's profiler in function mode with a callback that only
 -- counts, driven at 1 ms of CPU time by bench/floor's timer thread, since
 -- LuaJIT's own timer only fires on kernel ticks: what any profiler built on
@@ -19,9 +23,10 @@ local args = {}
 for i = 3, #arg do args[#args + 1] = arg[i] end
 
 local stop
-if config == "tecs" or config == "tecs-line" or config == "tecs-wall" then
+if config == "tecs" or config == "tecs-function" or config == "tecs-line" or config == "tecs-wall" then
   local opts = { intervalMs = 1 }
   if config == "tecs-line" then opts.precision = "line" end
+  if config == "tecs-function" then opts.precision = "function" end
   if config == "tecs-wall" then opts.clock = "wall" end
   local s = require("tecs.profile").sample(opts)
   stop = function() s:stop() return s:stats().samples end
@@ -45,6 +50,21 @@ elseif config == "floor-f" then
     timer.bench_timer_stop()
     jprofile.stop()
     return n
+  end
+elseif config == "floor-signal" then
+  local ffi = require("ffi")
+  ffi.cdef[[
+    int bench_timer_start(uint64_t interval_ns);
+    uint64_t bench_timer_stop(void);
+    int bench_empty_handler_install(void);
+    uint64_t bench_empty_delivered(void);
+  ]]
+  local timer = ffi.load(bench_dir .. "/floor/target/release/libbenchtimer.so")
+  assert(timer.bench_empty_handler_install() == 0, "could not install the empty handler")
+  assert(timer.bench_timer_start(1e6) == 0, "bench timer already running")
+  stop = function()
+    timer.bench_timer_stop()
+    return tonumber(timer.bench_empty_delivered())
   end
 elseif config ~= "none" then
   error("bench/under.lua: unknown config " .. tostring(config))

@@ -242,7 +242,7 @@ describe("profile.allocations", function()
       { { bytesPerSample = "big" }, "option 'bytesPerSample' must be an integer" },
       { { bytesPerSample = 1000.5 }, "option 'bytesPerSample'" },
       { { intervalMs = 1 }, "unknown option 'intervalMs' (known options: bytesPerSample," },
-      { { precision = "word" }, "option 'precision' must be \"function\" or \"line\"" },
+      { { precision = "word" }, "option 'precision' must be \"auto\" or \"function\" or \"line\"" },
       { 5, "bad argument #1 'opts' (table or nil expected, got number 5)" },
     }
     for _, c in ipairs(cases) do

@@ -41,7 +41,7 @@ describe("tecs-profile", function()
     end
     -- What the help of earlier versions said, still said.
     local _, run_help = run.run3(CLI .. " run --help")
-    for _, text in ipairs({ "Sampling options:", "View options:", "--trace-output FILE", "--precision function|line",
+    for _, text in ipairs({ "Sampling options:", "View options:", "--trace-output FILE", "--precision auto|function|line",
                             "LuaJIT's line mode", "-z, --zone-filter PATH" }) do
       assert.matches(text, run_help, 1, true)
     end

@@ -198,7 +198,7 @@ describe("bad input", function()
     it("start returns the settings it runs with, defaults filled in", function()
       local h, settings = native.start({ zone = "a/b//", stackDepth = 8 })
       h:stop()
-      assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "function",
+      assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "auto",
         maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto",
         timelineSamples = 262144 }, settings)
       good_session_starts()

@@ -72,6 +72,8 @@ pub struct NativeSession {
     /// Ticks passed on and refused, read at the stop.
     ticks_at_stop: (u64, u64),
     precision: Precision,
+    /// Why compiled code is not read in the tick handler (Ok: it is).
+    compiled: Result<(), &'static str>,
     /// Lua function (function, line, state) -> the line the time of samples
     /// charged to `line` in that VM state belongs to, or nil; see
     /// `Sampler::call_sites`.

@@ -98,7 +98,8 @@ pub const STACK_DEPTH: Declared = opt(
     Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
     DefaultValue::Number(16.0),
 );
-pub const PRECISION: Declared = opt("precision", Check::OneOf(&["function", "line"]), DefaultValue::Text("function"));
+pub const PRECISION: Declared =
+    opt("precision", Check::OneOf(&["auto", "function", "line"]), DefaultValue::Text("auto"));
 pub const MAX_STACKS: Declared = opt(
     "maxStacks",
     Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
@@ -440,7 +441,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
         clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),
         max_stacks: number("maxStacks") as usize,
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
-        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Function),
+        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto),
         skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
         timeline_samples: number("timelineSamples") as usize,
         slow_frame_ns: get("slowFrameMs").number().map(|ms| (ms * 1e6).round() as u64),

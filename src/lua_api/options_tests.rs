@@ -86,7 +86,7 @@ fn defaults_are_the_declared_ones() {
     assert_eq!(o.depth, 16);
     assert_eq!(o.max_stacks, DEFAULT_MAX_STACKS);
     assert_eq!(o.clock, ClockKind::Cpu);
-    assert_eq!(o.precision, Precision::Function);
+    assert_eq!(o.precision, Precision::Auto);
     assert!(o.resolve_c && o.env.precise && o.filter.is_none());
     let lua = Lua::new();
     let settings = settings_table(&lua, SAMPLE_OPTIONS, None).unwrap();

@@ -10,7 +10,7 @@ use super::lifecycle::{self, Ownership, ProfilerRun, Running, UnblockedSignals};
 use super::options::{self, StartOptions};
 use super::stats::Timing;
 use super::{runtime, NativeSession, NO_PROFILER_API, SAMPLE_OPTIONS};
-use crate::record::sampler::{Sampler, MAX_CALL_SITES};
+use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
 use crate::record::stack_table::CountsMark;
 use crate::record::tick_source::TickSource;
 use crate::sys::{self, FunctionAnchor, SamplerBox, VmHandle, ZoneAnchor};
@@ -28,10 +28,11 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
 /// exists; the guards taken so far undo themselves on the way out. With
 /// `bytes_per_sample`, an allocation session: no timer, allocations trigger
 /// the samples.
-pub(super) fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Result<NativeSession> {
+pub(super) fn start(lua: &Lua, mut o: StartOptions, bytes_per_sample: Option<u64>) -> mlua::Result<NativeSession> {
     let api = sys::profiler_api().ok_or_else(|| runtime(NO_PROFILER_API))?;
     let owner = Ownership::claim().ok_or_else(|| runtime(lifecycle::ALREADY_RUNNING))?;
     let foreign = lifecycle::take_over_foreign(&api, lua)?;
+    let mut compiled = resolve_precision(lua, &mut o, bytes_per_sample.is_some());
     let vm = VmHandle::of(lua)?;
     lifecycle::failpoint("anchors")?;
     let mut recorder = new_sampler(lua, &o)?;
@@ -75,8 +76,20 @@ pub(super) fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -
         Some(a) => (a.running_c, a.lost_hook),
         None => (Err("the tick source is LuaJIT's own timer"), Err("the tick source is LuaJIT's own timer")),
     };
+    if o.precision == Precision::Exact {
+        if running_c.is_ok() {
+            #[cfg(target_os = "linux")]
+            {
+                let zones = sampler.with(|s| s.zones_mut().map(|z| z.table_address()).unwrap_or(0));
+                sys::posix::compiled::arm(o.depth.max(1) as usize, zones);
+            }
+        } else {
+            compiled = Err("the session's own tick source did not start");
+        }
+    }
     let mut session = NativeSession::new(sampler, &o, ticks);
     session.running_c = running_c;
+    session.compiled = compiled;
     session.lost_hook = lost_hook;
     session.bytes_per_sample = bytes_per_sample;
     session.run = Some(Running {
@@ -93,6 +106,33 @@ pub(super) fn start(lua: &Lua, o: StartOptions, bytes_per_sample: Option<u64>) -
             .into()
     });
     Ok(session)
+}
+
+/// Settles `auto` precision before LuaJIT's profiler starts: `Exact` when
+/// this build's traces are proved readable in the tick handler, else
+/// `Function`. Returns why compiled code is not read in the handler.
+fn resolve_precision(lua: &Lua, o: &mut StartOptions, allocations: bool) -> Result<(), &'static str> {
+    if o.precision != Precision::Auto {
+        return Err("the precision option asks for LuaJIT's own mode");
+    }
+    o.precision = Precision::Function;
+    if allocations {
+        return Err("allocation sessions take their samples where allocations happen");
+    }
+    if !o.env.precise {
+        return Err("the tick source is LuaJIT's own timer");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        sys::posix::compiled::prove(lua)?;
+        o.precision = Precision::Exact;
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = lua;
+        Err("compiled code is read in the handler only on x86-64 Linux")
+    }
 }
 
 /// The sampler of a new session, with its registry anchors: the functions
@@ -132,6 +172,7 @@ impl NativeSession {
             finished: None,
             ticks_at_stop: (0, 0),
             precision: o.precision,
+            compiled: Err("the session has not started"),
             call_site: o.env.call_site.clone(),
             call_sites_checked: HashSet::new(),
             call_site_lines: HashMap::new(),

@@ -7,7 +7,6 @@ use std::time::Instant;
 use mlua::{Lua, Table};
 
 use super::NativeSession;
-use crate::record::sampler::Precision;
 #[cfg(target_os = "linux")]
 use crate::record::tick_source::TickKind;
 #[cfg(target_os = "linux")]
@@ -112,7 +111,22 @@ impl NativeSession {
         if kind == TickKind::WallTaskClock {
             t.set("blockedSamples", sys::posix::blocked_ticks())?;
         }
-        t.set("precision", if self.precision == Precision::Line { "line" } else { "function" })?;
+        t.set("precision", self.precision.name())?;
+        t.set("compiledSamples", st.compiled)?;
+        match self.compiled {
+            Ok(()) => {
+                #[cfg(target_os = "linux")]
+                {
+                    let (_, misses) = sys::posix::compiled::counts();
+                    let m = lua.create_table()?;
+                    for (name, n) in sys::posix::compiled::MISS_NAMES.iter().zip(misses) {
+                        m.set(*name, n)?;
+                    }
+                    t.set("compiledMisses", m)?;
+                }
+            }
+            Err(why) => t.set("compiledNote", why)?,
+        }
         t.set("linesCorrected", self.call_site_lines.len())?;
         t.set("cFunctionLeaves", st.c_leaves)?;
         if let Err(why) = self.running_c {

@@ -141,11 +141,13 @@ impl FunctionMap {
                     None => continue,
                 }
             } else if let Some((file, line)) = file_line(frame) {
-                if self.file_functions(file).is_none() {
-                    continue;
-                }
+                let Some((ranges, _)) = self.file_functions(file) else { continue };
+                // A sample at a function's entry (before its first
+                // instruction, or read where a trace enters it) is on the
+                // line it is defined on, which holds no bytecode of its own.
+                let entry = ranges.iter().any(|r| r.first == line);
                 self.line_counts.get(file).map_or(true, |&n| line <= n + 1)
-                    && self.code_lines.get(file).map_or(true, |c| c.binary_search(&line).is_ok())
+                    && (entry || self.code_lines.get(file).map_or(true, |c| c.binary_search(&line).is_ok()))
             } else {
                 continue;
             };
@@ -252,6 +254,8 @@ mod tests {
         m.code_lines.insert("g.lua".into(), vec![4, 5, 12]);
         m.check_sources(["g.lua:5", "g.lua:12"].into_iter());
         assert!(m.notes.is_empty());
+        m.check_sources(["g.lua:3"].into_iter());
+        assert!(m.notes.is_empty(), "a function's first line fits: a sample taken at its entry");
         m.check_sources(["g.lua:6"].into_iter());
         assert_eq!(m.function_of("g.lua:5"), "g.lua:5", "a sampled line with no code: the file changed");
         let mut m = source_map();

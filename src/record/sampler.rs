@@ -12,7 +12,7 @@ use crate::record::alloc_objects::ObjectTable;
 use crate::record::identity::FrameIdentities;
 use crate::record::stack_table::{state_index, Key, StackTable};
 use crate::record::timeline::{TimedSample, Timeline};
-use crate::sys::{FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
+use crate::sys::{FrameFunction, FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
@@ -44,11 +44,20 @@ pub struct SampleStats {
     pub dump_ns: u64,
     /// Samples given the C function they were taken in as their leaf.
     pub c_leaves: u64,
+    /// Samples whose stack the tick handler read in compiled code.
+    pub compiled: u64,
 }
 
 /// How compiled code is attributed (see `Precision` in the README).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
+    /// The option's default: `Exact` where this build's traces can be read
+    /// in the tick handler, else `Function`. Resolved when a session starts.
+    Auto,
+    /// Compiled code's stacks are read in the tick handler, at the tick
+    /// (`sys::posix::compiled`); LuaJIT's profiler runs without checks in
+    /// traces, and its hook takes every other sample.
+    Exact,
     /// LuaJIT's function mode: compiled code is interrupted only where it
     /// enters or leaves a function, so the callback of a sample taken in
     /// compiled code, in a C function or in the GC can run several lines
@@ -63,17 +72,30 @@ pub enum Precision {
 impl Precision {
     pub fn parse(s: &str) -> Option<Precision> {
         match s {
+            "auto" => Some(Precision::Auto),
             "function" => Some(Precision::Function),
             "line" => Some(Precision::Line),
             _ => None,
         }
     }
 
-    /// The mode letter for `luaJIT_profile_start`.
-    pub fn mode(self) -> char {
+    /// The name `stats()` reports.
+    pub fn name(self) -> &'static str {
         match self {
-            Precision::Function => 'f',
-            Precision::Line => 'l',
+            Precision::Auto => "auto",
+            Precision::Exact => "exact",
+            Precision::Function => "function",
+            Precision::Line => "line",
+        }
+    }
+
+    /// The mode letters for `luaJIT_profile_start`: none when the handler
+    /// reads compiled code (no checks in traces, no flush at start).
+    pub fn mode(self) -> &'static str {
+        match self {
+            Precision::Exact => "",
+            Precision::Function | Precision::Auto => "f",
+            Precision::Line => "l",
         }
     }
 }
@@ -104,6 +126,8 @@ pub struct Sampler {
     depth: i32,
     fmt: CString,
     scratch: Vec<u8>,
+    /// Key space for the stacks the handler read.
+    taken: Vec<u8>,
     /// Set by pause()/resume(); read by the callback.
     pub paused: AtomicBool,
     /// The Lua thread whose samples are not recorded (`skipStartingThread`:
@@ -143,6 +167,7 @@ impl Sampler {
             depth: depth.max(1),
             fmt,
             scratch: Vec::with_capacity(4096),
+            taken: Vec::with_capacity(4096),
             paused: AtomicBool::new(false),
             skipped_thread: None,
             timeline: Timeline::new(0),
@@ -178,6 +203,65 @@ impl Sampler {
 }
 
 impl SampleSink for Sampler {
+    /// Counts the stacks the tick handler read in compiled code since the
+    /// last call (state N, as LuaJIT names compiled code).
+    fn absorb(&mut self) {
+        if self.ticks_from != TickOrigin::Timer || self.precision != Precision::Exact {
+            return;
+        }
+        let (depth, table, timeline, key, stats, filter, skipped, paused, ids) = (
+            self.depth,
+            &mut self.table,
+            &mut self.timeline,
+            &mut self.taken,
+            &mut self.stats,
+            &self.filter,
+            self.skipped_thread,
+            self.paused.load(Ordering::Relaxed),
+            &mut self.identities,
+        );
+        crate::sys::take_compiled_stacks(|t| {
+            stats.samples += t.count as u64;
+            stats.compiled += t.count as u64;
+            if paused {
+                stats.paused += t.count as u64;
+                return;
+            }
+            if skipped == Some(t.thread) || filter.as_ref().is_some_and(|f| !Self::path_matches(f, t.zone)) {
+                stats.filtered += t.count as u64;
+                return;
+            }
+            Key::begin(key);
+            key.extend_from_slice(t.zone);
+            Key::end_path(key);
+            let stack_start = key.len();
+            key.extend_from_slice(t.stack);
+            mark_truncated(key, stack_start, depth);
+            let state = state_index(t.state);
+            if state == C_STATE {
+                stats.c_leaves += t.count as u64;
+            }
+            let stacks = table.len();
+            let e = table.add(key, state, t.count);
+            if timeline.enabled() {
+                timeline.push(TimedSample::new(t.last_ns, e, state, t.count));
+            }
+            if table.len() > stacks {
+                // The frames kept (after any cut) are the last ones read.
+                let frames = key[stack_start..].split(|&b| b == FRAME_SEP).rev();
+                let facts: Vec<_> = t.facts.collect();
+                for (text, fact) in frames.zip(facts.iter().rev()) {
+                    if let Some(f) = fact {
+                        let id = FrameFunction::new(f.first, f.last, f.line, f.name, f.source);
+                        if !ids.record(text, &id) {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     #[inline]
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8) {
         #[cfg(test)]
@@ -234,7 +318,7 @@ impl SampleSink for Sampler {
         vm.dump(&self.fmt, -(self.depth + 1), key);
         mark_truncated(key, stack_start, self.depth);
         let leaf = leaf_start(key, stack_start);
-        if vmstate != b'I' && self.precision == Precision::Function {
+        if vmstate != b'I' && self.precision != Precision::Line {
             if let Some((first, last)) = vm.leaf_span() {
                 replace_line_with_span(key, leaf, first, last);
             }
@@ -369,17 +453,9 @@ fn push_c_frame(key: &mut Vec<u8>, after_frame: bool, c: RunningC) {
             key.push(b']');
         }
         RunningC::Function(addr) => {
-            // LuaJIT's width (`lj_strfmt_wptr`): eight digits, and the high
-            // half's significant bytes, two digits each, when it has any.
-            let hi = (addr as u64 >> 32) as u32;
-            let digits = 8 + if hi != 0 { 2 + 2 * ((31 - hi.leading_zeros()) >> 3) as usize } else { 0 };
-            key.extend_from_slice(b"@0x");
             let mut buf = [0u8; 16];
-            let mut v = addr as u64;
-            for d in buf[..digits].iter_mut().rev() {
-                *d = b"0123456789abcdef"[(v & 15) as usize];
-                v >>= 4;
-            }
+            let digits = crate::sys::pointer_digits(addr, &mut buf);
+            key.extend_from_slice(b"@0x");
             key.extend_from_slice(&buf[..digits]);
         }
     }

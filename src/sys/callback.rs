@@ -14,6 +14,9 @@ use super::{profiler_api, ProfilerApi, VmStack};
 /// A state object handed to LuaJIT as the callback's `data` pointer.
 pub trait SampleSink {
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8);
+    /// Takes in what the tick handler recorded itself since the last call
+    /// (run before every callback and every other use of the state).
+    fn absorb(&mut self) {}
 }
 
 /// Owns the sampler state that the profiler callback mutates.
@@ -60,7 +63,10 @@ impl<T: SampleSink> SamplerBox<T> {
         // SAFETY: `ptr` came from Box::into_raw and is freed only in Drop; the
         // callback and this borrow both run on the VM thread and cannot nest
         // because `f` runs no Lua (see the type's documentation).
-        unsafe { f(&mut *self.ptr) }
+        unsafe {
+            (*self.ptr).absorb();
+            f(&mut *self.ptr)
+        }
     }
 
     /// Installs the profiler with `mode` and this box as callback data.
@@ -160,6 +166,7 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
         if attached.is_null() { 0 } else { ALLOC_TRIGGERS.swap(0, Ordering::Relaxed).min(samples as u64) as u32 };
     // A panic must not unwind into LuaJIT's C frames.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sink.absorb();
         if allocated < samples || attached.is_null() {
             sink.on_sample(&vm, samples - allocated, vmstate as u8);
         }

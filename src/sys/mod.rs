@@ -92,6 +92,113 @@ pub fn profiler_api() -> Option<ProfilerApi> {
     })
 }
 
+/// The digits LuaJIT's stack dump gives a C function's address
+/// (`lj_strfmt_wptr`): eight, and two per significant byte of the high
+/// half. Returns the digits in `buf[..n]`.
+pub fn pointer_digits(addr: usize, buf: &mut [u8; 16]) -> usize {
+    let hi = (addr as u64 >> 32) as u32;
+    let digits = 8 + if hi != 0 { 2 + 2 * ((31 - hi.leading_zeros()) >> 3) as usize } else { 0 };
+    let mut v = addr as u64;
+    for d in buf[..digits].iter_mut().rev() {
+        *d = b"0123456789abcdef"[(v & 15) as usize];
+        v >>= 4;
+    }
+    digits
+}
+
+/// Hands the stacks the tick handler read in compiled code since the last
+/// call to `f` (none off Linux).
+pub fn take_compiled_stacks(f: impl FnMut(TakenStack)) {
+    #[cfg(target_os = "linux")]
+    posix::compiled::drain(f);
+    #[cfg(not(target_os = "linux"))]
+    let _ = f;
+}
+
+/// A stack the handler read, as the drain hands it on.
+pub struct TakenStack<'a> {
+    pub zone: &'a [u8],
+    pub stack: &'a [u8],
+    /// What `lua_getinfo` tells of each frame (see `FrameFacts`).
+    pub facts: FrameFacts<'a>,
+    /// The VM state letter: `N` (compiled code) or `C` (a C function).
+    pub state: u8,
+    pub thread: usize,
+    pub count: u32,
+    pub last_ns: u64,
+}
+
+/// The identity records of a stack's frames, root first.
+#[derive(Clone, Copy)]
+pub struct FrameFacts<'a>(pub(crate) &'a [u8]);
+
+/// What `lua_getinfo` tells of one Lua frame.
+pub struct FrameFact<'a> {
+    pub first: i32,
+    pub last: i32,
+    pub line: i32,
+    pub source: &'a [u8],
+    pub name: Option<&'a [u8]>,
+}
+
+impl<'a> Iterator for FrameFacts<'a> {
+    /// None inside for a frame that is not a Lua function.
+    type Item = Option<FrameFact<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.0;
+        let (&kind, rest) = b.split_first()?;
+        if kind == 0 {
+            self.0 = rest;
+            return Some(None);
+        }
+        let i32_at = |at: usize| i32::from_le_bytes(rest[at..at + 4].try_into().unwrap());
+        let (first, last, line) = (i32_at(0), i32_at(4), i32_at(8));
+        let sn = rest[12] as usize;
+        let source = &rest[13..13 + sn];
+        let nn = rest[13 + sn] as usize;
+        let name = &rest[14 + sn..14 + sn + nn];
+        self.0 = &rest[14 + sn + nn..];
+        Some(Some(FrameFact { first, last, line, source, name: (!name.is_empty()).then_some(name) }))
+    }
+}
+
+/// The Lua frames of the running thread, innermost `depth` levels, caller
+/// first, each written as LuaJIT's stack dump writes a Lua frame (`pl`
+/// format: the chunk name without its `@` or `=`, or `[string]`, then the
+/// line), separated by 0x1f: the frames a probe run from here sits on. Read
+/// with `lua_getstack`/`lua_getinfo` (not LuaJIT's stack dump, whose buffer
+/// belongs to the running profiler, which may be another VM's).
+pub fn lua_frames_here(lua: &Lua, depth: i32) -> Vec<u8> {
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let out = &mut frames;
+    // SAFETY: exec_raw gives the running thread of this VM; lua_getstack
+    // and lua_getinfo "Sl" only fill `ar` (no push, no allocation).
+    let _ = unsafe {
+        lua.exec_raw::<()>((), |l| {
+            for level in 0..depth.max(1) {
+                let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+                if ffi::lua_getstack(l, level, &mut ar) == 0 {
+                    break;
+                }
+                if ffi::lua_getinfo(l, c"Sl".as_ptr(), &mut ar) == 0 || ar.source.is_null() || ar.currentline < 0 {
+                    continue;
+                }
+                let src = CStr::from_ptr(ar.source).to_bytes();
+                let mut f = match src.first() {
+                    Some(b'@') | Some(b'=') => src[1..].to_vec(),
+                    _ => b"[string]".to_vec(),
+                };
+                f.push(b':');
+                f.extend_from_slice(ar.currentline.to_string().as_bytes());
+                out.push(f);
+            }
+        })
+    };
+    frames.reverse();
+    frames.join(&0x1f)
+}
+
 /// The Lua thread a profiler callback runs on, valid only inside that callback.
 pub struct VmStack {
     l: *mut ffi::lua_State,
@@ -353,6 +460,19 @@ impl ZoneAnchor {
             }
             ffi::lua_settop(t, 0);
             n
+        }
+    }
+
+    /// The zone table's address (what `lua_topointer` gives), which the
+    /// tick handler reads.
+    pub fn table_address(&self) -> usize {
+        // SAFETY: as in `read_path`: one raw push and pop on the anchored
+        // thread, which has room for it.
+        unsafe {
+            ffi::lua_rawgeti(self.thread, ffi::LUA_REGISTRYINDEX, self.table_ref as ffi::lua_Integer);
+            let p = ffi::lua_topointer(self.thread, -1) as usize;
+            ffi::lua_settop(self.thread, 0);
+            p
         }
     }
 

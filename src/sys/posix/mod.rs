@@ -101,6 +101,7 @@ pub fn block_signal(sig: c_int) {
     }
 }
 
+pub mod compiled;
 pub mod lost_hook;
 pub mod running_c;
 mod sources;

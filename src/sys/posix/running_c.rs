@@ -359,7 +359,7 @@ unsafe extern "C-unwind" fn probe(l: *mut ffi::lua_State) -> c_int {
 
 /// Copies `out.len()` bytes at `addr` of this process, or returns false
 /// (never faults: the kernel checks the address). Async-signal-safe.
-fn self_read(addr: usize, out: &mut [u8]) -> bool {
+pub(super) fn self_read(addr: usize, out: &mut [u8]) -> bool {
     let local = libc::iovec { iov_base: out.as_mut_ptr() as *mut c_void, iov_len: out.len() };
     let remote = libc::iovec { iov_base: addr as *mut c_void, iov_len: out.len() };
     // SAFETY: `local` describes `out`, writable for its length; the remote
@@ -431,6 +431,15 @@ pub fn vmstate_now() -> Option<i32> {
     }
     // SAFETY: as in `note_ticks`.
     Some(unsafe { std::ptr::read_volatile((g + VMSTATE_OFF.load(Ordering::Relaxed)) as *const i32) })
+}
+
+/// The armed layout: the global state, the offsets of its VM state and
+/// current thread, and whether the build is GC64; None when not armed.
+pub fn layout() -> Option<(usize, usize, usize, bool)> {
+    let g = G.load(Ordering::Acquire);
+    (g != 0).then(|| {
+        (g, VMSTATE_OFF.load(Ordering::Relaxed), CUR_L_OFF.load(Ordering::Relaxed), IS_GC64.load(Ordering::Relaxed))
+    })
 }
 
 /// Whether the armed build is a GC64 build (meaningful once `arm` succeeded).

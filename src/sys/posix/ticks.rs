@@ -56,20 +56,22 @@ impl Drop for SavedErrno {
     }
 }
 
-/// Passes one timer tick to LuaJIT if its profiler is still ours.
-pub fn pass_tick() {
-    pass_ticks(1, TickOrigin::Timer);
+/// Passes one timer tick to LuaJIT if its profiler is still ours, unless
+/// the VM thread is in a trace whose stack the handler reads itself
+/// (`ctx` is the interrupted context).
+pub fn pass_tick(ctx: *mut c_void) {
+    pass_ticks(1, TickOrigin::Timer, ctx);
 }
 
 /// Passes the `n` sample points an allocation crossed to LuaJIT, as
 /// ticks, if its profiler is still ours.
 pub fn pass_alloc_ticks(n: u64) {
-    pass_ticks(n, TickOrigin::Allocator);
+    pass_ticks(n, TickOrigin::Allocator, std::ptr::null_mut());
 }
 
 /// Passes `n` ticks of `origin` to LuaJIT if its profiler is still ours:
 /// checked and noted once, counted `n` times.
-fn pass_ticks(n: u64, origin: TickOrigin) {
+fn pass_ticks(n: u64, origin: TickOrigin, ctx: *mut c_void) {
     let _errno = SavedErrno::save();
     let state = STATE.load(Ordering::Acquire);
     if state == 0 {
@@ -89,6 +91,9 @@ fn pass_ticks(n: u64, origin: TickOrigin) {
         && data == EXPECT_DATA.load(Ordering::Relaxed)
         && sigprof_disposition() == Some(h)
     {
+        if origin == TickOrigin::Timer && super::compiled::take_ticks(n, ctx) {
+            return;
+        }
         TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
         super::running_c::note_ticks(n as usize, origin);
         // Only a signal can interrupt LuaJIT's own dispatch update (an
@@ -118,8 +123,8 @@ fn sigprof_disposition() -> Option<usize> {
     }
 }
 
-extern "C" fn on_tick(_sig: c_int, _info: *mut libc::siginfo_t, _ctx: *mut c_void) {
-    pass_tick();
+extern "C" fn on_tick(_sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    pass_tick(ctx);
 }
 
 /// `si_code` of a SIGTRAP sent by a perf event with `sigtrap` set.
@@ -162,7 +167,7 @@ pub fn blocked_ticks() -> u64 {
 /// arrives as it returns to user mode, once the blocking call is over):
 /// the time it spent off the CPU since the previous trap becomes ticks,
 /// charged where it resumes, which is where it blocked.
-fn pass_blocked_ticks() {
+fn pass_blocked_ticks(ctx: *mut c_void) {
     let interval = BLOCKED_INTERVAL.load(Ordering::Relaxed);
     if interval == 0 {
         return; // not armed for a wall-clock session
@@ -177,7 +182,7 @@ fn pass_blocked_ticks() {
     let n = (off / interval).min(MAX_BLOCKED_TICKS);
     BLOCKED_TICKS.fetch_add(n, Ordering::Relaxed);
     if n > 0 {
-        pass_ticks(n, TickOrigin::Timer);
+        pass_ticks(n, TickOrigin::Timer, ctx);
     }
 }
 /// SIGTRAP's disposition before ours, for traps that are not our ticks.
@@ -190,12 +195,12 @@ extern "C" fn on_trap(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) 
     let (code, cookie) =
         unsafe { ((*info).si_code, std::ptr::read_unaligned((info as *const u8).add(24) as *const u64)) };
     if code == TRAP_PERF && cookie == TRAP_COOKIE {
-        pass_tick();
+        pass_tick(ctx);
         return;
     }
     if code == TRAP_PERF && cookie == SWITCH_COOKIE {
         if STATE.load(Ordering::Acquire) != 0 {
-            pass_blocked_ticks();
+            pass_blocked_ticks(ctx);
         }
         return;
     }
@@ -435,6 +440,7 @@ pub fn arm_ticks(p: &LuaJitProfiler) {
 
 /// From now on the handler ignores every tick.
 pub fn disarm_ticks() {
+    super::compiled::disarm();
     STATE.store(0, Ordering::Release);
     super::lost_hook::disarm();
     super::running_c::disarm();
