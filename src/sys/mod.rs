@@ -106,6 +106,21 @@ pub fn pointer_digits(addr: usize, buf: &mut [u8; 16]) -> usize {
     digits
 }
 
+/// The decimal digits of `v`, written at the end of `buf`; returns where
+/// they start. No allocation: the sample callback and the tick handler
+/// both write numbers with it.
+pub fn decimal_digits(mut v: u64, buf: &mut [u8; 20]) -> usize {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return i;
+        }
+    }
+}
+
 /// Hands the stacks the tick handler read in compiled code since the last
 /// call to `f` (none off Linux).
 pub fn take_compiled_stacks(f: impl FnMut(TakenStack)) {

@@ -212,7 +212,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         }
         let z = out.len;
         // SAFETY: as above.
-        if !unsafe { write_stack(&mut out, &half.scratch, 0) } {
+        if !unsafe { write_stack(&mut out, &half.scratch) } {
             MISSES[Miss::Full as usize].fetch_add(n, Ordering::Relaxed);
             return false;
         }

@@ -173,7 +173,7 @@ pub(super) extern "C" fn probe_from_trace(i: c_int) -> c_int {
             text.resize(64 * 1024, 0);
             let mut out = Out { buf: &mut text[..], len: 0 };
             // SAFETY: the frames were just read from the live stack.
-            let ok = unsafe { write_stack(&mut out, c, 0) };
+            let ok = unsafe { write_stack(&mut out, c) };
             let n = out.len;
             text.truncate(n);
             if ok {

@@ -49,18 +49,8 @@ impl Out<'_> {
 
     pub(super) fn int(&mut self, n: i64) -> bool {
         let mut d = [0u8; 20];
-        let mut i = d.len();
-        let neg = n < 0;
-        let mut v = n.unsigned_abs();
-        loop {
-            i -= 1;
-            d[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        (!neg || self.bytes(b"-")) && self.bytes(&d[i..])
+        let i = crate::sys::decimal_digits(n.unsigned_abs(), &mut d);
+        (n >= 0 || self.bytes(b"-")) && self.bytes(&d[i..])
     }
 }
 
@@ -136,8 +126,8 @@ pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
 ///
 /// # Safety
 /// Every frame's function must be live.
-pub(super) unsafe fn write_stack(out: &mut Out, c: &Captured, from: usize) -> bool {
-    for i in (from..c.len).rev() {
+pub(super) unsafe fn write_stack(out: &mut Out, c: &Captured) -> bool {
+    for i in (0..c.len).rev() {
         if i + 1 < c.len && !out.bytes(&[SEP]) {
             return false;
         }

@@ -81,23 +81,20 @@ pub(super) unsafe fn locate_trace(t: usize, rip: usize, rsp: usize) -> Result<(u
     if let Some(c) = CACHED.get(t) {
         let (tr, mcode, size) =
             (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
-        if tr != 0 {
-            if rip >= mcode && rip < mcode + size {
-                let at_code = CodeAt::Trace(rip - mcode);
-                // The thread runs code that was this trace's: a trace, so
-                // the VM's trace array is not being resized, and the one
-                // running is alive; it must be the same object and code.
-                let arr = at::<usize>(J_AT.load(Ordering::Relaxed) + J_TRACE);
-                let size_now = at::<u32>(J_AT.load(Ordering::Relaxed) + J_SIZETRACE) as usize;
-                if arr != 0
-                    && t < size_now
-                    && at::<usize>(arr + 8 * t) == tr
-                    && at::<u8>(tr + OBJ_GCT) == GCT_TRACE
-                    && at::<usize>(tr + TRACE_MCODE) == mcode
-                    && at::<u32>(tr + TRACE_SZMCODE) as usize == size
-                {
-                    return Ok((tr, at_code));
-                }
+        if tr != 0 && rip >= mcode && rip < mcode + size {
+            // The thread runs code that was this trace's: a trace, so the
+            // VM's trace array is not being resized, and the one running is
+            // alive; it must be the same object and code.
+            let arr = at::<usize>(J_AT.load(Ordering::Relaxed) + J_TRACE);
+            let size_now = at::<u32>(J_AT.load(Ordering::Relaxed) + J_SIZETRACE) as usize;
+            if arr != 0
+                && t < size_now
+                && at::<usize>(arr + 8 * t) == tr
+                && at::<u8>(tr + OBJ_GCT) == GCT_TRACE
+                && at::<usize>(tr + TRACE_MCODE) == mcode
+                && at::<u32>(tr + TRACE_SZMCODE) as usize == size
+            {
+                return Ok((tr, CodeAt::Trace(rip - mcode)));
             }
         }
     }
