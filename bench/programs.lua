@@ -7,7 +7,8 @@
 --
 --   luajit bench/programs.lua [program-name ...]
 --
--- Environment: BENCH_REPS (default 7), BENCH_CONFIGS, BENCH_OUT, LUAJIT, LUAJIT_BENCH_DIR.
+-- Environment: BENCH_REPS (default 7), BENCH_CONFIGS, BENCH_OUT, LUAJIT, LUAJIT_BENCH_DIR,
+-- BENCH_INTERVAL_MS (every configuration's interval, default 1; see bench/under.lua).
 local REPS = tonumber(os.getenv("BENCH_REPS") or "7")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
 local LUAJIT = os.getenv("LUAJIT") or "luajit"
@@ -21,6 +22,7 @@ local CONFIGS = {
   { "tecs-line", "tecs-profile, line" },
   { "jitp-f", "jit.p f" },
   { "floor-signal", "floor: a signal to an empty handler" },
+  { "floor-trap", "floor: the task-clock trap to an empty handler" },
   { "floor-f", "floor: LuaJIT's profiler in f mode, empty callback" },
 }
 

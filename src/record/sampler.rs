@@ -9,10 +9,11 @@ use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::record::alloc_objects::ObjectTable;
+use crate::record::capture::{CapturedStack, FrameFunctions, ReadFrames};
 use crate::record::identity::FrameIdentities;
-use crate::record::stack_table::{state_index, Key, StackTable};
+use crate::record::stack_table::{state_index, Key, StackTable, VM_STATES};
 use crate::record::timeline::{TimedSample, Timeline};
-use crate::sys::{FrameFunction, FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
+use crate::sys::{FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
 
 /// Separator between frames in the raw dumpstack bytes. A control character
@@ -184,15 +185,29 @@ impl Sampler {
         }
     }
 
-    #[inline]
-    fn timeline_push(&mut self, entry: Option<u32>, state: usize, samples: u32) {
-        if self.timeline.enabled() {
-            self.timeline.push(TimedSample::new(crate::sys::monotonic_ns(), entry, state, samples));
-        }
-    }
-
     pub fn zones_mut(&mut self) -> Option<&mut ZoneAnchor> {
         self.zones.as_mut()
+    }
+
+    /// Counts one captured stack in the table and the time line and, for a
+    /// stack new to the table, records the function of each of its frames.
+    /// Every sample counted goes through here, however its stack was read;
+    /// returns its table entry.
+    #[inline]
+    fn count(&mut self, c: &CapturedStack<'_>, names: &dyn FrameFunctions) -> Option<u32> {
+        let state = state_index(c.state);
+        let stacks = self.table.len();
+        let e = self.table.add(c.key, state, c.ticks);
+        if self.timeline.enabled() {
+            self.timeline.push(TimedSample::new(c.at_ns, e, state, c.ticks));
+        }
+        if c.c_leaf {
+            self.stats.c_leaves += c.ticks as u64;
+        }
+        if self.table.len() > stacks {
+            record_identities(&mut self.identities, names, &c.key[c.stack_start..c.named_end]);
+        }
+        e
     }
 
     /// Whether `path` is the filter or lies below it (whole components).
@@ -209,57 +224,39 @@ impl SampleSink for Sampler {
         if self.ticks_from != TickOrigin::Timer || self.precision != Precision::Exact {
             return;
         }
-        let (depth, table, timeline, key, stats, filter, skipped, paused, ids) = (
-            self.depth,
-            &mut self.table,
-            &mut self.timeline,
-            &mut self.taken,
-            &mut self.stats,
-            &self.filter,
-            self.skipped_thread,
-            self.paused.load(Ordering::Relaxed),
-            &mut self.identities,
-        );
+        let paused = self.paused.load(Ordering::Relaxed);
+        let mut key = std::mem::take(&mut self.taken);
         crate::sys::take_compiled_stacks(|t| {
-            stats.samples += t.count as u64;
-            stats.compiled += t.count as u64;
+            self.stats.samples += t.count as u64;
+            self.stats.compiled += t.count as u64;
             if paused {
-                stats.paused += t.count as u64;
+                self.stats.paused += t.count as u64;
                 return;
             }
-            if skipped == Some(t.thread) || filter.as_ref().is_some_and(|f| !Self::path_matches(f, t.zone)) {
-                stats.filtered += t.count as u64;
+            if self.skipped_thread == Some(t.thread)
+                || self.filter.as_ref().is_some_and(|f| !Self::path_matches(f, t.zone))
+            {
+                self.stats.filtered += t.count as u64;
                 return;
             }
-            Key::begin(key);
+            Key::begin(&mut key);
             key.extend_from_slice(t.zone);
-            Key::end_path(key);
+            Key::end_path(&mut key);
             let stack_start = key.len();
             key.extend_from_slice(t.stack);
-            mark_truncated(key, stack_start, depth);
-            let state = state_index(t.state);
-            if state == C_STATE {
-                stats.c_leaves += t.count as u64;
-            }
-            let stacks = table.len();
-            let e = table.add(key, state, t.count);
-            if timeline.enabled() {
-                timeline.push(TimedSample::new(t.last_ns, e, state, t.count));
-            }
-            if table.len() > stacks {
-                // The frames kept (after any cut) are the last ones read.
-                let frames = key[stack_start..].split(|&b| b == FRAME_SEP).rev();
-                let facts: Vec<_> = t.facts.collect();
-                for (text, fact) in frames.zip(facts.iter().rev()) {
-                    if let Some(f) = fact {
-                        let id = FrameFunction::new(f.first, f.last, f.line, f.name, f.source);
-                        if !ids.record(text, &id) {
-                            break;
-                        }
-                    }
-                }
-            }
+            mark_truncated(&mut key, stack_start, self.depth);
+            let captured = CapturedStack {
+                key: &key,
+                stack_start,
+                named_end: key.len(),
+                state: t.state,
+                ticks: t.count,
+                at_ns: t.last_ns,
+                c_leaf: t.state == b'C',
+            };
+            self.count(&captured, &ReadFrames::new(t.facts));
         });
+        self.taken = key;
     }
 
     #[inline]
@@ -342,7 +339,6 @@ impl SampleSink for Sampler {
         {
             self.stats.dump_ns += dump_started.elapsed().as_nanos() as u64;
         }
-        let stacks = self.table.len();
         // Which C functions ticks found are leaves: a C function that called
         // Lua is still on the stack, below the Lua frame the callback ran
         // in; the time was its own, but it is not a leaf above that frame,
@@ -369,44 +365,53 @@ impl SampleSink for Sampler {
         // those of the first tick.
         let first = state_index(vmstate);
         let mut entry = None;
+        let at_ns = if self.timeline.enabled() { crate::sys::monotonic_ns() } else { 0 };
+        let mut key = std::mem::take(&mut self.scratch);
         for (state, &n) in states.iter().enumerate() {
             if n > 0 {
-                let e = self.table.add(&self.scratch, state, n);
-                self.timeline_push(e, state, n);
+                let captured = CapturedStack {
+                    key: &key,
+                    stack_start,
+                    named_end: lua_end,
+                    state: VM_STATES[state],
+                    ticks: n,
+                    at_ns,
+                    c_leaf: false,
+                };
+                let e = self.count(&captured, vm);
                 if state == first {
                     entry = e;
                 }
             }
         }
-        if self.table.len() > stacks {
-            record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
-        }
         if leaves.iter().any(Option::is_some) {
             // The C function is a frame of the stack too, and counts
             // against the depth: one Lua frame makes room for it.
-            make_room_for_leaf(&mut self.scratch, stack_start, self.depth);
-            let lua_end = self.scratch.len();
-            let stacks = self.table.len();
+            make_room_for_leaf(&mut key, stack_start, self.depth);
+            let lua_end = key.len();
             let mut first_leaf = None;
             for (c, in_c) in leaves.into_iter().flatten() {
-                push_c_frame(&mut self.scratch, lua_end > stack_start, c);
-                self.stats.c_leaves += in_c as u64;
-                let e = self.table.add(&self.scratch, C_STATE, in_c);
-                self.timeline_push(e, C_STATE, in_c);
+                push_c_frame(&mut key, lua_end > stack_start, c);
+                let captured = CapturedStack {
+                    key: &key,
+                    stack_start,
+                    named_end: lua_end,
+                    state: b'C',
+                    ticks: in_c,
+                    at_ns,
+                    c_leaf: true,
+                };
+                let e = self.count(&captured, vm);
                 first_leaf = first_leaf.or(Some(e));
-                self.scratch.truncate(lua_end);
+                key.truncate(lua_end);
             }
             if first == C_STATE {
                 if let Some(e) = first_leaf {
                     entry = e;
                 }
             }
-            // The frames kept are those of the dump, at the same distance
-            // from the leaf.
-            if self.table.len() > stacks {
-                record_identities(&mut self.identities, vm, &self.scratch[stack_start..lua_end]);
-            }
         }
+        self.scratch = key;
         if let Some(o) = &mut self.objects {
             o.charge(entry, first);
         }
@@ -417,15 +422,15 @@ impl SampleSink for Sampler {
     }
 }
 
-/// Asks the VM for the function of each frame of a new stack (caller
-/// first, as dumped): stack level 0 is the last frame. Runs only when the
-/// stack table stores a new stack, never for a stack seen before.
-fn record_identities(ids: &mut FrameIdentities, vm: &VmStack, stack: &[u8]) {
+/// Asks `names` for the function of each frame of a new stack (caller
+/// first, as dumped): level 0 is the last frame. Runs only when the stack
+/// table stores a new stack, never for a stack seen before.
+fn record_identities(ids: &mut FrameIdentities, names: &dyn FrameFunctions, stack: &[u8]) {
     for (level, text) in stack.rsplit(|&b| b == FRAME_SEP).enumerate() {
         if text == TRUNCATED_FRAME || text.is_empty() {
             continue;
         }
-        let Some(f) = vm.frame_function(level as i32) else { return };
+        let Some(f) = names.function(level) else { return };
         if !ids.record(text, &f) {
             return;
         }

@@ -350,6 +350,11 @@ impl<'a> FrameFunction<'a> {
         FrameFunction { lua: true, first, last, line, name, source: buf, source_len: n }
     }
 
+    /// A frame that is not a Lua function (C code, a builtin).
+    pub fn not_lua() -> Self {
+        FrameFunction { lua: false, first: 0, last: 0, line: 0, name: None, source: [0; SHORT_SRC], source_len: 0 }
+    }
+
     /// The chunk's short name as the VM prints it in messages.
     pub fn source(&self) -> &[u8] {
         &self.source[..self.source_len]

@@ -144,3 +144,97 @@ pub extern "C" fn bench_empty_handler_install() -> i32 {
 pub extern "C" fn bench_empty_delivered() -> u64 {
     EMPTY_DELIVERED.load(Ordering::Relaxed)
 }
+
+// -- The floor of tecs-profile's own tick source --------------------------
+//
+// The kernel's task-clock perf event, opened on the calling thread with
+// `sigtrap`, sends SIGTRAP each `interval_ns` of the thread's CPU time as it
+// returns to user mode: the mechanism a default session's ticks use. With a
+// handler that only counts, what it costs is the floor of that source (the
+// timer interrupt on the thread's own CPU and the signal's delivery), as the
+// timer thread above gives the floor of a signal sent from another CPU.
+
+/// `struct perf_event_attr` up to `sig_data` (version 7, 128 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved_2: u16,
+    aux_sample_size: u32,
+    reserved_3: u32,
+    sig_data: u64,
+}
+
+static TRAP_FD: AtomicU64 = AtomicU64::new(0);
+static TRAPS_DELIVERED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn counting_trap_handler(_sig: libc::c_int) {
+    TRAPS_DELIVERED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Opens the task-clock event on the calling thread with a counting SIGTRAP
+/// handler. Returns 0, or the error number.
+#[no_mangle]
+pub extern "C" fn bench_trap_start(interval_ns: u64) -> i32 {
+    const PERF_TYPE_SOFTWARE: u32 = 1;
+    const PERF_COUNT_SW_TASK_CLOCK: u64 = 1;
+    const EXCLUDE_HV: u64 = 1 << 6;
+    const REMOVE_ON_EXEC: u64 = 1 << 36;
+    const SIGTRAP: u64 = 1 << 37;
+    const FD_CLOEXEC: libc::c_ulong = 8;
+    TRAPS_DELIVERED.store(0, Ordering::Relaxed);
+    let attr = PerfEventAttr {
+        kind: PERF_TYPE_SOFTWARE,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: PERF_COUNT_SW_TASK_CLOCK,
+        sample_period: interval_ns.max(10_000),
+        flags: EXCLUDE_HV | REMOVE_ON_EXEC | SIGTRAP,
+        sig_data: 1,
+        ..Default::default()
+    };
+    // SAFETY: a plain handler with an empty mask and SA_RESTART; `attr` is a
+    // valid perf_event_attr of the size it declares, for this thread.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = counting_trap_handler as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGTRAP, &sa, std::ptr::null_mut()) != 0 {
+            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        }
+        let fd = libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, 0, -1, -1, FD_CLOEXEC);
+        if fd < 0 {
+            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        }
+        TRAP_FD.store(fd as u64 + 1, Ordering::Relaxed);
+    }
+    0
+}
+
+/// Closes the event; returns the traps the handler received.
+#[no_mangle]
+pub extern "C" fn bench_trap_stop() -> u64 {
+    let fd = TRAP_FD.swap(0, Ordering::Relaxed);
+    if fd != 0 {
+        // SAFETY: closes the descriptor bench_trap_start opened.
+        unsafe { libc::close((fd - 1) as libc::c_int) };
+    }
+    TRAPS_DELIVERED.load(Ordering::Relaxed)
+}
