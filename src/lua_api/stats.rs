@@ -113,6 +113,8 @@ impl NativeSession {
         }
         t.set("precision", self.precision.name())?;
         t.set("compiledSamples", st.compiled)?;
+        // Every other sample was taken by LuaJIT's hook at its next safe point.
+        t.set("hookSamples", st.samples - st.compiled)?;
         match self.compiled {
             Ok(()) => {
                 #[cfg(target_os = "linux")]
