@@ -8,13 +8,15 @@
 -- with the same code. spec/fixtures/run_unchanged/probe.lua writes what it
 -- sees; the views are compared whole.
 --
--- What a run does change, and the probe does not look at: the profiler's
--- modules are in `package.loaded`, and `package.preload` has a metatable
--- that finds them (the program's paths do not reach them); `os.exit` is
--- replaced while the program runs under `run` (the profile is
--- written before the process ends); under `run` the main chunk runs on a
--- coroutine of its own (`coroutine.running()` is not nil), so that the
--- profile holds the program's frames only.
+-- What a run does change, and the probe does not look at, since the
+-- profiler runs in the program's VM: `package.loaded` holds the profiler's
+-- modules and the LuaJIT modules it uses (`ffi`, `jit.util`, `jit.vmdef`,
+-- `jit.zone`), and `package.preload` has a metatable that finds the
+-- profiler's modules (the program's paths need not reach them); under
+-- `run`, `os.exit` is replaced while the program runs (the profile is
+-- written before the process ends) and the main chunk runs on a coroutine
+-- of its own (`coroutine.running()` is not nil), so that the profile holds
+-- the program's frames only.
 local run = require("spec.support.run")
 
 local quote = run.quote
@@ -23,7 +25,7 @@ local PROBE = FIXTURES .. "/probe.lua"
 local SPECS = FIXTURES .. "/specs"
 
 -- Runs `cmd` with the probe's environment (its ending, when given); returns
--- `{ view, rc, out }`: what the probe saw, the exit code, and stdout.
+-- `{ view, rc, out, err }`: what the probe saw, the exit code, stdout and stderr.
 local function probe(cmd, ending)
   local view_file, profile_file = os.tmpname(), os.tmpname()
   local env = string.format("env -u RUN_UNCHANGED_END RUN_UNCHANGED_VIEW=%s TECS_PROFILE=%s %s",
@@ -91,7 +93,8 @@ describe("tecs-profile busted changes nothing the specs see", function()
     local plain, ours = both(nil)
     same(plain, ours)
     assert.equal(0, ours.rc, ours.err)
-    assert.matches("^the program's own output\nits last lineok 1 %- a spec sees what a plain busted run gives it\n1%.%.1\n$", ours.out)
+    assert.matches("^the program's own output\nits last line" ..
+      "ok 1 %- a spec sees what a plain busted run gives it\n1%.%.1\n$", ours.out)
     assert.matches("tecs.profile.busted: %d+ samples written to", ours.err)
   end)
 
@@ -118,8 +121,8 @@ describe("tecs-profile busted changes nothing the specs see", function()
     local bin, stack = run.tmpdir(), os.tmpname()
     run.write(bin .. "/busted", string.format('#!/bin/sh\nexec %s %s "$@"\n', run.luajit, quote(busted)))
     assert.equal(0, (run.run("chmod +x " .. quote(bin .. "/busted"))))
-    local rc, out, err = run.run3(string.format(
-      "PATH=%s:\"$PATH\" RUN_UNCHANGED_STACK=%s TECS_PROFILE=/dev/null %s bin/tecs-profile busted -o TAP --pattern=_test %s",
+    local rc, out, err = run.run3(string.format("PATH=%s:\"$PATH\" RUN_UNCHANGED_STACK=%s TECS_PROFILE=/dev/null"
+      .. " %s bin/tecs-profile busted -o TAP --pattern=_test %s",
       quote(bin), quote(stack), run.luajit, FIXTURES .. "/stack"))
     local sources = run.read(stack)
     os.remove(stack)
