@@ -414,19 +414,25 @@ function M.busted(opts, pos)
   -- specs fail, which luajit turns into exit code 1.
   local script = loadfile(command)
   if script then
-    local ok, err = pcall(script)
+    -- The script's `...` is busted's arguments, as luajit gives them.
+    local ok, err = pcall(script, unpack(pos, 1, #pos))
     if not ok then
       if err ~= nil then io.stderr:write(tostring(err), "\n") end
       return 1
     end
     return 0
   end
-  -- Elsewhere (a wrapper shell script): called from a chunk named "=busted",
-  -- the runner names itself busted and ends the process with os.exit when
-  -- specs fail. (Not a tail call: the runner looks at the frame that
-  -- called it.)
-  local start = assert(loadstring("local runner = ... runner({ standalone = false })", "=busted"))
-  start(runner)
+  -- Elsewhere (a wrapper shell script, or no busted command on PATH): the
+  -- runner called by pcall, a C function, finds no script file in the frame
+  -- that called it, so it names itself busted and ends the process with
+  -- os.exit when specs fail. No chunk of ours stands in for the script:
+  -- one would be the root frame of every sample, under a file name that
+  -- does not exist.
+  local ok, err = pcall(runner, { standalone = false })
+  if not ok then
+    io.stderr:write(tostring(err), "\n")
+    return 1
+  end
   return 0
 end
 

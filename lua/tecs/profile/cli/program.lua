@@ -6,10 +6,12 @@
 -- lowest index (Penlight's `app.lua()` runs Lua subprocesses with it). The
 -- launcher puts this package's directories first on the search paths, and
 -- the command line may add LuaJIT's own `jit/` directory; the program gets
--- the paths back as the launcher found them, and the package's modules
--- (loaded later by the profiler itself, at the stop) are found by a
--- searcher of their own, for this package's names only; LuaJIT's `jit.*`
--- modules the command line found are a last resort.
+-- the paths back as the launcher found them. The package's modules (loaded
+-- later by the profiler itself, at the stop) are still found, for this
+-- package's names only, and LuaJIT's `jit.*` modules the command line found
+-- as a last resort: through a metatable on `package.preload`, so that
+-- `package.loaders` stays as the program knows it (a program may replace
+-- or remove an entry by its index) and `package.preload` holds no new keys.
 -- @module tecs.profile.cli.program
 
 local M = {}
@@ -57,16 +59,30 @@ local function own(name)
   return name == "tecs.profile" or name:find("^tecs%.profile%.") ~= nil or name == "tecs.utils.profile"
 end
 
--- Finds the modules `accept` takes on the paths the command line runs with.
-local function searcher(own_path, own_cpath, accept)
-  return function(name)
-    if not accept(name) then return nil end
-    local file = package.searchpath(name, own_path)
-    if file then return assert(loadfile(file)) end
-    file = package.searchpath(name, own_cpath)
-    if file then
-      local symbol = "luaopen_" .. name:gsub("%.", "_")
-      return assert(package.loadlib(file, symbol))
+-- The loader of module `name` on the paths the command line runs with, or nil.
+local function find(name, own_path, own_cpath)
+  local file = package.searchpath(name, own_path)
+  if file then return assert(loadfile(file)) end
+  file = package.searchpath(name, own_cpath)
+  if file then
+    local symbol = "luaopen_" .. name:gsub("%.", "_")
+    return assert(package.loadlib(file, symbol))
+  end
+  return nil
+end
+
+-- The `__index` of `package.preload` while the program runs: this
+-- package's modules from the command line's paths, before the program's
+-- (the profiler must load its own); LuaJIT's `jit.*` from them only when
+-- the program's paths do not have the module (as a searcher after the
+-- program's would).
+local function own_modules(own_path, own_cpath)
+  return function(_, name)
+    if type(name) ~= "string" then return nil end
+    if own(name) then return find(name, own_path, own_cpath) end
+    if name:find("^jit%.") and not package.searchpath(name, package.path)
+        and not package.searchpath(name, package.cpath) then
+      return find(name, own_path, own_cpath)
     end
     return nil
   end
@@ -78,10 +94,9 @@ end
 function M.enter(arg)
   local own_path, own_cpath = package.path, package.cpath
   if program_path and program_path ~= own_path or program_cpath and program_cpath ~= own_cpath then
-    -- Before the program's paths for this package's modules (the profiler
-    -- must load its own), after them for LuaJIT's `jit.*`.
-    table.insert(package.loaders, 2, searcher(own_path, own_cpath, own))
-    table.insert(package.loaders, searcher(own_path, own_cpath, function(name) return name:find("^jit%.") ~= nil end))
+    if getmetatable(package.preload) == nil then
+      setmetatable(package.preload, { __index = own_modules(own_path, own_cpath) })
+    end
     package.path, package.cpath = program_path or own_path, program_cpath or own_cpath
   end
   _G.arg = arg
