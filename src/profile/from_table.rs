@@ -243,6 +243,7 @@ impl Profile {
         if may_merge {
             p.merge_equal_rows();
         }
+        p.drop_host_and_own_frames();
         if table.overflow_total() > 0 {
             // Never merged, so it stays one line of its own.
             let id = p.names.intern(OVERFLOW_FRAME).0;

@@ -28,6 +28,10 @@ pub(crate) fn large_vec<T>(n: usize) -> Vec<T> {
     v
 }
 
+/// The name of a C function of the profiler's own native module: no
+/// profile keeps such a frame ([`Profile::drop_host_and_own_frames`]).
+pub const OWN_C_FRAME: &str = "[C:tecs.profile.native]";
+
 /// Frame name given to samples that arrived once the stack table was full.
 pub const OVERFLOW_FRAME: &str = "[overflow: stack table full]";
 
@@ -158,6 +162,9 @@ impl<'a> FrameNamer<'a> {
                     if let Some(path) = c_paths.and_then(|m| m.get(&addr)) {
                         return sanitize(path.as_bytes());
                     }
+                    if resolve_c && crate::sys::is_own_code(addr) {
+                        return OWN_C_FRAME.to_string();
+                    }
                     let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
                     match sym {
                         Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
@@ -180,6 +187,26 @@ pub fn sanitize(raw: &[u8]) -> String {
         out.push('?');
     }
     out
+}
+
+/// Whether a frame is the profiler's own: its native module's C functions,
+/// or a line of its Lua files (`.../tecs/profile.lua:N`,
+/// `.../tecs/profile/<module>.lua:N`, as any path the package was loaded
+/// from writes them).
+fn is_own_frame(name: &[u8]) -> bool {
+    if name == OWN_C_FRAME.as_bytes() {
+        return true;
+    }
+    let Some(colon) = memchr::memrchr(b':', name) else { return false };
+    let file = &name[..colon];
+    if !file.ends_with(b".lua") {
+        return false;
+    }
+    let package = |at: usize| at == 0 || file[at - 1] == b'/';
+    if file.ends_with(b"tecs/profile.lua") && package(file.len() - b"tecs/profile.lua".len()) {
+        return true;
+    }
+    memchr::memmem::find_iter(file, b"tecs/profile/").any(package)
 }
 
 impl Profile {
@@ -266,6 +293,52 @@ impl Profile {
         sum_counts(self.rows.iter().map(Row::total))
     }
 
+    /// Drops the frames no profile shows, and merges the rows that become
+    /// equal: the profiler's own (its Lua files, its native module), where
+    /// a sample interrupted a call into it, so that the time goes to the
+    /// line that called it; and the C frames below a stack's first other
+    /// frame, the host's entry (`pmain` of the `luajit` executable, the C
+    /// function an embedding program runs Lua from), which only say how
+    /// the program was started. A stack of nothing else keeps its frames.
+    pub fn drop_host_and_own_frames(&mut self) {
+        // One vectorised search per name: most names are not the package's.
+        let package = memchr::memmem::Finder::new(b"tecs/profile");
+        let own: Vec<bool> = (0..self.names.len() as u32)
+            .map(|id| {
+                let name = self.names.bytes(id);
+                name == OWN_C_FRAME.as_bytes() || package.find(name).is_some() && is_own_frame(name)
+            })
+            .collect();
+        let host_c = |id: u32| self.names.bytes(id).starts_with(b"[C:");
+        let droppable = |row: &Row| {
+            let stack = self.stack(row);
+            stack.len() > 1 && (host_c(stack[0]) || stack.iter().any(|&f| own[f as usize]))
+        };
+        if !self.rows.iter().any(droppable) {
+            return;
+        }
+        let mut frames: Vec<u32> = large_vec(self.frames.len());
+        let mut rows = Vec::with_capacity(self.rows.len());
+        for row in &self.rows {
+            let stack = self.stack(row);
+            let start = frames.len();
+            let kept = stack.iter().copied().filter(|&f| !own[f as usize]);
+            // The host's C frames: those before the first kept frame that is
+            // not one (a stack cut at its depth starts with its marker).
+            let entry = kept.clone().take_while(|&f| host_c(f)).count();
+            let entry = if kept.clone().count() > entry { entry } else { 0 };
+            frames.extend(kept.skip(entry));
+            if frames.len() == start {
+                frames.extend_from_slice(stack);
+            }
+            let text = frames[start..].iter().map(|&f| self.names.bytes(f).len() + 1).sum::<usize>().saturating_sub(1);
+            rows.push(Row { zone: row.zone, start, len: (frames.len() - start) as u32, text, counts: row.counts });
+        }
+        self.frames = frames;
+        self.rows = rows;
+        self.merge_equal_rows();
+    }
+
     /// Merges rows with the same zone path and stack (the first keeps its
     /// place), adding their counts.
     pub fn merge_equal_rows(&mut self) {
@@ -337,6 +410,35 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn dropped(text: &str) -> Vec<(String, u64)> {
+        let mut p = collapsed::parse(text).expect("parses");
+        p.drop_host_and_own_frames();
+        p.named_rows().map(|r| (r.stack.join(";"), r.total())).collect()
+    }
+
+    #[test]
+    fn own_and_host_entry_frames_are_dropped_and_their_rows_merged() {
+        let rows = dropped(
+            "[C:luajit+0x92c0];main.lua:3;/usr/share/lua/5.1/tecs/profile/sample.lua:40;[C:tecs.profile.native] 5\n\
+             [C:luajit+0x92c0];main.lua:3 2\n\
+             main.lua:3;lua/tecs/profile.lua:10;work.lua:7 1\n",
+        );
+        assert_eq!(rows, vec![("main.lua:3".to_string(), 7), ("main.lua:3;work.lua:7".to_string(), 1)]);
+    }
+
+    #[test]
+    fn stacks_of_nothing_else_and_cut_stacks_keep_their_c_frames() {
+        assert_eq!(dropped("[C:a];[C:b] 1\n"), vec![("[C:a];[C:b]".to_string(), 1)]);
+        let cut = "[truncated stack];[C:sort];a.lua:1 2\n";
+        assert_eq!(dropped(cut), vec![("[truncated stack];[C:sort];a.lua:1".to_string(), 2)]);
+        // Not this package: a directory that only ends in the same letters.
+        let other = "main.lua:1;lib/mytecs/profile.lua:4;x/tecs/profiles/a.lua:2 3\n";
+        assert_eq!(
+            dropped(other),
+            vec![("main.lua:1;lib/mytecs/profile.lua:4;x/tecs/profiles/a.lua:2".to_string(), 3)]
+        );
+    }
     use crate::profile::collapsed;
 
     #[test]

@@ -532,6 +532,19 @@ pub fn c_function_address(lua: &Lua, f: &mlua::Function) -> mlua::Result<Option<
     Ok((out != 0).then_some(out))
 }
 
+/// Whether `addr` lies in this library (the profiler's own C functions).
+pub fn is_own_code(addr: usize) -> bool {
+    let base = |a: usize| {
+        let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+        // SAFETY: dladdr only reads loader tables and fills `info`.
+        let found = unsafe { libc::dladdr(a as *const c_void, info.as_mut_ptr()) } != 0;
+        // SAFETY: zeroed and, when found, filled by dladdr.
+        found.then(|| unsafe { info.assume_init() }.dli_fbase as usize)
+    };
+    let own = base(is_own_code as *const () as usize);
+    own.is_some() && base(addr) == own
+}
+
 /// Name of the C function at `addr` (from `@0x...` frames), via dladdr.
 pub fn c_symbol_name(addr: usize) -> Option<String> {
     let mut info: libc::Dl_info = libc::Dl_info {
