@@ -26,7 +26,7 @@ local function summarize(text)
   local s = { total = collapsed.sum(rows), zones = {}, game_frames = 0, main_frames = 0 }
   for _, r in ipairs(rows) do
     local z = r.frames[1]
-    if z == "update" or z == "draw" then s.zones[z] = (s.zones[z] or 0) + r.count end
+    if z == "love.update" or z == "love.draw" then s.zones[z:sub(6)] = (s.zones[z:sub(6)] or 0) + r.count end
     if collapsed.has_frame(r, "^game%.lua:%d+$") then s.game_frames = s.game_frames + r.count end
     if collapsed.has_frame(r, "^main%.lua:%d+$") then s.main_frames = s.main_frames + r.count end
   end
@@ -62,9 +62,10 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true((s.zones.draw or 0) > 0, "no draw zone samples:\n" .. text)
     assert.is_true(s.game_frames > 0, "no game.lua:N frames:\n" .. text)
     assert.is_true(s.main_frames > 0, "no main.lua:N frames:\n" .. text)
-    -- The update zone's stacks run through love.update in main.lua into game.lua.
+    -- The update zone's stacks run through love.update in main.lua, in the
+    -- game's own zone nested in it, into game.lua.
     local update_stack = collapsed.sum(s.rows, function(r)
-      return r.frames[1] == "update" and collapsed.has_frame(r, "^main%.lua:%d+$")
+      return r.frames[1] == "love.update" and r.frames[2] == "world" and collapsed.has_frame(r, "^main%.lua:%d+$")
         and r.frames[#r.frames]:match("^game%.lua:%d+%-?%d*$") ~= nil
     end)
     assert.is_true(update_stack > 0, text)
@@ -185,6 +186,30 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
       top)
     assert.is_true(tonumber(share) >= 0.8, out)
     assert.matches("restored=true\n", out)
+  end)
+
+  it("runs each LÖVE callback in a zone named after it, the game's own zones inside", function()
+    local env = { LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" }
+    local rc, out = love(root .. "/platform_spec/fixtures/love_zones", "", env)
+    assert.equal(0, rc, out)
+    assert.matches("restored=true\n", out)
+    local rows = collapsed.parse(assert(out:match("<<<\n(.-)>>>\n"), out))
+    local function zone_sum(first, second)
+      return collapsed.sum(rows, function(r) return r.frames[1] == first and (not second or r.frames[2] == second) end)
+    end
+    assert.is_true(collapsed.sum(rows) >= 600, out)
+    assert.is_true(zone_sum("love.update") > 0, out)
+    assert.is_true(zone_sum("love.update", "physics") > 0, out)
+    assert.is_true(zone_sum("love.draw") > 0, out)
+    -- love.load was defined after the session started.
+    assert.is_true(zone_sum("love.load") > 0, out)
+    assert.equal(0, collapsed.sum(rows, function(r) return collapsed.has_frame(r, "love_zones%.lua") end), out)
+    env.TECS_LOVE_ZONES = "off"
+    rc, out = love(root .. "/platform_spec/fixtures/love_zones", "", env)
+    assert.equal(0, rc, out)
+    rows = collapsed.parse(assert(out:match("<<<\n(.-)>>>\n"), out))
+    assert.equal(0, collapsed.sum(rows, function(r) return r.frames[1]:match("^love%.") ~= nil end), out)
+    assert.is_true(zone_sum("physics") > 0, out)
   end)
 
   it("refuses a love.thread worker while the main thread samples, then lets it sample", function()

@@ -114,8 +114,10 @@ function love.load(args)
   started = love.timer.getTime()
 end
 
+-- Each love.* callback is a zone of its own while a session runs
+-- (`love.update`, `love.draw`); the game's zones nest inside.
 function love.update(dt)
-  zone("update")
+  zone("world")
   game.update(dt)
   zone()
   if options.seconds and love.timer.getTime() - started >= options.seconds then
@@ -124,9 +126,7 @@ function love.update(dt)
 end
 
 function love.draw()
-  zone("draw")
   game.draw()
-  zone()
 end
 
 function love.keypressed(key)

@@ -133,6 +133,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
         DefaultValue::None,
     ),
+    opt("loveZones", Check::Boolean, DefaultValue::Boolean(true)),
 ];
 
 /// Lua's type name of a value.

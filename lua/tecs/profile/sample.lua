@@ -10,6 +10,7 @@ local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
+local love_zones = require("tecs.profile.love_zones")
 local output = require("tecs.profile.output")
 local session_base = require("tecs.profile.session")
 local timeline = require("tecs.profile.timeline")
@@ -56,6 +57,8 @@ end
 --   "chrome-trace", "html"),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
 --   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
+--   `loveZones` (in a LÖVE game, run each `love.*` callback in a zone named
+--   after it, `love.update`, `love.draw`...; default true),
 --   `slowFrameMs` (frames shorter than this keep their duration and sample
 --   counts in `frames`, but their samples leave the time line when they
 --   end, so that long sessions keep the slow frames; default: keep all)
@@ -75,8 +78,9 @@ function M.start(opts)
     error("profile.sample: a sample session is already active; stop it before starting another", 2)
   end
   local handle, settings
+  local zones = jitinfo.zone()
   ok, handle, settings = native.call(native.raw.start, opts, {
-    zones = jitinfo.zone(),
+    zones = zones,
     ffnames = jitinfo.ffnames(),
     callSite = callsite.resolver(),
   })
@@ -99,6 +103,7 @@ function M.start(opts)
   }, SampleSession)
   active = session
   timeline.attach(handle)
+  if settings.loveZones then love_zones.install(zones) end
   return session
 end
 
@@ -131,6 +136,7 @@ function lifecycle.finish(self)
   if alloc and not alloc:isRunning() then alloc = nil end
   if alloc then alloc._native:stop() end
   timeline.detach(self._native)
+  love_zones.uninstall()
   self._native:stop()
   if alloc then alloc:stop() end
   name_c_functions(self)
