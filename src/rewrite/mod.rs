@@ -1,7 +1,11 @@
 //! Line coverage by rewriting source: every statement gets a counter
 //! increment inserted before it, on the line the statement starts on; a
 //! function's entries are counted by its first statement's counter, or, in
-//! a body without one, by an increment right after its parameter list.
+//! a body without one, by an increment right after its parameter list. A
+//! loop header's counter counts again as each iteration starts (after
+//! `do`, on the header's line), and an `elseif` becomes `else <increment>
+//! if ... end`, so that its condition's line counts each evaluation, as a
+//! line hook counts them.
 //! Counting is
 //! then ordinary Lua code, which LuaJIT compiles like the rest of the
 //! program, where a debug hook would stop trace recording.
@@ -81,17 +85,42 @@ pub fn rewrite(src: &[u8], id: u64) -> Result<Rewrite, RewriteError> {
         )
         .as_bytes(),
     );
-    let mut copied = code_start;
-    for (i, site) in walk.sites.iter().enumerate() {
-        debug_assert!(site.offset >= copied);
-        code.extend_from_slice(&src[copied..site.offset]);
-        copied = site.offset;
+    // Every change in source order; at one offset, the `end`s that close an
+    // `if` come before what starts the next statement.
+    let mut changes: Vec<(usize, u8, usize)> = walk.sites.iter().enumerate().map(|(i, s)| (s.offset, 1, i)).collect();
+    changes.extend(walk.edits.iter().enumerate().map(|(i, e)| {
+        let order = if matches!(e.what, parse::EditKind::Close(_)) { 0 } else { 2 };
+        (e.offset, order, i)
+    }));
+    changes.sort_unstable();
+    let increment = |code: &mut Vec<u8>, n: usize| {
         if code.last().is_some_and(|&c| lex::is_ident_byte(c)) {
             code.push(b' ');
         }
         code.extend_from_slice(
-            format!("{l}.{k}{n}={l}.{k}{n}+1;", l = COUNTERS_LOCAL, k = COUNTER_KEY, n = i + 1).as_bytes(),
+            format!("{l}.{k}{n}={l}.{k}{n}+1;", l = COUNTERS_LOCAL, k = COUNTER_KEY, n = n + 1).as_bytes(),
         );
+    };
+    let mut copied = code_start;
+    for (offset, order, i) in changes {
+        debug_assert!(offset >= copied);
+        code.extend_from_slice(&src[copied..offset]);
+        copied = offset;
+        match (order, walk.edits.get(i).map(|e| e.what)) {
+            (1, _) => match walk.elseif_end[i] {
+                // `elseif c then` becomes `else <increment> if c then`.
+                Some(end) => {
+                    code.extend_from_slice(b"else ");
+                    increment(&mut code, i);
+                    code.extend_from_slice(b"if");
+                    copied = end;
+                }
+                None => increment(&mut code, i),
+            },
+            (_, Some(parse::EditKind::Again(n))) => increment(&mut code, n),
+            (_, Some(parse::EditKind::Close(n))) => code.extend_from_slice(" end".repeat(n).as_bytes()),
+            (_, None) => unreachable!("an edit's index is in range"),
+        }
     }
     code.extend_from_slice(&src[copied..]);
     Ok(Rewrite { code, lines, statement: walk.statement, functions: walk.functions })

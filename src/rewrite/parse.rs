@@ -23,13 +23,40 @@ pub struct FunctionDef {
     pub entry: usize,
 }
 
+/// A change besides a counter of its own: at `offset`, another increment
+/// of a statement's counter (a loop header's, once per iteration), or the
+/// `end`s that close the `if`s an `elseif` chain became.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edit {
+    pub offset: usize,
+    pub what: EditKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    /// Count counter `n` (0-based) again.
+    Again(usize),
+    /// Append ` end` this many times.
+    Close(usize),
+}
+
+/// An `elseif` chain longer than this keeps its further `elseif`s as they
+/// are: each one counted becomes a nested `if`, and LuaJIT allows 200
+/// levels of nesting in all.
+pub const MAX_COUNTED_ELSEIFS: usize = 40;
+
 /// What the walk found: every site in source order, and which of them are
-/// statements (the rest are function entries).
+/// statements (the rest are function entries); the sites that stand for an
+/// `elseif` keyword, by the offset where that keyword ends (it becomes
+/// `else <increment> if`, so that its condition is counted each time it is
+/// evaluated); and the other edits.
 #[derive(Debug, Default)]
 pub struct Walk {
     pub sites: Vec<Site>,
     pub statement: Vec<bool>,
     pub functions: Vec<FunctionDef>,
+    pub elseif_end: Vec<Option<usize>>,
+    pub edits: Vec<Edit>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -120,7 +147,19 @@ impl Parser<'_> {
     fn site_at(&mut self, offset: usize, line: u32, statement: bool) -> usize {
         self.out.sites.push(Site { offset, line });
         self.out.statement.push(statement);
+        self.out.elseif_end.push(None);
         self.out.sites.len() - 1
+    }
+
+    /// Counts the loop header `counter` again each time the body starts:
+    /// the header's line is then run once per iteration and once at the
+    /// entry, as a line hook sees a loop's header line.
+    fn loop_body(&mut self, counter: usize) -> Res {
+        let offset = self.tok().end;
+        self.expect("do")?;
+        self.out.edits.push(Edit { offset, what: EditKind::Again(counter) });
+        self.block()?;
+        self.expect("end")
     }
 
     fn block_follow(&self) -> bool {
@@ -160,7 +199,7 @@ impl Parser<'_> {
             self.name()?;
             return self.expect("::");
         }
-        self.site(true);
+        let here = self.site(true);
         let word = if self.kind() == Kind::Keyword { self.text().to_vec() } else { Vec::new() };
         match word.as_slice() {
             b"break" => self.advance(),
@@ -176,9 +215,7 @@ impl Parser<'_> {
             b"while" => {
                 self.advance();
                 self.exp()?;
-                self.expect("do")?;
-                self.block()?;
-                self.expect("end")?;
+                self.loop_body(here)?;
             }
             b"repeat" => {
                 self.advance();
@@ -191,7 +228,14 @@ impl Parser<'_> {
                 self.exp()?;
                 self.expect("then")?;
                 self.block()?;
+                let mut counted = 0;
                 while self.is("elseif") {
+                    if counted < MAX_COUNTED_ELSEIFS {
+                        let t = self.tok();
+                        let i = self.site_at(t.start, t.line, true);
+                        self.out.elseif_end[i] = Some(t.end);
+                        counted += 1;
+                    }
                     self.advance();
                     self.exp()?;
                     self.expect("then")?;
@@ -201,9 +245,13 @@ impl Parser<'_> {
                     self.advance();
                     self.block()?;
                 }
+                let offset = self.tok().end;
                 self.expect("end")?;
+                if counted > 0 {
+                    self.out.edits.push(Edit { offset, what: EditKind::Close(counted) });
+                }
             }
-            b"for" => self.for_statement()?,
+            b"for" => self.for_statement(here)?,
             b"function" => {
                 let line = self.tok().line;
                 self.advance();
@@ -246,7 +294,7 @@ impl Parser<'_> {
         Ok(())
     }
 
-    fn for_statement(&mut self) -> Res {
+    fn for_statement(&mut self, header: usize) -> Res {
         self.advance();
         self.name()?;
         if self.is("=") {
@@ -266,9 +314,7 @@ impl Parser<'_> {
             self.expect("in")?;
             self.explist()?;
         }
-        self.expect("do")?;
-        self.block()?;
-        self.expect("end")
+        self.loop_body(header)
     }
 
     fn expression_statement(&mut self) -> Res {

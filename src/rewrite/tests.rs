@@ -75,8 +75,9 @@ fn same(src: &str) -> Vec<(u32, i64)> {
 #[test]
 fn counts_a_loop_body_and_function_entries() {
     let counts = same("local n = 0\nlocal function f() n = n + 1 end\nfor i = 1, 1000 do\n  f()\nend\nreturn n\n");
-    // f's entry count is its first statement's counter.
-    assert_eq!(counts, vec![(1, 1), (2, 1), (2, 1000), (3, 1), (4, 1000), (6, 1)]);
+    // f's entry count is its first statement's counter; the loop header
+    // counts its entry and each iteration, as a line hook sees it.
+    assert_eq!(counts, vec![(1, 1), (2, 1), (2, 1000), (3, 1001), (4, 1000), (6, 1)]);
     let r = rewrite(b"local function f() n = 1 end\nlocal function g() end\nlocal function h() ; end\n", 1).unwrap();
     let entries: Vec<(usize, bool)> = r.functions.iter().map(|f| (f.entry, r.statement[f.entry])).collect();
     assert_eq!(entries, vec![(1, true), (3, false), (5, false)]);
@@ -243,4 +244,31 @@ fn randomly_mutated_sources_load_alike() {
         }
     }
     assert!(accepted > 100, "only {accepted} of {tried} variants loaded and were rewritten");
+}
+
+#[test]
+fn elseif_conditions_count_each_evaluation() {
+    let src = "local function f(x)\n  if x == 1 then\n    return 'a'\n  elseif x == 2 then\n    return 'b'\n  elseif x == 3 then return 'c'\n  else\n    return 'd'\n  end\nend\nlocal out = {}\nfor i = 1, 4 do out[i] = f(i) end\nreturn table.concat(out)\n";
+    let counts = same(src);
+    let at = |line: u32| counts.iter().filter(|c| c.0 == line).map(|c| c.1).collect::<Vec<_>>();
+    assert_eq!(at(2), vec![4], "the if: every call");
+    assert_eq!(at(4), vec![3], "the first elseif: every call the if did not take");
+    assert_eq!(at(6), vec![2, 1], "the second elseif, and its return");
+    assert_eq!(at(8), vec![1], "the else branch");
+    // The loop on line 12 runs its header once and again per iteration.
+    assert_eq!(at(12), vec![5, 4]);
+}
+
+#[test]
+fn while_loops_count_iterations_and_long_elseif_chains_still_load() {
+    let counts = same("local i = 0\nwhile i < 7 do\n  i = i + 1\nend\nreturn i\n");
+    assert_eq!(counts, vec![(1, 1), (2, 8), (3, 7), (5, 1)]);
+    // More elseifs than are counted: the rest stay as they were.
+    let mut src = String::from("local function g(x)\n  if x == 0 then return 0\n");
+    for k in 1..=120 {
+        src.push_str(&format!("  elseif x == {k} then return {k}\n"));
+    }
+    src.push_str("  end\nend\nreturn g(0), g(7), g(119), g(500)\n");
+    let counts = same(&src);
+    assert_eq!(counts.iter().find(|c| c.0 == 9).map(|c| c.1), Some(3), "the 7th elseif: g(7), g(119) and g(500)");
 }
