@@ -67,7 +67,7 @@ function profile.pprof(source, opts)
 end
 
 --- Render a profile in any format of the registry written from a profile
--- ("svg", "speedscope", "pprof", ...; see `tecs.profile.report`).
+-- ("svg", "speedscope", "pprof", "firefox", ...; see `tecs.profile.report`).
 -- @function render
 function profile.render(source, format, opts)
   return require("tecs.profile.report").render(source, format, opts)

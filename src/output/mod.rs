@@ -18,6 +18,8 @@ pub mod chrome_trace;
 #[cfg(feature = "speedscope")]
 pub mod chrome_trace_read;
 pub mod collapsed;
+#[cfg(feature = "speedscope")]
+pub mod firefox;
 #[cfg(feature = "flamegraph")]
 pub mod flamegraph;
 pub mod pprof;
@@ -32,6 +34,7 @@ pub enum FileFormat {
     Svg,
     Speedscope,
     Pprof,
+    Firefox,
     SpeedscopeTimeline,
     ChromeTrace,
     Html,
@@ -148,6 +151,7 @@ mod json_writers {
     pub const SPEEDSCOPE: &dyn Writer = &super::speedscope::Speedscope;
     pub const SPEEDSCOPE_TIMELINE: &dyn Writer = &super::speedscope::SpeedscopeTimeline;
     pub const CHROME_TRACE: &dyn Writer = &super::chrome_trace::ChromeTrace;
+    pub const FIREFOX: &dyn Writer = &super::firefox::Firefox;
 }
 // The JSON formats are written with serde_json, which the `speedscope`
 // feature brings in.
@@ -160,6 +164,9 @@ mod json_writers {
     pub const SPEEDSCOPE_TIMELINE: &dyn Writer = SPEEDSCOPE;
     pub const CHROME_TRACE: &dyn Writer = &Unavailable(
         "Chrome trace output is not available: tecs.profile.native was built without the `speedscope` feature",
+    );
+    pub const FIREFOX: &dyn Writer = &Unavailable(
+        "Firefox Profiler output is not available: tecs.profile.native was built without the `speedscope` feature",
     );
 }
 
@@ -204,6 +211,16 @@ pub static REGISTRY: &[Declaration] = &[
         reads_sources: true,
         help: "gzipped pprof",
         without_interval: Some("the pprof time values are sample counts (1 ns per sample)"),
+    },
+    Declaration {
+        format: FileFormat::Firefox,
+        name: "firefox",
+        endings: &[".firefox.json"],
+        time_line: false,
+        writer: Some(json_writers::FIREFOX),
+        reads_sources: false,
+        help: "Firefox Profiler",
+        without_interval: Some("the Firefox Profiler's time axis gives each sample 1 ms"),
     },
     Declaration {
         format: FileFormat::SpeedscopeTimeline,
@@ -305,6 +322,7 @@ mod tests {
             ("p.speedscope.json", FileFormat::Speedscope),
             ("p.timeline.speedscope.json", FileFormat::SpeedscopeTimeline),
             ("p.pb.gz", FileFormat::Pprof),
+            ("p.firefox.json", FileFormat::Firefox),
             ("p.trace.json", FileFormat::ChromeTrace),
             ("p.html", FileFormat::Html),
             ("p.json", FileFormat::Collapsed),

@@ -1,10 +1,11 @@
 --- Output formats for files, as the native module's registry declares them
 -- (`native.formatTable`): collapsed text, SVG flamegraph, speedscope JSON,
--- gzipped pprof, and from a session's time line speedscope in time order,
--- Chrome trace events and the report page. The format is the one asked
--- for, or else follows the file name's ending (`.svg`, `.speedscope.json`,
--- `.pb.gz`, `.timeline.speedscope.json`, `.trace.json`, `.html`; anything
--- else is collapsed text).
+-- gzipped pprof, the Firefox Profiler's processed profile, and from a
+-- session's time line speedscope in time order, Chrome trace events and
+-- the report page. The format is the one asked for, or else follows the
+-- file name's ending (`.svg`, `.speedscope.json`, `.pb.gz`,
+-- `.firefox.json`, `.timeline.speedscope.json`, `.trace.json`, `.html`;
+-- anything else is collapsed text).
 -- @module tecs.profile.output
 
 local native_ok, native = pcall(require, "tecs.profile.native")

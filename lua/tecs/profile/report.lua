@@ -285,7 +285,7 @@ end
 --- Render a profile in any format of the registry written from a profile
 -- (`tecs.profile.output`; the command line's `flamegraph` command).
 -- @param source as for `report`
--- @tparam string format a format name, such as "svg" or "pprof"
+-- @tparam string format a format name, such as "svg" or "firefox"
 -- @tparam[opt] table opts `title`, `inverted`, `intervalMs` (a session's
 --   own by default), `zone`, `frames` ("function": lines grouped into their
 --   functions, except for a format that names functions itself, pprof)
