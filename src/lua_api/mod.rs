@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
-use crate::output::FileFormat;
+use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::sampler::{Precision, Sampler};
@@ -499,7 +499,8 @@ fn option_tables(lua: &Lua) -> mlua::Result<Table> {
 
 /// `native.formatTable`: the format registry, one table per format in its
 /// order: `name`, `endings` (a list), `timeLine` (written from a session's
-/// time line), `native` (written by this module; else by the Lua layer),
+/// time line), `native` (written by this module) or else `luaWriter` (the
+/// Lua module whose `render(session)` makes it),
 /// `readsSources`, `help`, and `withoutInterval` when there is one (see
 /// `output::Declaration`).
 fn format_table(lua: &Lua) -> mlua::Result<Table> {
@@ -509,7 +510,13 @@ fn format_table(lua: &Lua) -> mlua::Result<Table> {
         t.set("name", d.name)?;
         t.set("endings", lua.create_sequence_from(d.endings.iter().copied())?)?;
         t.set("timeLine", d.time_line)?;
-        t.set("native", d.writer.is_some())?;
+        match d.writer {
+            FormatWriter::Native(_) => t.set("native", true)?,
+            FormatWriter::Lua(module) => {
+                t.set("native", false)?;
+                t.set("luaWriter", module)?
+            }
+        }
         t.set("readsSources", d.reads_sources)?;
         t.set("help", d.help)?;
         t.set("withoutInterval", d.without_interval)?;

@@ -288,7 +288,9 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             this.resolve_call_sites(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
             let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
-            let writes_time_line = |d: &&crate::output::Declaration| d.time_line && d.writer.is_some();
+            let writes_time_line = |d: &&crate::output::Declaration| {
+                d.time_line && matches!(d.writer, crate::output::FormatWriter::Native(_))
+            };
             let Some(d) = crate::output::REGISTRY.iter().filter(writes_time_line).find(|d| d.name == format) else {
                 let names: Vec<String> =
                     crate::output::REGISTRY.iter().filter(writes_time_line).map(|d| format!("{:?}", d.name)).collect();

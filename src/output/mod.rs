@@ -114,9 +114,8 @@ pub struct Declaration {
     pub endings: &'static [&'static str],
     /// Written from a session's time line (a profile object has none).
     pub time_line: bool,
-    /// Its writer; None where the Lua layer makes the file (the report page
-    /// is `tecs.profile.page`).
-    pub writer: Option<&'static dyn Writer>,
+    /// What writes it.
+    pub writer: FormatWriter,
     /// Its writer names Lua functions from their sources (given through
     /// [`RenderMeta::function_of`]), so frames stay lines for it.
     pub reads_sources: bool,
@@ -126,6 +125,16 @@ pub struct Declaration {
     /// interval (a collapsed file), for the command line's note; None where
     /// the interval changes nothing.
     pub without_interval: Option<&'static str>,
+}
+
+/// What writes a format.
+#[derive(Clone, Copy)]
+pub enum FormatWriter {
+    /// This module.
+    Native(&'static dyn Writer),
+    /// A Lua module, whose `render(session)` makes the file (the report
+    /// page needs the Lua views).
+    Lua(&'static str),
 }
 
 /// A writer for a format left out of this build.
@@ -177,7 +186,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "collapsed",
         endings: &[],
         time_line: false,
-        writer: Some(&collapsed::Collapsed),
+        writer: FormatWriter::Native(&collapsed::Collapsed),
         reads_sources: false,
         help: "collapsed stacks (any other name)",
         without_interval: None,
@@ -187,7 +196,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "svg",
         endings: &[".svg"],
         time_line: false,
-        writer: Some(SVG),
+        writer: FormatWriter::Native(SVG),
         reads_sources: false,
         help: "SVG flamegraph",
         without_interval: None,
@@ -197,7 +206,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "speedscope",
         endings: &[".speedscope.json"],
         time_line: false,
-        writer: Some(json_writers::SPEEDSCOPE),
+        writer: FormatWriter::Native(json_writers::SPEEDSCOPE),
         reads_sources: false,
         help: "speedscope",
         without_interval: Some("the speedscope weights are sample counts (unit \"none\")"),
@@ -207,7 +216,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "pprof",
         endings: &[".pb.gz"],
         time_line: false,
-        writer: Some(&pprof::Pprof),
+        writer: FormatWriter::Native(&pprof::Pprof),
         reads_sources: true,
         help: "gzipped pprof",
         without_interval: Some("the pprof time values are sample counts (1 ns per sample)"),
@@ -217,7 +226,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "firefox",
         endings: &[".firefox.json"],
         time_line: false,
-        writer: Some(json_writers::FIREFOX),
+        writer: FormatWriter::Native(json_writers::FIREFOX),
         reads_sources: false,
         help: "Firefox Profiler",
         without_interval: Some("the Firefox Profiler's time axis gives each sample 1 ms"),
@@ -227,7 +236,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "speedscope-timeline",
         endings: &[".timeline.speedscope.json"],
         time_line: true,
-        writer: Some(json_writers::SPEEDSCOPE_TIMELINE),
+        writer: FormatWriter::Native(json_writers::SPEEDSCOPE_TIMELINE),
         reads_sources: false,
         help: "speedscope in time order",
         without_interval: None,
@@ -237,7 +246,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "chrome-trace",
         endings: &[".trace.json"],
         time_line: true,
-        writer: Some(json_writers::CHROME_TRACE),
+        writer: FormatWriter::Native(json_writers::CHROME_TRACE),
         reads_sources: false,
         help: "Chrome trace events (Perfetto, chrome://tracing)",
         without_interval: None,
@@ -247,7 +256,7 @@ pub static REGISTRY: &[Declaration] = &[
         name: "html",
         endings: &[".html"],
         time_line: true,
-        writer: None,
+        writer: FormatWriter::Lua("tecs.profile.page"),
         reads_sources: false,
         help: "the report page",
         without_interval: None,
@@ -282,8 +291,8 @@ impl FileFormat {
     pub fn write(self, source: Source<'_>) -> Result<Vec<u8>, String> {
         let d = self.declaration();
         match d.writer {
-            Some(w) => w.write(source),
-            None => Err(format!("the {} format is made by the Lua layer", d.name)),
+            FormatWriter::Native(w) => w.write(source),
+            FormatWriter::Lua(module) => Err(format!("the {} format is made by {}", d.name, module)),
         }
     }
 }

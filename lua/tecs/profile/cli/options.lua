@@ -116,8 +116,8 @@ local SAMPLING = {
     help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
   { "trace-output", key = "traceOutput", arg = "FILE", help = "write the trace report (CSV) to FILE" },
   { "timeline", key = "timeline", arg = "FILE",
-    help = "write the time line: Chrome trace events (Perfetto, chrome://tracing), or speedscope in time " ..
-      "order when FILE ends in .timeline.speedscope.json" },
+    help = "write the time line, by the ending of FILE: " .. endings_help(function(d) return d.timeLine end) ..
+      "; any other name Chrome trace events" },
   { "hitches", key = "hitches", arg = "N", number = true,
     help = "after the report, the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
   { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
