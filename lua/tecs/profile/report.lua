@@ -256,7 +256,8 @@ function M.speedscope(source, opts)
   opts = checked("profile.speedscope", "speedscope", opts, 2)
   local prof, interval = M.load("profile.speedscope", source, 2)
   prof = shape(prof, opts)
-  return render("profile.speedscope", prof, "speedscope", { title = opts.name, intervalMs = opts.intervalMs or interval }, 2)
+  return render("profile.speedscope", prof, "speedscope",
+    { title = opts.name, intervalMs = opts.intervalMs or interval }, 2)
 end
 
 --- Render a gzipped pprof profile (`profile.proto`), as read by
