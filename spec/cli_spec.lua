@@ -47,6 +47,50 @@ describe("tecs-profile", function()
     end
   end)
 
+  it("help lists exactly the formats and file endings of the registry", function()
+    local output = require("tecs.profile.output")
+    local function flat(text) return (text:gsub("%s+", " ")) end
+    -- The names of a `-f` help: "a, b or c (overrides the extension)".
+    local function format_names(help)
+      local list = assert(flat(help):match("%-f, %-%-format FMT (.-) %(overrides the extension%)"))
+      local names = {}
+      for name in (list:gsub(" or ", ", ") .. ", "):gmatch("(.-), ") do names[#names + 1] = name end
+      return names
+    end
+    -- Every word that starts with a dot (file endings), in order.
+    local function endings(text)
+      local found = {}
+      for e in (" " .. text):gmatch("%s(%.[%w%.]+)") do found[#found + 1] = e end
+      return found
+    end
+    local every, from_profile, all_endings, profile_endings = {}, {}, {}, {}
+    for _, d in ipairs(output.registry) do
+      every[#every + 1] = d.name
+      if not d.timeLine and d.name ~= "collapsed" then from_profile[#from_profile + 1] = d.name end
+      for _, e in ipairs(d.endings) do
+        all_endings[#all_endings + 1] = e
+        if not d.timeLine and d.name ~= "svg" then profile_endings[#profile_endings + 1] = e end
+      end
+    end
+    assert.is_true(#every > 1, "the registry is read")
+    local _, run_help = run.run3(CLI .. " run --help")
+    assert.same(every, format_names(run_help))
+    local o_help = assert(flat(run_help):match("%-o, %-%-output FILE (.-) anything else collapsed text"))
+    assert.same(all_endings, endings(o_help))
+    for _, d in ipairs(output.registry) do
+      for _, e in ipairs(d.endings) do assert.matches(e .. " " .. d.help, o_help, 1, true) end
+    end
+    local _, flamegraph_help = run.run3(CLI .. " flamegraph --help")
+    assert.same(from_profile, format_names(flamegraph_help))
+    local about = assert(flat(flamegraph_help):match("choose another format: (.-); `%-o %-` writes"))
+    assert.same(profile_endings, endings(about))
+    -- Every format the help names is one `-f` takes, and no other is.
+    local rc, _, err = run.run3(CLI .. " flamegraph spec/golden/input.collapsed -f png -o " .. dir .. "/x")
+    assert.equal(2, rc)
+    assert.matches("--format must be " .. table.concat(from_profile, ", ", 1, #from_profile - 1) .. " or " ..
+      from_profile[#from_profile] .. ', got "png"', err, 1, true)
+  end)
+
   it("prints the usage and exits 2 on wrong usage", function()
     local cases = {
       { "", "Usage: tecs%-profile <command>" },

@@ -286,7 +286,8 @@ describe("bad input", function()
       for name in pairs(sample.option_names) do names[#names + 1] = name end
       table.sort(names)
       assert.same(native.options.sample.names, names)
-      assert.same({ "auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace", "html" },
+      assert.same({ "auto", "collapsed", "svg", "speedscope", "pprof", "firefox", "speedscope-timeline", "chrome-trace",
+        "html" },
         native.formats)
       assert.same({ "speedscope-timeline", "chrome-trace", "html" }, native.timelineFormats)
       assert.equal(16, native.options.sample.defaults.stackDepth)

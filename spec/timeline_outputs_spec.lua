@@ -131,7 +131,7 @@ describe("time-line outputs", function()
       'SampleSession:timeline: bad argument #1 \'format\' ("speedscope-timeline" or "chrome-trace" or "html" expected, ' ..
       'got string "svg")')
     assert.has_error(function() s:delta("chrome-trace") end,
-      'SampleSession:delta: bad argument #1 \'format\' (nil or "collapsed" or "svg" or "speedscope" or "pprof" ' ..
+      'SampleSession:delta: bad argument #1 \'format\' (nil or "collapsed" or "svg" or "speedscope" or "pprof" or "firefox" ' ..
       'expected, got string "chrome-trace")')
   end)
 

@@ -66,6 +66,13 @@ function profile.pprof(source, opts)
   return require("tecs.profile.report").pprof(source, opts)
 end
 
+--- Render a profile in any format of the registry written from a profile
+-- ("svg", "speedscope", "pprof", "firefox", ...; see `tecs.profile.report`).
+-- @function render
+function profile.render(source, format, opts)
+  return require("tecs.profile.report").render(source, format, opts)
+end
+
 --- Mark the start of a frame for `SampleSession:frames()` and
 -- `:hitches(n)`; does nothing when no sampling session runs.
 -- @function frame

@@ -124,7 +124,10 @@ fn option_names_and_formats_come_from_the_declarations() {
     let depth: i64 = lua.load("return native.options.sample.defaults.stackDepth").eval().unwrap();
     assert_eq!(depth, 16);
     let formats: Vec<String> = lua.load("return native.formats").eval().unwrap();
-    assert_eq!(formats, FORMATS);
+    assert_eq!(formats, format_names().collect::<Vec<_>>());
+    let registry: Vec<String> =
+        lua.load("local t = {} for i, f in ipairs(native.formatTable) do t[i] = f.name end return t").eval().unwrap();
+    assert_eq!(registry, crate::output::REGISTRY.iter().map(|d| d.name).collect::<Vec<_>>());
 }
 
 #[cfg(target_os = "linux")]

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
+use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::sampler::{Precision, Sampler};
@@ -39,9 +40,7 @@ pub mod views;
 
 use lifecycle::Running;
 use options::describe;
-pub use options::{
-    check_start_options, DEFAULT_MAX_STACKS, FORMATS, FORMAT_EXTENSIONS, SAMPLE_OPTIONS, TIMELINE_FORMATS,
-};
+pub use options::{check_start_options, format_names, DEFAULT_MAX_STACKS, SAMPLE_OPTIONS};
 use stats::Timing;
 
 /// The names of `profile.sample`'s options, sorted.
@@ -498,6 +497,48 @@ fn option_tables(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// `native.formatTable`: the format registry, one table per format in its
+/// order: `name`, `endings` (a list), `timeLine` (written from a session's
+/// time line), `native` (written by this module) or else `luaWriter` (the
+/// Lua module whose `render(session)` makes it),
+/// `readsSources`, `help`, and `withoutInterval` when there is one (see
+/// `output::Declaration`).
+fn format_table(lua: &Lua) -> mlua::Result<Table> {
+    let list = lua.create_table()?;
+    for (i, d) in crate::output::REGISTRY.iter().enumerate() {
+        let t = lua.create_table()?;
+        t.set("name", d.name)?;
+        t.set("endings", lua.create_sequence_from(d.endings.iter().copied())?)?;
+        t.set("timeLine", d.time_line)?;
+        match d.writer {
+            FormatWriter::Native(_) => t.set("native", true)?,
+            FormatWriter::Lua(module) => {
+                t.set("native", false)?;
+                t.set("luaWriter", module)?
+            }
+        }
+        t.set("readsSources", d.reads_sources)?;
+        t.set("help", d.help)?;
+        t.set("withoutInterval", d.without_interval)?;
+        list.raw_set(i + 1, t)?;
+    }
+    Ok(list)
+}
+
+/// `native.formatExtensions`: `{ {ending, format}, ... }`, longest ending
+/// first, so that the first that matches a file name is the one
+/// `FileFormat::for_path` takes.
+fn format_extensions(lua: &Lua) -> mlua::Result<Table> {
+    let mut pairs: Vec<(&str, &str)> =
+        crate::output::REGISTRY.iter().flat_map(|d| d.endings.iter().map(move |e| (*e, d.name))).collect();
+    pairs.sort_by_key(|(e, _)| std::cmp::Reverse(e.len()));
+    let t = lua.create_table()?;
+    for (i, (ending, format)) in pairs.into_iter().enumerate() {
+        t.raw_set(i + 1, lua.create_sequence_from([ending, format])?)?;
+    }
+    Ok(t)
+}
+
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let call = lua.create_function(call)?;
@@ -519,13 +560,12 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("call", call)?;
     t.set("available", lua.create_function(available)?)?;
     t.set("options", option_tables(lua)?)?;
-    t.set("formats", lua.create_sequence_from(FORMATS.iter().copied())?)?;
-    t.set("timelineFormats", lua.create_sequence_from(TIMELINE_FORMATS.iter().copied())?)?;
-    let extensions = lua.create_table()?;
-    for (i, (ending, format)) in FORMAT_EXTENSIONS.iter().enumerate() {
-        extensions.raw_set(i + 1, lua.create_sequence_from([*ending, *format])?)?;
-    }
-    t.set("formatExtensions", extensions)?;
+    t.set("formats", lua.create_sequence_from(format_names())?)?;
+    let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
+    t.set("timelineFormats", lua.create_sequence_from(time_line)?)?;
+    t.set("formatExtensions", format_extensions(lua)?)?;
+    t.set("formatTable", format_table(lua)?)?;
+    t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
     t.set("allocation_option_names", alloc_names)?;

@@ -17,26 +17,6 @@ pub const DEFAULT_MAX_STACKS: usize = 100_000;
 /// 16 bytes each, 4 MiB in all; about 4 minutes at the default interval.
 pub const DEFAULT_TIMELINE_SAMPLES: usize = 262_144;
 
-/// The file formats `stop` and `write` write (the `format` option).
-pub const FORMATS: &[&str] =
-    &["auto", "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline", "chrome-trace", "html"];
-
-/// Of [`FORMATS`], those written from a session's time line (samples in the
-/// order they were taken, frames): a profile object has no time line. The
-/// report page ("html") is made in Lua (`tecs.profile.page`).
-pub const TIMELINE_FORMATS: &[&str] = &["speedscope-timeline", "chrome-trace", "html"];
-
-/// File-name endings that choose a format under "auto", the first that
-/// matches (anything else is collapsed text).
-pub const FORMAT_EXTENSIONS: &[(&str, &str)] = &[
-    (".svg", "svg"),
-    (".timeline.speedscope.json", "speedscope-timeline"),
-    (".speedscope.json", "speedscope"),
-    (".pb.gz", "pprof"),
-    (".trace.json", "chrome-trace"),
-    (".html", "html"),
-];
-
 /// What an option accepts.
 #[derive(Clone, Copy, Debug)]
 pub enum Check {
@@ -67,6 +47,8 @@ pub enum Check {
     ZonePath(&'static str),
     /// A table (its fields are read by the function that takes it).
     Table(&'static str),
+    /// "auto" or the name of a format of the registry (`output::REGISTRY`).
+    Format,
 }
 
 /// An option's value when the caller gives none.
@@ -106,7 +88,13 @@ pub const MAX_STACKS: Declared = opt(
     DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
 );
 pub const RESOLVE_C: Declared = opt("resolveC", Check::Boolean, DefaultValue::Boolean(true));
-pub const FORMAT: Declared = opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto"));
+pub const FORMAT: Declared = opt("format", Check::Format, DefaultValue::Text("auto"));
+
+/// What the `format` option takes: "auto" (by the file name), then every
+/// format of the registry in its order.
+pub fn format_names() -> impl Iterator<Item = &'static str> {
+    std::iter::once("auto").chain(crate::output::REGISTRY.iter().map(|d| d.name))
+}
 
 /// The options of `profile.sample` (README, `profile.sample`).
 pub const SAMPLE_OPTIONS: &[Declared] = &[
@@ -212,6 +200,7 @@ impl Check {
             | Check::Table(expected) => expected.to_string(),
             Check::Boolean => "a boolean".into(),
             Check::OneOf(names) => names.iter().map(|n| format!("\"{}\"", n)).collect::<Vec<_>>().join(" or "),
+            Check::Format => format_names().map(|n| format!("\"{}\"", n)).collect::<Vec<_>>().join(" or "),
         }
     }
 
@@ -228,6 +217,10 @@ impl Check {
             Check::Boolean => matches!(v, Value::Boolean(_)),
             Check::OneOf(names) => match v {
                 Value::String(s) => names.iter().any(|n| s.as_bytes().as_ref() == n.as_bytes()),
+                _ => false,
+            },
+            Check::Format => match v {
+                Value::String(s) => format_names().any(|n| s.as_bytes().as_ref() == n.as_bytes()),
                 _ => false,
             },
             Check::Text(_) => matches!(v, Value::String(_)),

@@ -275,8 +275,8 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
         Ok(())
     });
-    // `timeline(format, name)`: the time line rendered in a time-line format.
-    // (Both are JSON, built with the `speedscope` feature.)
+    // `timeline(format, name)`: the time line rendered in a time-line
+    // format of the registry that this module writes.
     // With the handle of an allocation session attached to this one, GC
     // runs name what allocated before them, and frames their bytes.
     methods.add_method_mut(
@@ -284,26 +284,24 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         |lua,
          this,
          (format, name, alloc): (String, Option<String>, Option<mlua::AnyUserData>)|
-         -> mlua::Result<String> {
+         -> mlua::Result<mlua::LuaString> {
             this.resolve_call_sites(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
             let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
-            match format.as_str() {
-                #[cfg(feature = "speedscope")]
-                "chrome-trace" => Ok(crate::output::chrome_trace::render(&this.timed_profile(name, alloc.as_deref()))),
-                #[cfg(feature = "speedscope")]
-                "speedscope-timeline" => {
-                    Ok(crate::output::speedscope::render_timeline(&this.timed_profile(name, alloc.as_deref())))
-                }
-                _ => {
-                    drop((name, alloc));
-                    Err(runtime(format!(
-                        "bad argument #1 'format' (\"speedscope-timeline\" or \"chrome-trace\" expected in a build \
-                     with the speedscope feature, got {:?})",
-                        format
-                    )))
-                }
-            }
+            let writes_time_line = |d: &&crate::output::Declaration| {
+                d.time_line && matches!(d.writer, crate::output::FormatWriter::Native(_))
+            };
+            let Some(d) = crate::output::REGISTRY.iter().filter(writes_time_line).find(|d| d.name == format) else {
+                let names: Vec<String> =
+                    crate::output::REGISTRY.iter().filter(writes_time_line).map(|d| format!("{:?}", d.name)).collect();
+                return Err(runtime(format!(
+                    "bad argument #1 'format' ({} expected, got {:?})",
+                    names.join(" or "),
+                    format
+                )));
+            };
+            let bytes = d.format.write(crate::output::Source::TimeLine(&this.timed_profile(name, alloc.as_deref())));
+            lua.create_string(bytes.map_err(runtime)?)
         },
     );
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {

@@ -1,6 +1,7 @@
 //! Lua-facing views: the `ProfileData` object (a finished profile, from a
 //! session or parsed from collapsed text) and its renderers: text reports,
-//! hot aborts, SVG flamegraphs and speedscope JSON.
+//! hot aborts, and the file formats of the registry (`output::REGISTRY`)
+//! written from a profile.
 //!
 //! Options arrive validated by `tecs.profile.report`; this layer converts
 //! them and re-checks only what it relies on.
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
+use crate::output::{FileFormat, RenderMeta, Source};
 use crate::profile::collapsed;
 use crate::profile::frames::{FuncRange, FunctionMap};
 use crate::profile::Profile;
@@ -284,10 +286,24 @@ impl UserData for ProfileData {
             }
             Ok((lua.create_string(text)?, list))
         });
-        methods.add_method("flamegraph", |lua, this, opts: Option<Table>| flamegraph(lua, &this.0, opts));
-        methods.add_method("speedscope", |lua, this, opts: Option<Table>| speedscope(lua, &this.0, opts));
-        methods.add_method("pprof", |lua, this, (opts, funcs): (Option<Table>, Option<Table>)| {
-            pprof(lua, &this.0, opts, this.function_map(funcs)?)
+        // `render(format, meta, funcs)`: the profile in a format of the
+        // registry written from a profile (see `read_render_meta`).
+        methods.add_method("render", |lua, this, (format, meta, funcs): (String, Option<Table>, Option<Table>)| {
+            let Some(format) = FileFormat::from_name(&format) else {
+                return Err(err(format!("unknown format {}", format)));
+            };
+            let d = format.declaration();
+            if d.time_line {
+                return Err(err(crate::output::wrong_source(d.name, true)));
+            }
+            let m = if d.reads_sources { this.function_map(funcs)? } else { FunctionMap::default() };
+            let name_of = |frame: &str| {
+                let f = m.function_of(frame);
+                (f != frame).then(|| f.to_string())
+            };
+            let meta = read_render_meta(meta, &name_of)?;
+            let bytes = format.write(Source::Profile(&this.0, &meta)).map_err(err)?;
+            Ok(Value::String(lua.create_string(bytes)?))
         });
         // Frames renamed to the functions they belong to (see `frames`).
         methods.add_method("byFunction", |_, this, funcs: Option<Table>| {
@@ -308,86 +324,43 @@ impl UserData for ProfileData {
     }
 }
 
-#[cfg(feature = "flamegraph")]
-fn flamegraph(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
-    let mut o = crate::output::flamegraph::FlameOptions::default();
-    if let Some(t) = opts {
-        if let Some(s) = t.get::<Option<String>>("title")? {
-            o.title = s;
-        }
-        if let Some(s) = t.get::<Option<String>>("countName")? {
-            o.count_name = s;
-        }
-        o.inverted = t.get::<Option<bool>>("inverted")?.unwrap_or(false);
+/// A profile's [`RenderMeta`] from a table `{ title, countName, inverted,
+/// intervalMs, clock, startSec, durationSec, objects, inuseSpace,
+/// inuseObjects }`, every field optional (the last three are profile
+/// objects of an allocation session).
+fn read_render_meta<'a>(
+    t: Option<Table>,
+    function_of: &'a dyn Fn(&str) -> Option<String>,
+) -> mlua::Result<RenderMeta<'a>> {
+    let mut meta = RenderMeta { function_of, ..RenderMeta::new() };
+    let Some(t) = t else { return Ok(meta) };
+    if let Some(s) = t.get::<Option<String>>("title")? {
+        meta.title = s;
     }
-    let svg = crate::output::flamegraph::render(p, &o).map_err(err)?;
-    Ok(Value::String(lua.create_string(svg)?))
-}
-
-#[cfg(not(feature = "flamegraph"))]
-fn flamegraph(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
-    Err(err("SVG output is not available: tecs.profile.native was built without the `flamegraph` feature"))
-}
-
-#[cfg(feature = "speedscope")]
-fn speedscope(lua: &Lua, p: &Profile, opts: Option<Table>) -> mlua::Result<Value> {
-    let mut o = crate::output::speedscope::SpeedscopeOptions { name: "tecs-profile".into(), interval_ms: None };
-    if let Some(t) = opts {
-        if let Some(s) = t.get::<Option<String>>("name")? {
-            o.name = s;
-        }
-        o.interval_ms = t.get::<Option<f64>>("intervalMs")?;
+    if let Some(s) = t.get::<Option<String>>("countName")? {
+        meta.count_name = s;
     }
-    Ok(Value::String(lua.create_string(crate::output::speedscope::render(p, &o))?))
-}
-
-#[cfg(not(feature = "speedscope"))]
-fn speedscope(_: &Lua, _: &Profile, _: Option<Table>) -> mlua::Result<Value> {
-    Err(err("speedscope output is not available: tecs.profile.native was built without the `speedscope` feature"))
-}
-
-/// `{ intervalMs, clock, startSec, durationSec, objects, inuseSpace,
-/// inuseObjects }`, all optional; `funcs` is
-/// the function map, whose labels name Lua functions.
-fn pprof(lua: &Lua, p: &Profile, opts: Option<Table>, m: FunctionMap) -> mlua::Result<Value> {
-    use crate::output::pprof::{render, PprofMeta, StackCounts};
-    let mut meta = PprofMeta { clock: "cpu".into(), ..Default::default() };
-    if let Some(t) = opts {
-        if let Some(ms) = t.get::<Option<f64>>("intervalMs")? {
-            meta.interval_ns = (ms.max(0.0) * 1e6).round() as u64;
-        }
-        if let Some(c) = t.get::<Option<String>>("clock")? {
-            meta.clock = c;
-        }
-        if let Some(s) = t.get::<Option<f64>>("startSec")? {
-            meta.time_nanos = (s.max(0.0) * 1e9) as i64;
-        }
-        if let Some(s) = t.get::<Option<f64>>("durationSec")? {
-            meta.duration_nanos = (s.max(0.0) * 1e9) as i64;
-        }
-        if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("objects")? {
-            for r in o.0.named_rows() {
-                meta.objects.insert(crate::output::pprof::stack_key(&r.zones, &r.stack), r.counts);
-            }
-        }
-        // An allocation profile's live bytes and objects (`inuse_*`).
-        if let Some(space) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseSpace")? {
-            let mut inuse = crate::output::pprof::InUse::default();
-            let key = |r: &crate::profile::NamedRow| crate::output::pprof::stack_key(&r.zones, &r.stack);
-            inuse.space.extend(space.0.named_rows().map(|r| (key(&r), r.counts)));
-            if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseObjects")? {
-                inuse.objects.extend(o.0.named_rows().map(|r| (key(&r), r.counts)));
-            }
-            meta.inuse = Some(inuse);
-        }
+    meta.inverted = t.get::<Option<bool>>("inverted")?.unwrap_or(false);
+    meta.interval_ms = t.get::<Option<f64>>("intervalMs")?;
+    if let Some(c) = t.get::<Option<String>>("clock")? {
+        meta.clock = c;
     }
-    let stacks: Vec<StackCounts> =
-        p.named_rows().map(|r| StackCounts { zones: r.zones, stack: r.stack, counts: r.counts }).collect();
-    let name_of = |frame: &str| {
-        let f = m.function_of(frame);
-        (f != frame).then(|| f.to_string())
-    };
-    Ok(Value::String(lua.create_string(render(&stacks, &meta, &name_of))?))
+    meta.start_sec = t.get::<Option<f64>>("startSec")?;
+    meta.duration_sec = t.get::<Option<f64>>("durationSec")?;
+    let key = |r: &crate::profile::NamedRow| crate::output::pprof::stack_key(&r.zones, &r.stack);
+    if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("objects")? {
+        meta.objects.extend(o.0.named_rows().map(|r| (key(&r), r.counts)));
+    }
+    // An allocation profile's live bytes and objects (`inuse_*`).
+    if let Some(space) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseSpace")? {
+        let mut inuse = crate::output::pprof::InUse::default();
+        inuse.space.extend(space.0.named_rows().map(|r| (key(&r), r.counts)));
+        if let Some(o) = t.get::<Option<mlua::UserDataRef<ProfileData>>>("inuseObjects")? {
+            inuse.objects.extend(o.0.named_rows().map(|r| (key(&r), r.counts)));
+        }
+        meta.inuse = Some(inuse);
+    }
+    Ok(meta)
 }
 
 /// `native.is_profile(value)`: whether `value` is a profile object, so the

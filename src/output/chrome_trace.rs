@@ -324,6 +324,18 @@ pub fn render(tp: &TimedProfile) -> String {
     s
 }
 
+/// The registry's Chrome trace writer ([`render`]).
+pub struct ChromeTrace;
+
+impl super::Writer for ChromeTrace {
+    fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
+        match source {
+            super::Source::TimeLine(tp) => Ok(render(tp).into_bytes()),
+            super::Source::Profile(..) => Err(super::wrong_source("chrome-trace", true)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

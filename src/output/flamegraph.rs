@@ -210,6 +210,23 @@ pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> 
     Ok(annotate_titles(&svg, &selfs))
 }
 
+/// The registry's SVG writer: [`render`] with the title, count name and
+/// orientation of the caller's [`RenderMeta`](super::RenderMeta).
+pub struct Svg;
+
+impl super::Writer for Svg {
+    fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
+        let super::Source::Profile(p, meta) = source else { return Err(super::wrong_source("svg", false)) };
+        let opts = FlameOptions {
+            title: meta.title.clone(),
+            count_name: meta.count_name.clone(),
+            inverted: meta.inverted,
+            ..FlameOptions::default()
+        };
+        render(p, &opts).map(String::into_bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -355,5 +355,29 @@ pub fn render(stacks: &[StackCounts], meta: &PprofMeta, name_of: &dyn Fn(&str) -
     gz.finish().expect("writing to memory cannot fail")
 }
 
+/// The registry's pprof writer ([`render`]): the interval, clock, time
+/// window, objects and live values of the caller's
+/// [`RenderMeta`](super::RenderMeta), Lua functions named by its
+/// `function_of`.
+pub struct Pprof;
+
+impl super::Writer for Pprof {
+    fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
+        let super::Source::Profile(p, meta) = source else { return Err(super::wrong_source("pprof", false)) };
+        let seconds_to_ns = |s: Option<f64>| s.map_or(0, |s| (s.max(0.0) * 1e9) as i64);
+        let pprof_meta = PprofMeta {
+            interval_ns: meta.interval_ms.map_or(0, |ms| (ms.max(0.0) * 1e6).round() as u64),
+            clock: meta.clock.clone(),
+            time_nanos: seconds_to_ns(meta.start_sec),
+            duration_nanos: seconds_to_ns(meta.duration_sec),
+            objects: meta.objects.clone(),
+            inuse: meta.inuse.clone(),
+        };
+        let stacks: Vec<StackCounts> =
+            p.named_rows().map(|r| StackCounts { zones: r.zones, stack: r.stack, counts: r.counts }).collect();
+        Ok(render(&stacks, &pprof_meta, meta.function_of))
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -158,6 +158,31 @@ pub fn render_timeline(tp: &TimedProfile) -> String {
     document(&tp.name, "milliseconds", frames, samples, weights)
 }
 
+/// The registry's speedscope writer ([`render`]). The interval scales the
+/// weights to milliseconds, except in an allocation profile, whose
+/// weights are bytes.
+pub struct Speedscope;
+
+impl super::Writer for Speedscope {
+    fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
+        let super::Source::Profile(p, meta) = source else { return Err(super::wrong_source("speedscope", false)) };
+        let interval_ms = if meta.counts_bytes() { None } else { meta.interval_ms };
+        Ok(render(p, &SpeedscopeOptions { name: meta.title.clone(), interval_ms }).into_bytes())
+    }
+}
+
+/// The registry's speedscope writer in time order ([`render_timeline`]).
+pub struct SpeedscopeTimeline;
+
+impl super::Writer for SpeedscopeTimeline {
+    fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
+        match source {
+            super::Source::TimeLine(tp) => Ok(render_timeline(tp).into_bytes()),
+            super::Source::Profile(..) => Err(super::wrong_source("speedscope-timeline", true)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,8 +50,9 @@ local profile_meta = setmetatable({}, { __mode = "k" })
 --   stack it lands on), `zone` (zone path prefix filter), `stackDepth`
 --   (default 16), `precision` ("function" default, or "line", as for
 --   `profile.sample`), `maxStacks` (default 100000), `resolveC` (default
---   true), `format` of files written by stop/write ("auto" default: by
---   extension; or "collapsed", "svg", "speedscope", "pprof"),
+--   true), `format` of files written by stop/write ("auto" default: by the
+--   file name's ending; or the name of a format written from a profile,
+--   see `tecs.profile.output`),
 --   `maxLiveBlocks` (sampled blocks tracked until freed, for `live` and
 --   pprof's `inuse_*` values; default 0, none)
 -- @treturn AllocationSession
@@ -139,9 +140,8 @@ function AllocationSession:_write_file(filename, format)
     content = self:collapsed()
   else
     local meta = self:_meta(self._started_at, self._native:stats().durationSec)
-    if fmt == "speedscope" then meta.intervalMs = nil end
     -- pprof's `alloc_objects` values: the objects estimated per stack; and
-    -- `inuse_*`, what is not freed.
+    -- `inuse_*`, what is not freed (the other formats have no place for them).
     if fmt == "pprof" then self:_heap_meta(meta) end
     content, err = output.render(self._native:profile(), fmt, meta)
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
@@ -152,7 +152,7 @@ end
 --- Write the profile to `filename` (atomically), in the session's format
 -- or `format` (as `SampleSession:write`); counts are bytes.
 -- @tparam string filename
--- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof" or "auto"
+-- @tparam[opt] string format a format written from a profile, or "auto"
 -- @treturn string the collapsed text
 function AllocationSession:write(filename, format)
   check.self(self, AllocationSession, NAME, "write", 2)
@@ -232,7 +232,7 @@ end
 
 --- The bytes recorded since the previous `delta` call (since the start for
 -- the first): a profile object, or with `format` the rendered content.
--- @tparam[opt] string format "collapsed", "svg", "speedscope" or "pprof"
+-- @tparam[opt] string format a format written from a profile
 function AllocationSession:delta(format)
   check.self(self, AllocationSession, NAME, "delta", 2)
   if format ~= nil and (format == "auto" or not output.is_format(format)) then

@@ -1,19 +1,35 @@
---- Output formats for files: collapsed text, SVG flamegraph, speedscope JSON,
--- gzipped pprof, and from a session's time line speedscope in time order
--- and Chrome trace events. The format is the one asked for, or else follows
--- the file name (`.svg`, `.speedscope.json`, `.pb.gz`,
--- `.timeline.speedscope.json`, `.trace.json`, `.html` the report page;
--- anything else is collapsed text). Names and endings are declared by the native module.
+--- Output formats for files, as the native module's registry declares them
+-- (`native.formatTable`): collapsed text, SVG flamegraph, speedscope JSON,
+-- gzipped pprof, the Firefox Profiler's processed profile, and from a
+-- session's time line speedscope in time order, Chrome trace events and
+-- the report page. The format is the one asked for, or else follows the
+-- file name's ending (`.svg`, `.speedscope.json`, `.pb.gz`,
+-- `.firefox.json`, `.timeline.speedscope.json`, `.trace.json`, `.html`;
+-- anything else is collapsed text).
 -- @module tecs.profile.output
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
 local M = {}
 
---- The format names, as the native module declares them.
+--- The registry: one table per format, in its order, with `name`,
+-- `endings` (a list), `timeLine` (written from a session's time line),
+-- `native` (written by the native module), `readsSources`, `help` and
+-- `withoutInterval` (see `output::Declaration` in the native module).
+M.registry = native_ok and native.formatTable or {}
+
+--- The format names the `format` option takes: "auto", then the registry's.
 M.formats = native_ok and native.formats or {}
 
---- Whether `v` names a format.
+--- The declaration of the format named `name`, or nil.
+function M.declaration(name)
+  for _, d in ipairs(M.registry) do
+    if d.name == name then return d end
+  end
+  return nil
+end
+
+--- Whether `v` names a format (or is "auto").
 function M.is_format(v)
   for _, f in ipairs(M.formats) do
     if v == f then return true end
@@ -34,44 +50,35 @@ M.timeline_formats = native_ok and native.timelineFormats or {}
 
 --- Whether `v` names a time-line format.
 function M.is_timeline_format(v)
-  for _, f in ipairs(M.timeline_formats) do
-    if v == f then return true end
-  end
-  return false
+  local d = M.declaration(v)
+  return d ~= nil and d.timeLine
 end
 
---- File-name endings and the format each chooses, as the native module
--- declares them: `{ {".svg", "svg"}, ... }`.
+--- File-name endings and the format each chooses, longest first:
+-- `{ {".timeline.speedscope.json", "speedscope-timeline"}, ... }`.
 M.extensions = native_ok and native.formatExtensions or {}
 
---- The format for `filename` given an explicit choice (nil or "auto": by extension).
+--- The format for `filename` given an explicit choice (nil or "auto": by
+-- the file name's ending, collapsed text when none matches).
 function M.format_for(filename, explicit)
   if explicit and explicit ~= "auto" then return explicit end
-  local lower = filename:lower()
-  for _, e in ipairs(M.extensions) do
-    if lower:sub(-#e[1]) == e[1] then return e[2] end
-  end
-  return "collapsed"
+  return native.formatFor(filename)
 end
 
---- Render `prof` (a native profile object) in `format`.
--- @return the text, or nil and an error message
+--- Render `prof` (a native profile object) in `format`, a format of the
+-- registry written from a profile.
+-- @tparam[opt] table meta `title`, `countName`, `inverted`, `intervalMs`,
+--   `clock`, `startSec`, `durationSec`, and for pprof `objects`,
+--   `inuseSpace`, `inuseObjects` (profile objects) and `funcs` (the
+--   function map; read from the sources when not given)
+-- @return the content, or nil and an error message
 function M.render(prof, format, meta)
   meta = meta or {}
-  if format == "collapsed" then return prof:collapsed() end
-  local ok, out
-  if format == "svg" then
-    ok, out = native.call(prof.flamegraph, prof, { title = meta.title or "tecs-profile" })
-  elseif format == "speedscope" then
-    ok, out = native.call(prof.speedscope, prof, { name = meta.title or "tecs-profile", intervalMs = meta.intervalMs })
-  elseif format == "pprof" then
-    local funcs = meta.funcs or require("tecs.profile.funcmap").build(prof:files())
-    ok, out = native.call(prof.pprof, prof, { intervalMs = meta.intervalMs, clock = meta.clock,
-      startSec = meta.startSec, durationSec = meta.durationSec, objects = meta.objects,
-      inuseSpace = meta.inuseSpace, inuseObjects = meta.inuseObjects }, funcs)
-  else
-    return nil, "unknown format " .. tostring(format)
-  end
+  local d = M.declaration(format)
+  if not d or d.timeLine then return nil, "unknown format " .. tostring(format) end
+  local funcs
+  if d.readsSources then funcs = meta.funcs or require("tecs.profile.funcmap").build(prof:files()) end
+  local ok, out = native.call(prof.render, prof, format, meta, funcs)
   if not ok then return nil, out end
   return out
 end

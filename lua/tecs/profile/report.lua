@@ -4,6 +4,8 @@
 --    profile.hotAborts(source, traceReport, opts) -> string, ranked
 --    profile.flamegraph(source, opts) -> SVG string
 --    profile.speedscope(source, opts) -> JSON string
+--    profile.render(source, format, opts) -> the content in any format
+--                                            written from a profile
 --
 -- `source` is collapsed-stack text (a string with a line break, or empty),
 -- the path of a collapsed file (any other string), a `SampleSession` (running or
@@ -227,6 +229,14 @@ local function shape(prof, opts)
   return prof
 end
 
+-- `prof` in `format` (see `tecs.profile.output`), the errors raised under
+-- `fname` at `level`.
+local function render(fname, prof, format, meta, level)
+  local out, err = require("tecs.profile.output").render(prof, format, meta)
+  if not out then check.fail(level + 1, "%s: %s", fname, err) end
+  return out
+end
+
 --- Render an interactive SVG flamegraph (zones aqua, leaves coloured by VM state).
 -- @tparam[opt] table opts `title`, `countName`, `inverted`, `zone`,
 --   `frames` ("line" default: one box per source line; "function": lines
@@ -235,9 +245,8 @@ end
 function M.flamegraph(source, opts)
   opts = checked("profile.flamegraph", "flamegraph", opts, 2)
   local prof = shape(M.load("profile.flamegraph", source, 2), opts)
-  local ok, svg = native.call(prof.flamegraph, prof, opts)
-  if not ok then check.fail(2, "profile.flamegraph: %s", svg) end
-  return svg
+  return render("profile.flamegraph", prof, "svg",
+    { title = opts.title, countName = opts.countName, inverted = opts.inverted }, 2)
 end
 
 --- Render a speedscope JSON document (`sampled` profile).
@@ -247,9 +256,8 @@ function M.speedscope(source, opts)
   opts = checked("profile.speedscope", "speedscope", opts, 2)
   local prof, interval = M.load("profile.speedscope", source, 2)
   prof = shape(prof, opts)
-  local ok, json = native.call(prof.speedscope, prof, { name = opts.name, intervalMs = opts.intervalMs or interval })
-  if not ok then check.fail(2, "profile.speedscope: %s", json) end
-  return json
+  return render("profile.speedscope", prof, "speedscope",
+    { title = opts.name, intervalMs = opts.intervalMs or interval }, 2)
 end
 
 --- Render a gzipped pprof profile (`profile.proto`), as read by
@@ -272,9 +280,37 @@ function M.pprof(source, opts)
       if heap[k] then o[k] = shape(heap[k], opts) end
     end
   end
-  local ok, bytes = native.call(prof.pprof, prof, o, funcmap.build(prof:files()))
-  if not ok then check.fail(2, "profile.pprof: %s", bytes) end
-  return bytes
+  return render("profile.pprof", prof, "pprof", o, 2)
+end
+
+--- Render a profile in any format of the registry written from a profile
+-- (`tecs.profile.output`; the command line's `flamegraph` command).
+-- @param source as for `report`
+-- @tparam string format a format name, such as "svg" or "firefox"
+-- @tparam[opt] table opts `title`, `inverted`, `intervalMs` (a session's
+--   own by default), `zone`, `frames` ("function": lines grouped into their
+--   functions, except for a format that names functions itself, pprof)
+-- @treturn string the content
+function M.render(source, format, opts)
+  local output = require("tecs.profile.output")
+  local d = output.declaration(format)
+  if not d or d.timeLine then
+    local names = {}
+    for _, f in ipairs(output.registry) do
+      if not f.timeLine then names[#names + 1] = '"' .. f.name .. '"' end
+    end
+    check.fail(2, "profile.render: bad argument #2 'format' (%s expected, got %s)", table.concat(names, " or "),
+      check.describe(format))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    check.fail(2, "profile.render: bad argument #3 'opts' (table or nil expected, got %s)", check.describe(opts))
+  end
+  opts = opts or {}
+  local prof, interval = M.load("profile.render", source, 2)
+  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  if opts.frames == "function" and not d.readsSources then prof = prof:byFunction(funcmap.build(prof:files())) end
+  return render("profile.render", prof, format,
+    { title = opts.title, inverted = opts.inverted, intervalMs = opts.intervalMs or interval }, 2)
 end
 
 return M

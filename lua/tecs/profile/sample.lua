@@ -49,12 +49,9 @@ end
 --   default 100000), `resolveC` (name C functions with dladdr, default true),
 --   `skipStartingThread` (record no sample taken on the calling Lua thread,
 --   only those on other coroutines; default false),
---   `format` of files written by stop/write ("auto" default: by extension,
---   ".svg" SVG flamegraph, ".speedscope.json" speedscope, ".pb.gz" pprof,
---   ".timeline.speedscope.json" speedscope in time order, ".trace.json"
---   Chrome trace events, ".html" the report page, else collapsed; or
---   "collapsed", "svg", "speedscope", "pprof", "speedscope-timeline",
---   "chrome-trace", "html"),
+--   `format` of files written by stop/write ("auto" default: by the file
+--   name's ending, else collapsed; or a format name; the registry of
+--   `tecs.profile.output` lists both),
 --   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
 --   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
 --   `loveZones` (in a LÖVE game, run each `love.*` callback in a zone named
@@ -172,12 +169,10 @@ end
 
 --- Write the profile to `filename` (atomically); for retrying a failed
 -- `:stop(filename)` or saving a snapshot of a running session. The format
--- follows `format`, else the session's `format` option, else the extension
--- (`.svg`, `.speedscope.json`, `.pb.gz` pprof, `.timeline.speedscope.json`,
--- `.trace.json` and `.html` from the time line, anything else collapsed).
+-- follows `format`, else the session's `format` option, else the file
+-- name's ending (see `tecs.profile.output`; anything else is collapsed).
 -- @tparam string filename
--- @tparam[opt] string format "collapsed", "svg", "speedscope", "pprof",
---   "speedscope-timeline", "chrome-trace", "html" or "auto"
+-- @tparam[opt] string format a format name of `tecs.profile.output`, or "auto"
 -- @treturn string the collapsed text
 function SampleSession:write(filename, format)
   check.self(self, SampleSession, "SampleSession", "write", 2)
@@ -200,8 +195,8 @@ end
 -- trace is flushed, and every sample lands in exactly one delta. Works on a
 -- stopped session too (what was left since the last call).
 -- @tparam[opt] string format nil for a profile object, which every view and
---   output takes (`profile.report(d)`, `profile.pprof(d)`); or
---   "collapsed", "svg", "speedscope", "pprof" for the rendered content,
+--   output takes (`profile.report(d)`, `profile.pprof(d)`); or the name of
+--   a format written from a profile for the rendered content,
 --   with the session's interval and clock and the delta's time window
 -- @return profile object, or string
 function SampleSession:delta(format)

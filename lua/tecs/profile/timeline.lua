@@ -235,7 +235,10 @@ function M.install(SampleSession)
       check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
         table.concat(names, " or "), check.describe(format))
     end
-    if format == "html" then return require("tecs.profile.page").render(self) end
+    -- A format the native module does not write names the Lua module that
+    -- makes it (the report page: `tecs.profile.page`).
+    local lua_writer = output.declaration(format).luaWriter
+    if lua_writer then return require(lua_writer).render(self) end
     return self._native:timeline(format, "tecs-profile", M.allocations_of(self))
   end
 

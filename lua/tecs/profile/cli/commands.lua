@@ -131,7 +131,8 @@ function M.report(opts, pos)
   return 0
 end
 
---- `flamegraph FILE -o OUT`: an SVG flamegraph or a speedscope file.
+--- `flamegraph FILE -o OUT`: an SVG flamegraph, or another format written
+-- from a profile (speedscope, pprof, Firefox Profiler).
 -- @tparam table opts parsed options
 -- @tparam table pos positional arguments
 -- @treturn number exit code
@@ -142,29 +143,21 @@ function M.flamegraph(opts, pos)
   local output = require("tecs.profile.output")
   -- Standard output has no extension to go by: it gets the SVG unless -f says otherwise.
   local fmt = output.format_for(opts.output == "-" and "-.svg" or opts.output, opts.format)
-  if fmt ~= "svg" and fmt ~= "speedscope" and fmt ~= "pprof" then
-    usage_error("--format must be svg, speedscope or pprof, got %q", fmt)
-  end
-  local ok, out
-  local frames = opts.functions and "function" or nil
-  if fmt == "svg" then
-    ok, out = pcall(report.flamegraph, pos[1],
-      { title = opts.title, inverted = opts.inverted, zone = opts.zone, frames = frames })
-  elseif fmt == "speedscope" then
-    ok, out = pcall(report.speedscope, pos[1],
-      { name = opts.title, zone = opts.zone, frames = frames, intervalMs = opts.intervalMs })
-  else
-    ok, out = pcall(report.pprof, pos[1], { zone = opts.zone, intervalMs = opts.intervalMs })
-  end
+  local allowed = options.flamegraph_formats()
+  local known = false
+  for _, name in ipairs(allowed) do known = known or name == fmt end
+  if not known then usage_error("--format must be %s, got %q", options.either(allowed), fmt) end
+  local ok, out = pcall(report.render, pos[1], fmt, { title = opts.title, inverted = opts.inverted, zone = opts.zone,
+    frames = opts.functions and "function" or nil, intervalMs = opts.intervalMs })
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)
   if not wok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end
   -- A collapsed file does not record its sampling interval: without -i the
-  -- weights stay sample counts, where a session's files are in milliseconds.
-  if fmt ~= "svg" and not opts.intervalMs then
-    io.stderr:write("tecs-profile: note: ", pos[1], " does not record its sampling interval, so ",
-      fmt == "speedscope" and 'the speedscope weights are sample counts (unit "none")'
-        or "the pprof time values are sample counts (1 ns per sample)",
+  -- numbers that stand for time are sample counts, where a session's files
+  -- are in time.
+  local note = output.declaration(fmt).withoutInterval
+  if note and not opts.intervalMs then
+    io.stderr:write("tecs-profile: note: ", pos[1], " does not record its sampling interval, so ", note,
       "; -i MS gives them in time (tecs-profile run -o and SampleSession:stop do this themselves)\n")
   end
   return 0

@@ -8,7 +8,67 @@
 -- makes the flag set `key` to false.
 -- @module tecs.profile.cli.options
 
+local output = require("tecs.profile.output")
+
 local M = {}
+
+--- Names joined for a sentence: `a, b or c`.
+-- @tparam table names
+-- @treturn string
+function M.either(names)
+  if #names < 2 then return names[1] or "" end
+  return table.concat(names, ", ", 1, #names - 1) .. " or " .. names[#names]
+end
+
+--- The formats of the registry (`tecs.profile.output`) for which `keep(declaration)` is true.
+-- @tparam function keep
+-- @treturn table names, in the registry's order
+function M.formats_where(keep)
+  local names = {}
+  for _, d in ipairs(output.registry) do
+    if keep(d) then names[#names + 1] = d.name end
+  end
+  return names
+end
+
+-- Whether `flamegraph` writes the format: it is written from a profile,
+-- and is not collapsed text (what the command reads).
+local function picture(d) return not d.timeLine and d.name ~= "collapsed" end
+
+--- The formats `flamegraph` writes, in the registry's order.
+-- @treturn table names
+function M.flamegraph_formats()
+  return M.formats_where(picture)
+end
+
+-- The endings of the formats for which `keep(declaration)` is true, each
+-- with what it writes: ".svg SVG flamegraph, .pb.gz gzipped pprof".
+local function endings_help(keep)
+  local parts = {}
+  for _, d in ipairs(output.registry) do
+    if keep(d) then
+      for _, e in ipairs(d.endings) do parts[#parts + 1] = e .. " " .. d.help end
+    end
+  end
+  return table.concat(parts, ", ")
+end
+
+local function any() return true end
+
+-- `text` broken into lines of at most `width` characters, at spaces.
+local function wrap(text, width)
+  local lines, line = {}, ""
+  for word in text:gmatch("%S+") do
+    if line ~= "" and #line + 1 + #word > width then
+      lines[#lines + 1] = line
+      line = word
+    else
+      line = line == "" and word or (line .. " " .. word)
+    end
+  end
+  lines[#lines + 1] = line
+  return lines
+end
 
 --- Column where option help starts, and the width help is wrapped to.
 local HELP_COLUMN, WIDTH = 24, 78
@@ -47,17 +107,17 @@ local SAMPLING = {
   { "precision", key = "precision", arg = "auto|function|line",
     help = "auto (default: compiled code read at each tick where this LuaJIT allows), function (LuaJIT's function mode) or line (LuaJIT's line mode: slows compiled code down)" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "also write the profile: .svg flamegraph, .speedscope.json, .pb.gz pprof, anything else collapsed text" },
+    help = "also write the profile: " .. endings_help(any) .. ", anything else collapsed text" },
   { "format", short = "f", key = "format", arg = "FMT",
-    help = "collapsed, svg, speedscope or pprof (overrides the extension)" },
+    help = M.either(M.formats_where(any)) .. " (overrides the extension)" },
   { "report", key = "reportFile", arg = "FILE", help = "write the text report to FILE instead of stderr (stdout is the program's)" },
   { "quiet", short = "q", key = "quiet", help = "no text report" },
   { "trace", key = "trace",
     help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
   { "trace-output", key = "traceOutput", arg = "FILE", help = "write the trace report (CSV) to FILE" },
   { "timeline", key = "timeline", arg = "FILE",
-    help = "write the time line: Chrome trace events (Perfetto, chrome://tracing), or speedscope in time " ..
-      "order when FILE ends in .timeline.speedscope.json" },
+    help = "write the time line, by the ending of FILE: " .. endings_help(function(d) return d.timeLine end) ..
+      "; any other name Chrome trace events" },
   { "hitches", key = "hitches", arg = "N", number = true,
     help = "after the report, the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
   { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
@@ -78,7 +138,8 @@ local REPORT = {
 
 local FLAMEGRAPH = {
   { "output", short = "o", key = "output", arg = "OUT", help = "output file (required)" },
-  { "format", short = "f", key = "format", arg = "FMT", help = "svg, speedscope or pprof (overrides the extension)" },
+  { "format", short = "f", key = "format", arg = "FMT",
+    help = M.either(M.flamegraph_formats()) .. " (overrides the extension)" },
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
     help = "the sampling interval FILE was recorded at, which a collapsed file does not record: speedscope " ..
       "weights in milliseconds and pprof times (without it: sample counts, speedscope unit \"none\")" },
@@ -121,9 +182,9 @@ M.COMMANDS = {
     summary = "draw an SVG flamegraph (or write speedscope JSON or pprof)",
     usage = "flamegraph [options] FILE -o OUT",
     about = "Draws FILE (collapsed stacks) as an interactive SVG flamegraph: zone frames\n" ..
-      "aqua, leaf frames coloured by VM state. OUT ending in .speedscope.json gets a\n" ..
-      "speedscope file instead, .pb.gz a gzipped pprof profile (go tool pprof,\n" ..
-      "Pyroscope, Parca); `-o -` writes to stdout.",
+      "aqua, leaf frames coloured by VM state. OUT's ending can choose another format:\n" ..
+      table.concat(wrap(endings_help(function(d) return picture(d) and d.name ~= "svg" end) ..
+        "; `-o -` writes to stdout.", 78), "\n"),
     sections = { { options = FLAMEGRAPH } } },
   { name = "cover", synopsis = "cover [-o FILE] script.lua [args...]",
     summary = "line and function coverage of a Lua program, with the JIT on",
@@ -155,20 +216,6 @@ function M.command(name)
   return nil
 end
 
--- `text` broken into lines of at most `width` characters, at spaces.
-local function wrap(text, width)
-  local lines, line = {}, ""
-  for word in text:gmatch("%S+") do
-    if line ~= "" and #line + 1 + #word > width then
-      lines[#lines + 1] = line
-      line = word
-    else
-      line = line == "" and word or (line .. " " .. word)
-    end
-  end
-  lines[#lines + 1] = line
-  return lines
-end
 
 -- The help lines of one option.
 local function option_help(o)
