@@ -85,13 +85,21 @@ pub fn line_leaf(stack: &[&str]) -> usize {
     }
 }
 
-/// The module (source file) of a frame; builtins and C functions are grouped
-/// under `[builtin]` and `[C]`.
+/// The module of a frame: a Lua line's source file; a builtin or a C
+/// function named by its Lua path, the library that path is in
+/// (`string.format` in `string`, `love.graphics.present` in
+/// `love.graphics`, `Image:getWidth` in `Image`); the base library's
+/// functions (`pcall`, `print`) under `[builtin]`, and C functions known
+/// only by their symbol or address under `[C]`.
 pub fn module(frame: &str) -> &str {
     match kind(frame) {
         FrameKind::Lua => file_of(frame).unwrap_or(frame),
         FrameKind::C => "[C]",
-        FrameKind::Builtin => "[builtin]",
+        FrameKind::Builtin => match (frame.find(':'), frame.rfind('.')) {
+            (Some(colon), _) if colon > 0 => &frame[..colon],
+            (None, Some(dot)) if dot > 0 => &frame[..dot],
+            _ => "[builtin]",
+        },
         FrameKind::Other => frame,
     }
 }
@@ -233,6 +241,11 @@ mod tests {
         assert_eq!(kind("<root>"), FrameKind::Other);
         assert_eq!(module("a.lua:3"), "a.lua");
         assert_eq!(module("pcall"), "[builtin]");
+        assert_eq!(module("string.format"), "string");
+        assert_eq!(module("love.graphics.present"), "love.graphics");
+        assert_eq!(module("love.graphics.Image:getWidth"), "love.graphics.Image");
+        assert_eq!(module("Image:getWidth"), "Image");
+        assert_eq!(module("[builtin#12]"), "[builtin]");
         assert_eq!(module("[C:x]"), "[C]");
         assert_eq!(file_span("a/b.lua:12-40"), Some(("a/b.lua", 12, 40)));
         assert_eq!(file_span("a/b.lua:12"), None);
