@@ -7,7 +7,7 @@
 use mlua::{Lua, Table, Value};
 
 use super::lifecycle;
-use super::options::{self, check_table, setting, Check, Declared, DefaultValue, StartOptions};
+use super::options::{self, check_table, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
 use crate::record::alloc_objects::ObjectTable;
@@ -25,16 +25,13 @@ pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 /// `realloc` (README, "What is still live").
 pub const DEFAULT_MAX_LIVE_BLOCKS: u64 = 0;
 
-const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
-    Declared { name, check, default }
-}
-
 /// The options of `profile.allocations` (README, "Allocations").
 pub const ALLOCATION_OPTIONS: &[Declared] = &[
     opt(
         "bytesPerSample",
         Check::Integer { lo: 64.0, hi: 1_073_741_824.0, expected: "an integer number of bytes from 64 to 1073741824" },
         DefaultValue::Number(DEFAULT_BYTES_PER_SAMPLE as f64),
+        "mean bytes allocated between two samples; each sample charges that many bytes to its stack",
     ),
     options::ZONE,
     options::STACK_DEPTH,
@@ -46,6 +43,7 @@ pub const ALLOCATION_OPTIONS: &[Declared] = &[
         "maxLiveBlocks",
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 to 16777216" },
         DefaultValue::Number(DEFAULT_MAX_LIVE_BLOCKS as f64),
+        "sampled blocks tracked until freed, for live() and pprof's inuse values; 0 for none",
     ),
 ];
 

@@ -483,8 +483,10 @@ fn raising(lua: &Lua, call: &mlua::Function, name: &str, raw: &mlua::Function) -
     .call((call.clone(), raw.clone(), name))
 }
 
-/// `native.options`: for each public function, its option names (sorted)
-/// and their defaults (`{ names = {...}, defaults = {...} }`).
+/// `native.options`: for each public function, its option names (sorted),
+/// their defaults, what each accepts and what it does (`{ names = {...},
+/// defaults = {...}, accepts = {...}, help = {...} }`, the last three by
+/// name): what the docs' option tables are generated from.
 fn option_tables(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     for function in report_options::FUNCTIONS {
@@ -492,6 +494,13 @@ fn option_tables(lua: &Lua) -> mlua::Result<Table> {
         let entry = lua.create_table()?;
         entry.set("names", lua.create_sequence_from(options::names(decls))?)?;
         entry.set("defaults", options::settings_table(lua, decls, None)?)?;
+        let (accepts, help) = (lua.create_table()?, lua.create_table()?);
+        for d in decls {
+            accepts.set(d.name, d.check.expected())?;
+            help.set(d.name, d.help)?;
+        }
+        entry.set("accepts", accepts)?;
+        entry.set("help", help)?;
         t.set(function, entry)?;
     }
     Ok(t)

@@ -60,35 +60,54 @@ pub enum DefaultValue {
     Text(&'static str),
 }
 
-/// One option: public name, accepted values, default.
+/// One option: public name, accepted values, default, and what it does
+/// (the text the docs' option tables and `native.options` give).
 #[derive(Clone, Copy, Debug)]
 pub struct Declared {
     pub name: &'static str,
     pub check: Check,
     pub default: DefaultValue,
+    pub help: &'static str,
 }
 
-const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
-    Declared { name, check, default }
+/// Declares an option; every public function's options are declared with it.
+pub const fn opt(name: &'static str, check: Check, default: DefaultValue, help: &'static str) -> Declared {
+    Declared { name, check, default, help }
 }
 
 // Options shared by sampling and allocation sessions: declared once here.
-pub const ZONE: Declared =
-    opt("zone", Check::ZonePath("a non-empty zone path string such as \"update/physics\""), DefaultValue::None);
+pub const ZONE: Declared = opt(
+    "zone",
+    Check::ZonePath("a non-empty zone path string such as \"update/physics\""),
+    DefaultValue::None,
+    "keep only samples taken inside this jit.zone path or below it",
+);
 pub const STACK_DEPTH: Declared = opt(
     "stackDepth",
     Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
     DefaultValue::Number(16.0),
+    "frames kept per sample, innermost first; a deeper stack gets a [truncated stack] root",
 );
 pub const PRECISION: Declared =
-    opt("precision", Check::OneOf(&["auto", "function", "line"]), DefaultValue::Text("auto"));
+    opt("precision", Check::OneOf(&["auto", "function", "line"]), DefaultValue::Text("auto"), "where a sample in compiled code goes: \"auto\" reads it in the tick handler where the probe passes (stats().precision \"exact\"), else \"function\"; \"function\" charges it to its function; \"line\" uses LuaJIT's line mode, exact but slower");
 pub const MAX_STACKS: Declared = opt(
     "maxStacks",
     Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
     DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
+    "distinct stacks kept; samples of further stacks go to one overflow line",
 );
-pub const RESOLVE_C: Declared = opt("resolveC", Check::Boolean, DefaultValue::Boolean(true));
-pub const FORMAT: Declared = opt("format", Check::Format, DefaultValue::Text("auto"));
+pub const RESOLVE_C: Declared = opt(
+    "resolveC",
+    Check::Boolean,
+    DefaultValue::Boolean(true),
+    "name C functions by their Lua path or their symbol (dladdr)",
+);
+pub const FORMAT: Declared = opt(
+    "format",
+    Check::Format,
+    DefaultValue::Text("auto"),
+    "format of the files stop() and write() produce: \"auto\" follows the file name's ending",
+);
 
 /// What the `format` option takes: "auto" (by the file name), then every
 /// format of the registry in its order.
@@ -102,26 +121,44 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "intervalMs",
         Check::Number { lo: 0.1, hi: 60_000.0, expected: "a number of milliseconds from 0.1 to 60000" },
         DefaultValue::Number(1.0),
+        "sampling interval, in milliseconds of CPU time (of real time with clock = \"wall\")",
     ),
     ZONE,
     STACK_DEPTH,
-    opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
+    opt(
+        "clock",
+        Check::OneOf(&["cpu", "wall"]),
+        DefaultValue::Text("cpu"),
+        "\"cpu\": the profiled thread's CPU time; \"wall\": real time, blocked time charged where the thread blocked",
+    ),
     PRECISION,
     MAX_STACKS,
     RESOLVE_C,
-    opt("skipStartingThread", Check::Boolean, DefaultValue::Boolean(false)),
+    opt(
+        "skipStartingThread",
+        Check::Boolean,
+        DefaultValue::Boolean(false),
+        "record no sample taken on the Lua thread that started the session, only those of other coroutines",
+    ),
     FORMAT,
     opt(
         "timelineSamples",
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
         DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
+        "timestamped samples kept for frames() and hitches(), 16 bytes each, the oldest dropped past it; 0 for none",
     ),
     opt(
         "slowFrameMs",
         Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
         DefaultValue::None,
+        "frames shorter than this keep their counts in frames(), but their samples leave the time line",
     ),
-    opt("loveZones", Check::Boolean, DefaultValue::Boolean(true)),
+    opt(
+        "loveZones",
+        Check::Boolean,
+        DefaultValue::Boolean(true),
+        "in a LÖVE game, run each love.* callback in a zone named after it (love.update, love.draw...)",
+    ),
 ];
 
 /// Lua's type name of a value.

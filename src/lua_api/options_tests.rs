@@ -121,6 +121,15 @@ fn every_declaration_has_a_default_it_accepts() {
 }
 
 #[test]
+fn every_declaration_says_what_it_does() {
+    for function in report_options::FUNCTIONS {
+        for d in report_options::declared(function).unwrap() {
+            assert!(d.help.len() > 10 && !d.help.ends_with('.'), "{}: option '{}' has no help text", function, d.name);
+        }
+    }
+}
+
+#[test]
 fn report_options_are_read_from_their_declaration() {
     let lua = Lua::new();
     let err = |code: &str| check_table(REPORT_OPTIONS, &table(&lua, code)).unwrap_err();

@@ -7,12 +7,8 @@
 
 use mlua::Table;
 
-use super::options::{check_table, setting, Check, Declared, DefaultValue, Setting};
+use super::options::{check_table, opt, setting, Check, Declared, DefaultValue, Setting};
 use crate::views::{Annotate, Group, Metric, ReportOptions};
-
-const fn opt(name: &'static str, check: Check, default: DefaultValue) -> Declared {
-    Declared { name, check, default }
-}
 
 /// Groupings of `by`.
 pub const GROUPS: &[&str] = &["function", "line", "module", "zone", "zonecomponent", "vmstate"];
@@ -25,59 +21,118 @@ const FRAMES: Check = Check::OneOf(&["line", "function"]);
 
 /// `profile.report`.
 pub const REPORT_OPTIONS: &[Declared] = &[
-    opt("by", Check::OneOf(GROUPS), DefaultValue::Text("function")),
-    opt("then", Check::OneOf(THEN_GROUPS), DefaultValue::None),
-    opt("sort", Check::OneOf(&["self", "total"]), DefaultValue::Text("self")),
+    opt(
+        "by",
+        Check::OneOf(GROUPS),
+        DefaultValue::Text("function"),
+        "what the rows are: functions, lines, modules, zone paths, zone components or VM states",
+    ),
+    opt(
+        "then",
+        Check::OneOf(THEN_GROUPS),
+        DefaultValue::None,
+        "a second level under each row: the same groupings, or its callers or callees",
+    ),
+    opt("sort", Check::OneOf(&["self", "total"]), DefaultValue::Text("self"), "order rows by self or total time"),
     opt(
         "minPercent",
         Check::Number { lo: 0.0, hi: 100.0, expected: "a percentage from 0 to 100" },
         DefaultValue::Number(3.0),
+        "hide rows below this share",
     ),
     opt(
         "depth",
         Check::NonZeroInteger { lo: -100.0, hi: 100.0, expected: "a non-zero integer from -100 to 100" },
         DefaultValue::Number(1.0),
+        "frames per key; negative counts from the caller",
     ),
-    opt("raw", Check::Boolean, DefaultValue::Boolean(false)),
-    opt("limit", Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" }, DefaultValue::None),
-    opt("annotate", Check::OneOf(&["hot", "full"]), DefaultValue::None),
+    opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages"),
+    opt(
+        "limit",
+        Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" },
+        DefaultValue::None,
+        "show at most this many rows",
+    ),
+    opt(
+        "annotate",
+        Check::OneOf(&["hot", "full"]),
+        DefaultValue::None,
+        "source listings with each line's share: \"hot\" excerpts or \"full\" files",
+    ),
     opt(
         "context",
         Check::Integer { lo: 0.0, hi: 1000.0, expected: "an integer from 0 to 1000" },
         DefaultValue::Number(3.0),
+        "lines shown around each hot line of an annotated excerpt",
     ),
-    opt("zone", ZONE, DefaultValue::None),
-    opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
-    opt("mode", Check::Text("a -jp style mode string such as \"vf\" or \"3si\""), DefaultValue::None),
-    opt("trace", Check::Table("a TraceReport from profile.trace (a table with a 'sites' list)"), DefaultValue::None),
-    opt("counts", Check::Table("a CoverageSession from profile.coverage or its files() table"), DefaultValue::None),
+    opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
+    opt(
+        "functions",
+        Check::Boolean,
+        DefaultValue::Boolean(true),
+        "group lines into the functions read from the source files",
+    ),
+    opt(
+        "mode",
+        Check::Text("a -jp style mode string such as \"vf\" or \"3si\""),
+        DefaultValue::None,
+        "a luajit -jp mode string (\"vf\", \"3si\"...) translated into these options",
+    ),
+    opt(
+        "trace",
+        Check::Table("a TraceReport from profile.trace (a table with a 'sites' list)"),
+        DefaultValue::None,
+        "with annotate: a TraceReport whose abort sites go under their lines",
+    ),
+    opt(
+        "counts",
+        Check::Table("a CoverageSession from profile.coverage or its files() table"),
+        DefaultValue::None,
+        "with annotate: a CoverageSession whose exact line counts go beside each line",
+    ),
 ];
 
 /// `profile.hotAborts`.
 pub const HOT_ABORTS_OPTIONS: &[Declared] = &[
-    opt("raw", Check::Boolean, DefaultValue::Boolean(false)),
-    opt("functions", Check::Boolean, DefaultValue::Boolean(true)),
+    opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages"),
+    opt(
+        "functions",
+        Check::Boolean,
+        DefaultValue::Boolean(true),
+        "group lines into the functions read from the source files",
+    ),
 ];
 
 /// `profile.flamegraph`.
 pub const FLAMEGRAPH_OPTIONS: &[Declared] = &[
-    opt("title", Check::Text("a string"), DefaultValue::None),
-    opt("countName", Check::Text("a string"), DefaultValue::None),
-    opt("inverted", Check::Boolean, DefaultValue::Boolean(false)),
-    opt("zone", ZONE, DefaultValue::None),
-    opt("frames", FRAMES, DefaultValue::Text("line")),
+    opt("title", Check::Text("a string"), DefaultValue::None, "the flamegraph's title"),
+    opt("countName", Check::Text("a string"), DefaultValue::None, "what a sample counts, in the flamegraph's tooltips"),
+    opt("inverted", Check::Boolean, DefaultValue::Boolean(false), "an icicle graph: leaves at the top"),
+    opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
+    opt(
+        "frames",
+        FRAMES,
+        DefaultValue::Text("line"),
+        "\"line\": one box per source line; \"function\": lines grouped into their functions",
+    ),
 ];
 
 /// `profile.speedscope`.
 pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
-    opt("name", Check::Text("a string"), DefaultValue::None),
+    opt("name", Check::Text("a string"), DefaultValue::None, "the profile's name in speedscope"),
     opt(
         "intervalMs",
         Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
         DefaultValue::None,
+        "milliseconds each sample stands for (weights in time)",
     ),
-    opt("zone", ZONE, DefaultValue::None),
-    opt("frames", FRAMES, DefaultValue::Text("line")),
+    opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
+    opt(
+        "frames",
+        FRAMES,
+        DefaultValue::Text("line"),
+        "\"line\": one box per source line; \"function\": lines grouped into their functions",
+    ),
 ];
 
 /// `profile.pprof`.
@@ -86,14 +141,25 @@ pub const PPROF_OPTIONS: &[Declared] = &[
         "intervalMs",
         Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
         DefaultValue::None,
+        "milliseconds each sample stands for (weights in time)",
     ),
-    opt("clock", Check::OneOf(&["cpu", "wall"]), DefaultValue::Text("cpu")),
-    opt("zone", ZONE, DefaultValue::None),
+    opt(
+        "clock",
+        Check::OneOf(&["cpu", "wall"]),
+        DefaultValue::Text("cpu"),
+        "what the samples measured: \"cpu\" or \"wall\" time",
+    ),
+    opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
 ];
 
 /// `profile.trace`: the tracker itself is Lua (`jit.attach` calls Lua),
 /// but its options are declared here with every other function's.
-pub const TRACE_OPTIONS: &[Declared] = &[opt("includeBenign", Check::Boolean, DefaultValue::Boolean(false))];
+pub const TRACE_OPTIONS: &[Declared] = &[opt(
+    "includeBenign",
+    Check::Boolean,
+    DefaultValue::Boolean(false),
+    "also list aborts LuaJIT recovers from by itself (loop unrolling, down-recursion, retry)",
+)];
 
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {
@@ -105,12 +171,14 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
         "speedscope" => SPEEDSCOPE_OPTIONS,
         "pprof" => PPROF_OPTIONS,
         "trace" => TRACE_OPTIONS,
+        "allocations" => super::alloc::ALLOCATION_OPTIONS,
         _ => return None,
     })
 }
 
 /// Every function whose options are declared here.
-pub const FUNCTIONS: [&str; 7] = ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace"];
+pub const FUNCTIONS: [&str; 8] =
+    ["sample", "allocations", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace"];
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches

@@ -45,16 +45,11 @@ local profile_meta = setmetatable({}, { __mode = "k" })
 -- allocation session stops when that session stops, if not before. A
 -- sampling session cannot start while an allocation session runs (LuaJIT
 -- has one profiler per process): start the sampling session first.
--- @tparam[opt] table opts `bytesPerSample` (mean bytes allocated between
---   two samples, default 524288; each sample charges that many bytes to the
---   stack it lands on), `zone` (zone path prefix filter), `stackDepth`
---   (default 16), `precision` ("function" default, or "line", as for
---   `profile.sample`), `maxStacks` (default 100000), `resolveC` (default
---   true), `format` of files written by stop/write ("auto" default: by the
---   file name's ending; or the name of a format written from a profile,
---   see `tecs.profile.output`),
---   `maxLiveBlocks` (sampled blocks tracked until freed, for `live` and
---   pprof's `inuse_*` values; default 0, none)
+-- @tparam[opt] table opts options `bytesPerSample`, `zone`, `stackDepth`,
+--   `precision`, `maxStacks`, `resolveC`, `format`, `maxLiveBlocks`: their
+--   defaults, the values each accepts and what it does are declared once,
+--   in the native module (`native.options.allocations`), and tabled in the
+--   docs
 -- @treturn AllocationSession
 function M.start(opts)
   if not native_ok then

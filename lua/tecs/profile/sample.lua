@@ -40,25 +40,11 @@ end
 --- Start a sampling session.
 -- Errors if a sample session is already active (in this Lua state, or in
 -- another one of the process: LuaJIT has a single profiler).
--- @tparam[opt] table opts `intervalMs` (default 1), `zone` (zone path prefix
---   filter), `stackDepth` (default 16), `clock` ("cpu" default, or "wall"),
---   `precision` ("function" default: compiled code is attributed to its
---   function, shown as `file:first-last`; "line": to its line, using
---   LuaJIT's line mode, which slows compiled code down),
---   `maxStacks` (unique stacks kept before folding into an overflow line,
---   default 100000), `resolveC` (name C functions with dladdr, default true),
---   `skipStartingThread` (record no sample taken on the calling Lua thread,
---   only those on other coroutines; default false),
---   `format` of files written by stop/write ("auto" default: by the file
---   name's ending, else collapsed; or a format name; the registry of
---   `tecs.profile.output` lists both),
---   `timelineSamples` (timestamped samples kept for `frames` and `hitches`,
---   the oldest dropped past it; 16 bytes each; default 262144, 0 for none),
---   `loveZones` (in a LÖVE game, run each `love.*` callback in a zone named
---   after it, `love.update`, `love.draw`...; default true),
---   `slowFrameMs` (frames shorter than this keep their duration and sample
---   counts in `frames`, but their samples leave the time line when they
---   end, so that long sessions keep the slow frames; default: keep all)
+-- @tparam[opt] table opts options `intervalMs`, `zone`, `stackDepth`,
+--   `clock`, `precision`, `maxStacks`, `resolveC`, `skipStartingThread`,
+--   `format`, `timelineSamples`, `slowFrameMs`, `loveZones`: their defaults,
+--   the values each accepts and what it does are declared once, in the
+--   native module (`native.options.sample`), and tabled in the docs
 -- @treturn SampleSession
 function M.start(opts)
   if not native_ok then
