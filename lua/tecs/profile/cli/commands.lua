@@ -299,7 +299,7 @@ end
 -- @treturn number exit code
 function M.cover(opts, pos)
   if #pos < 1 then usage_error("cover needs a script") end
-  local script, out = pos[1], opts.output or "coverage.info"
+  local script, out = pos[1], opts.output or options.option("cover", "output").default
   local report = require("tecs.profile.coverage.report")
   local format = opts.format or report.format_for(out)
   if type(report[format]) ~= "function" or format == "format_for" then

@@ -3,9 +3,12 @@
 -- declarations.
 --
 -- An option is `{ "long-name", short = "x", key = "optsKey", arg = "NAME",
--- number = true, negate = true, help = "..." }`: `arg` names its value
--- (options without `arg` are flags), `number` converts the value, `negate`
--- makes the flag set `key` to false.
+-- number = true, negate = true, declared = "sample", help = "..." }`: `arg`
+-- names its value (options without `arg` are flags), `number` converts the
+-- value, `negate` makes the flag set `key` to false, and `declared` names the
+-- public function whose option `key` it sets: its help then shows the
+-- default declared there, never one of its own. An option of the command
+-- line alone declares its default as `default`.
 -- @module tecs.profile.cli.options
 
 local output = require("tecs.profile.output")
@@ -82,30 +85,32 @@ M.VIEW = {
       "two nested (vf, fv, zf, fl, ...), s / -s (callers / callees), a number (stack depth), " ..
       "m<pct> (threshold), r (raw counts), a / A (annotated source)" },
   { "by", key = "by", arg = "GROUP",
-    help = "function (default), line, module, zone (full path), zonecomponent, vmstate" },
+    declared = "report", help = "function, line, module, zone (full path), zonecomponent, vmstate" },
   { "then", key = "then", arg = "GROUP", help = "second level: a GROUP, or caller, callee" },
-  { "sort", key = "sort", arg = "self|total", help = "rank by self time (default) or total time" },
-  { "min", key = "minPercent", arg = "PCT", number = true, help = "hide rows below PCT percent (default 3)" },
+  { "sort", key = "sort", arg = "self|total", declared = "report", help = "rank by self time or total time" },
+  { "min", key = "minPercent", arg = "PCT", number = true, declared = "report",
+    help = "hide rows below PCT percent" },
   { "depth", key = "depth", arg = "N", number = true,
     help = "frames per key, innermost first (negative: caller first)" },
   { "limit", key = "limit", arg = "N", number = true, help = "at most N rows" },
   { "raw", key = "raw", help = "sample counts instead of percentages" },
   { "annotate", key = "annotate", arg = "hot|full", help = "annotated source: hot excerpts or whole files" },
   { "context", key = "context", arg = "N", number = true,
-    help = "lines around hot lines with --annotate hot (default 3)" },
+    declared = "report", help = "lines around hot lines with --annotate hot" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
   { "no-functions", key = "functions", negate = true, help = "do not read sources to group lines into functions" },
 }
 
 local SAMPLING = {
-  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true,
-    help = "sampling interval in milliseconds (default 1)" },
-  { "stack-depth", short = "d", key = "stackDepth", arg = "N", number = true,
-    help = "stack frames kept per sample (default 16)" },
+  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
+    help = "sampling interval in milliseconds" },
+  { "stack-depth", short = "d", key = "stackDepth", arg = "N", number = true, declared = "sample",
+    help = "stack frames kept per sample" },
   { "zone-filter", short = "z", key = "zoneFilter", arg = "PATH", help = "record only samples in this zone subtree" },
-  { "clock", key = "clock", arg = "cpu|wall", help = "CPU time (default) or real time" },
-  { "precision", key = "precision", arg = "auto|function|line",
-    help = "auto (default: compiled code read at each tick where this LuaJIT allows), function (LuaJIT's function mode) or line (LuaJIT's line mode: slows compiled code down)" },
+  { "clock", key = "clock", arg = "cpu|wall", declared = "sample", help = "CPU time or real time" },
+  { "precision", key = "precision", arg = "auto|function|line", declared = "sample",
+    help = "auto (compiled code read at each tick where this LuaJIT allows), function (LuaJIT's function " ..
+      "mode) or line (LuaJIT's line mode: slows compiled code down)" },
   { "output", short = "o", key = "output", arg = "FILE",
     help = "also write the profile: " .. endings_help(any) .. ", anything else collapsed text" },
   { "format", short = "f", key = "format", arg = "FMT",
@@ -151,8 +156,8 @@ local FLAMEGRAPH = {
 }
 
 local COVER = {
-  { "output", short = "o", key = "output", arg = "FILE",
-    help = "where to write the counts (default coverage.info); a name ending in .stats.out gets luacov stats" },
+  { "output", short = "o", key = "output", arg = "FILE", default = "coverage.info",
+    help = "where to write the counts; a name ending in .stats.out gets luacov stats" },
   { "format", short = "f", key = "format", arg = "FMT", help = "lcov or luacov (overrides the file name)" },
   { "include", key = "include", arg = "PATTERN", help = "count only files whose path matches this Lua pattern" },
   { "exclude", key = "exclude", arg = "PATTERN", help = "do not count files whose path matches this Lua pattern" },
@@ -216,12 +221,36 @@ function M.command(name)
   return nil
 end
 
+--- The option `long` of the command `name` (its declaration), or nil.
+function M.option(name, long)
+  for _, section in ipairs(assert(M.command(name), "no such command").sections) do
+    for _, o in ipairs(section.options) do
+      if o[1] == long then return o end
+    end
+  end
+  return nil
+end
+
+
+--- The default an option's help shows: its own `default`, or the declared
+-- default of the option `key` of the public function `declared`
+-- (`native.options`).
+-- @treturn string or nil
+function M.declared_default(o)
+  if o.default ~= nil then return tostring(o.default) end
+  if not o.declared then return nil end
+  local ok, native = pcall(require, "tecs.profile.native")
+  local v = ok and native.options[o.declared] and native.options[o.declared].defaults[o.key]
+  if v == nil then return nil end
+  return type(v) == "number" and string.format("%.14g", v) or tostring(v)
+end
 
 -- The help lines of one option.
 local function option_help(o)
   local left = (o.short and ("  -" .. o.short .. ", ") or "      ") .. "--" .. o[1] .. (o.arg and (" " .. o.arg) or "")
   local out = {}
-  local lines = wrap(o.help, WIDTH - HELP_COLUMN)
+  local default = M.declared_default(o)
+  local lines = wrap(o.help .. (default and (" (default " .. default .. ")") or ""), WIDTH - HELP_COLUMN)
   local indent = string.rep(" ", HELP_COLUMN)
   if #left + 2 <= HELP_COLUMN then
     out[1] = left .. string.rep(" ", HELP_COLUMN - #left) .. lines[1]
