@@ -10,9 +10,7 @@
 local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
-local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
-local output = require("tecs.profile.output")
 local session_base = require("tecs.profile.session")
 
 local native_ok, native = pcall(require, "tecs.profile.native")
@@ -128,42 +126,23 @@ function AllocationSession:_heap_meta(meta)
   return meta
 end
 
-function AllocationSession:_write_file(filename, format)
-  local fmt = output.format_for(filename, format or self.format)
-  local content, err
-  if fmt == "collapsed" then
-    content = self:collapsed()
-  else
-    local meta = self:_meta(self._started_at, self._native:stats().durationSec)
-    -- pprof's `alloc_objects` values: the objects estimated per stack; and
-    -- `inuse_*`, what is not freed (the other formats have no place for them).
-    if fmt == "pprof" then self:_heap_meta(meta) end
-    content, err = output.render(self._native:profile(), fmt, meta)
-    if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
-  end
-  return fs.write_atomic(filename, content)
-end
-
---- Write the profile to `filename` (atomically), in the session's format
--- or `format` (as `SampleSession:write`); counts are bytes.
--- @tparam string filename
--- @tparam[opt] string format a format written from a profile, or "auto"
--- @treturn string the collapsed text
-function AllocationSession:write(filename, format)
-  check.self(self, AllocationSession, NAME, "write", 2)
-  if type(filename) ~= "string" or filename == "" then
-    check.fail(2, "%s:write: bad argument #1 'filename' (non-empty string expected, got %s)", NAME,
-      check.describe(filename))
-  end
-  if format ~= nil and not output.is_format(format) then
-    check.fail(2, "%s:write: bad argument #2 'format' (%s expected, got %s)", NAME, output.format_list(),
-      check.describe(format))
-  end
-  local text = self:collapsed()
-  local ok, err = self:_write_file(filename, format)
-  if not ok then error(NAME .. ":write: " .. err, 2) end
-  return text
-end
+-- write, delta and the file stop(filename) writes; counts are bytes.
+session_base.profile_methods(AllocationSession, {
+  name = NAME,
+  meta = function(self, format, start_sec, duration_sec, objects)
+    local meta = self:_meta(start_sec, duration_sec)
+    -- pprof's `alloc_objects` values: the objects estimated per stack (for
+    -- a delta, those of its bytes); and `inuse_*`, what is not freed (the
+    -- other formats have no place for them).
+    if objects then
+      meta.objects = objects
+    elseif format == "pprof" then
+      self:_heap_meta(meta)
+    end
+    return meta
+  end,
+  delta_profile = function(_, prof, meta) profile_meta[prof] = meta end,
+})
 
 --- The profile (bytes per stack) so far, as a profile object that every
 -- view and output takes (`profile.report(s:profile())`); `profile.pprof`
@@ -223,31 +202,6 @@ function AllocationSession:report(opts)
   local st = self:stats()
   return string.format("# allocations: %d bytes in %d blocks; one sample per %d bytes on average\n",
     st.allocatedBytes, st.allocatedObjects, self.bytesPerSample) .. text
-end
-
---- The bytes recorded since the previous `delta` call (since the start for
--- the first): a profile object, or with `format` the rendered content.
--- @tparam[opt] string format a format written from a profile
-function AllocationSession:delta(format)
-  check.self(self, AllocationSession, NAME, "delta", 2)
-  if format ~= nil and (format == "auto" or not output.is_format(format)) then
-    check.fail(2, "%s:delta: bad argument #1 'format' (nil or a format other than \"auto\" expected, got %s)",
-      NAME, check.describe(format))
-  end
-  local now, wall = clock.now(), os.time()
-  local started, duration = self._delta_wall, now - self._delta_at
-  self._delta_wall, self._delta_at = wall, now
-  local prof, objects = self._native:delta()
-  -- pprof's `alloc_objects` values: the objects estimated for these bytes.
-  local meta = self:_meta(started, duration)
-  meta.objects = objects
-  if format == nil then
-    profile_meta[prof] = meta
-    return prof
-  end
-  local content, err = output.render(prof, format, meta)
-  if not content then error(NAME .. ":delta: " .. err, 2) end
-  return content
 end
 
 --- Counters of the session: `allocatedBytes` and `allocatedObjects`

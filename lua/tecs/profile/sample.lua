@@ -8,10 +8,8 @@ local callsite = require("tecs.profile.callsite")
 local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
-local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
 local love_zones = require("tecs.profile.love_zones")
-local output = require("tecs.profile.output")
 local session_base = require("tecs.profile.session")
 local timeline = require("tecs.profile.timeline")
 
@@ -133,78 +131,13 @@ function lifecycle.finish(self)
 end
 
 
--- Writes the profile to `filename` in the session's format (or `format`),
--- atomically. Returns true, or nil and a message.
-function SampleSession:_write_file(filename, format)
-  local fmt = output.format_for(filename, format or self.format)
-  local content, err
-  if fmt == "collapsed" then
-    content = self:collapsed()
-  elseif output.is_timeline_format(fmt) then
-    local ok
-    ok, content = pcall(self.timeline, self, fmt)
-    if not ok then return nil, string.format("cannot write '%s': %s", filename, content) end
-  else
-    local st = self._native:stats()
-    content, err = output.render(self._native:profile(), fmt, { intervalMs = self.intervalMs, clock = self.clock,
-      startSec = self._started_at, durationSec = st.durationSec })
-    if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
-  end
-  return fs.write_atomic(filename, content)
-end
-
---- Write the profile to `filename` (atomically); for retrying a failed
--- `:stop(filename)` or saving a snapshot of a running session. The format
--- follows `format`, else the session's `format` option, else the file
--- name's ending (see `tecs.profile.output`; anything else is collapsed).
--- @tparam string filename
--- @tparam[opt] string format a format name of `tecs.profile.output`, or "auto"
--- @treturn string the collapsed text
-function SampleSession:write(filename, format)
-  check.self(self, SampleSession, "SampleSession", "write", 2)
-  if type(filename) ~= "string" or filename == "" then
-    check.fail(2, "SampleSession:write: bad argument #1 'filename' (non-empty string expected, got %s)",
-      check.describe(filename))
-  end
-  if format ~= nil and not output.is_format(format) then
-    check.fail(2, "SampleSession:write: bad argument #2 'format' (%s expected, got %s)", output.format_list(),
-      check.describe(format))
-  end
-  local text = self:collapsed()
-  local ok, err = self:_write_file(filename, format)
-  if not ok then error("SampleSession:write: " .. err, 2) end
-  return text
-end
-
---- The samples recorded since the previous `delta` call (since the start
--- for the first), for continuous profiling: the session keeps running, no
--- trace is flushed, and every sample lands in exactly one delta. Works on a
--- stopped session too (what was left since the last call).
--- @tparam[opt] string format nil for a profile object, which every view and
---   output takes (`profile.report(d)`, `profile.pprof(d)`); or the name of
---   a format written from a profile for the rendered content,
---   with the session's interval and clock and the delta's time window
--- @return profile object, or string
-function SampleSession:delta(format)
-  check.self(self, SampleSession, "SampleSession", "delta", 2)
-  if format ~= nil and (format == "auto" or not output.is_format(format) or output.is_timeline_format(format)) then
-    local names = {}
-    for _, f in ipairs(output.formats) do
-      if f ~= "auto" and not output.is_timeline_format(f) then names[#names + 1] = '"' .. f .. '"' end
-    end
-    check.fail(2, "SampleSession:delta: bad argument #1 'format' (nil or %s expected, got %s)",
-      table.concat(names, " or "), check.describe(format))
-  end
-  local now, wall = clock.now(), os.time()
-  local started, duration = self._delta_wall, now - self._delta_at
-  self._delta_wall, self._delta_at = wall, now
-  local prof = self._native:delta()
-  if format == nil then return prof end
-  local content, err = output.render(prof, format, { intervalMs = self.intervalMs, clock = self.clock,
-    startSec = started, durationSec = duration })
-  if not content then error("SampleSession:delta: " .. err, 2) end
-  return content
-end
+session_base.profile_methods(SampleSession, {
+  name = "SampleSession",
+  meta = function(self, _, start_sec, duration_sec)
+    return { intervalMs = self.intervalMs, clock = self.clock, startSec = start_sec, durationSec = duration_sec }
+  end,
+  timeline = function(self, format) return self:timeline(format) end,
+})
 
 --- Counters of the session: `samples`, `recordedSamples`, `pausedSamples`,
 -- `filteredSamples`, `overflowSamples`, `stacks`, `durationSec`, `cpuSec`,
