@@ -7,13 +7,12 @@
 use mlua::{Lua, Table, Value};
 
 use super::lifecycle;
-use super::options::{self, check_table, opt, setting, Check, Declared, DefaultValue, StartOptions};
+use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
 use crate::record::alloc_objects::ObjectTable;
-use crate::record::sampler::Precision;
 use crate::record::stack_table::StackTable;
-use crate::record::tick_source::{ClockKind, TickSource};
+use crate::record::tick_source::TickSource;
 use crate::sys::alloc_hook::{AllocHook, Restored};
 use crate::sys::{SamplerBox, VmHandle};
 
@@ -50,25 +49,11 @@ pub const ALLOCATION_OPTIONS: &[Declared] = &[
 /// Reads and checks `start_allocations(opts, env)`: the sampler's options,
 /// the bytes per sample and the live blocks tracked at most.
 fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64, usize), String> {
-    check_table(ALLOCATION_OPTIONS, opts)?;
-    let mut env = options::read_env(env)?;
-    env.precise = false;
+    let mut o = options::read_start_options(ALLOCATION_OPTIONS, opts, env)?;
+    // LuaJIT's own timer: the allocator wrapper passes the samples on.
+    o.env.precise = false;
     let t = if let Value::Table(t) = opts { Some(t) } else { None };
-    let get = |name| setting(ALLOCATION_OPTIONS, t, name);
-    let number = |name| get(name).number().unwrap_or_default();
-    let o = StartOptions {
-        interval_ns: super::lifecycle::QUIET_TIMER_MS * 1_000_000,
-        depth: number("stackDepth") as i32,
-        filter: get("zone").text().map(|z| options::trim_zone(z).as_bytes().to_vec()),
-        clock: ClockKind::Cpu,
-        max_stacks: number("maxStacks") as usize,
-        resolve_c: get("resolveC").boolean().unwrap_or_default(),
-        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto),
-        skip_starting_thread: false,
-        timeline_samples: 0,
-        slow_frame_ns: None,
-        env,
-    };
+    let number = |name| setting(ALLOCATION_OPTIONS, t, name).number().unwrap_or_default();
     Ok((o, number("bytesPerSample") as u64, number("maxLiveBlocks") as usize))
 }
 

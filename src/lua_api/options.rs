@@ -458,24 +458,33 @@ fn read_ffnames(t: &Table) -> Result<Vec<Option<String>>, String> {
 
 /// Reads and checks `start(opts, env)`.
 pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, String> {
-    check_table(SAMPLE_OPTIONS, opts)?;
+    read_start_options(SAMPLE_OPTIONS, opts, env)
+}
+
+/// Reads and checks the options of a session that records with the
+/// sampler (sampling and allocation sessions), declared by `decls`. An
+/// option a kind of session does not declare takes the value that kind
+/// runs with: no interval (LuaJIT's own timer at its quietest, see
+/// `lifecycle::QUIET_TIMER_MS`: an allocation session's samples come from
+/// its allocator), CPU time, every thread, no time line.
+pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) -> Result<StartOptions, String> {
+    check_table(decls, opts)?;
     let env = read_env(env)?;
     let t = if let Value::Table(t) = opts { Some(t) } else { None };
-    // Checked above, so every setting is given or declared: the fallbacks
-    // below never apply.
-    let get = |name| setting(SAMPLE_OPTIONS, t, name);
-    let number = |name| get(name).number().unwrap_or_default();
+    let get = |name| setting(decls, t, name);
+    let number = |name| get(name).number();
     Ok(StartOptions {
-        interval_ns: (number("intervalMs") * 1e6).round() as u64,
-        depth: number("stackDepth") as i32,
+        interval_ns: number("intervalMs")
+            .map_or(super::lifecycle::QUIET_TIMER_MS * 1_000_000, |ms| (ms * 1e6).round() as u64),
+        depth: number("stackDepth").unwrap_or(1.0) as i32,
         filter: get("zone").text().map(|z| trim_zone(z).as_bytes().to_vec()),
         clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),
-        max_stacks: number("maxStacks") as usize,
+        max_stacks: number("maxStacks").unwrap_or(1.0) as usize,
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto),
         skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
-        timeline_samples: number("timelineSamples") as usize,
-        slow_frame_ns: get("slowFrameMs").number().map(|ms| (ms * 1e6).round() as u64),
+        timeline_samples: number("timelineSamples").unwrap_or(0.0) as usize,
+        slow_frame_ns: number("slowFrameMs").map(|ms| (ms * 1e6).round() as u64),
         env,
     })
 }
