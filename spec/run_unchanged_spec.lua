@@ -63,7 +63,11 @@ describe("tecs-profile run changes nothing the program sees", function()
       same(plain, ours)
       assert.equal(case.rc, ours.rc, ours.err)
       -- The views hold what is compared.
-      assert.matches(case.interpreter and "^arg%[%-2%]=" or "^arg%[%-1%]=", plain.view)
+      -- The interpreter's own arguments (the suite's luajit may bring some).
+      assert.matches("^arg%[%-%d+%]=", plain.view)
+      if case.interpreter then
+        assert.matches("\narg%[%-1%]=" .. case.interpreter:gsub("%p", "%%%0") .. "\n", plain.view)
+      end
       assert.matches("\narg%[0%]=" .. PROBE:gsub("%p", "%%%0") .. "\n", plain.view)
       assert.matches("\n#%.%.%.=" .. case.n .. "\n", plain.view)
       assert.matches("\npath=[^\n]*\ncpath=[^\n]*\n#loaders=%d+\npreload=[^\n]*\nglobals=[^\n]*arg", plain.view)
