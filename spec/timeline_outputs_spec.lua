@@ -197,7 +197,7 @@ describe("time-line outputs", function()
 
   it("the report page: its data as JSON that no text can break out of", function()
     local page = require("tecs.profile.page")
-    assert.equal('{"a":[1,2.5,"x\\u003c/script\\u003e\\u0022\\u000a"],"b":[],"c":true}',
+    assert.equal('{"a":[1,2.5,"x\\u003c/script\\u003e\\"\\n"],"b":[],"c":true}',
       page.json({ b = {}, a = { 1, 2.5, 'x</script>"\n' }, c = true }))
     local html = s:timeline("html")
     assert.matches("^<!DOCTYPE html>", html)

@@ -30,6 +30,8 @@ use std::collections::{HashMap, HashSet};
 mod alloc;
 mod coverage;
 mod frame_names;
+#[cfg(feature = "speedscope")]
+mod json;
 mod lifecycle;
 mod options;
 pub mod report_options;
@@ -575,6 +577,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatExtensions", format_extensions(lua)?)?;
     t.set("formatTable", format_table(lua)?)?;
     t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
+    #[cfg(feature = "speedscope")]
+    t.set("json", lua.create_function(json::json)?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
     t.set("allocation_option_names", alloc_names)?;

@@ -16,56 +16,14 @@ local M = {}
 -- time and sample counts only).
 M.HITCHES = 20
 
--- JSON text of a Lua value: tables with a [1] (or empty ones) as arrays,
--- others as objects with their string keys sorted. `<` is escaped, so the
--- text can sit inside a <script> element.
-local function json(v, out)
-  local t = type(v)
-  if t == "table" then
-    if v[1] ~= nil or next(v) == nil then
-      out[#out + 1] = "["
-      for i, x in ipairs(v) do
-        if i > 1 then out[#out + 1] = "," end
-        json(x, out)
-      end
-      out[#out + 1] = "]"
-    else
-      local keys = {}
-      for k in pairs(v) do
-        if type(k) == "string" then keys[#keys + 1] = k end
-      end
-      table.sort(keys)
-      out[#out + 1] = "{"
-      for i, k in ipairs(keys) do
-        if i > 1 then out[#out + 1] = "," end
-        json(k, out)
-        out[#out + 1] = ":"
-        json(v[k], out)
-      end
-      out[#out + 1] = "}"
-    end
-  elseif t == "string" then
-    out[#out + 1] = '"' .. v:gsub('[%c"\\<>&]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
-  elseif t == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then
-      out[#out + 1] = "null"
-    elseif v == math.floor(v) and math.abs(v) < 2 ^ 53 then
-      out[#out + 1] = string.format("%d", v)
-    else
-      out[#out + 1] = string.format("%.17g", v)
-    end
-  elseif t == "boolean" then
-    out[#out + 1] = tostring(v)
-  else
-    out[#out + 1] = "null"
-  end
-  return out
-end
-
---- `v` as JSON text (for the page's data; exposed for the tests).
+--- `v` as JSON text, safe inside a `<script>` element (the native
+-- module's serde writer: tables with a [1], or empty ones, as arrays, others
+-- as objects with their string keys sorted; `<`, `>` and `&` escaped).
 -- @return string
 function M.json(v)
-  return table.concat(json(v, {}))
+  local native = require("tecs.profile.native")
+  if not native.json then error("page.json: this build of tecs.profile.native has no JSON writer", 2) end
+  return native.json(v)
 end
 
 local function escape_html(s)
