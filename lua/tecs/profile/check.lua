@@ -5,16 +5,11 @@
 
 local check = {}
 
-local function describe(v)
-  local t = type(v)
-  if t == "string" then
-    if #v > 40 then v = v:sub(1, 37) .. "..." end
-    return string.format("string %q", v)
-  elseif t == "number" then
-    return "number " .. tostring(v)
-  end
-  return t
-end
+-- How a bad value is shown in a message (`string "abc"`, `number 3`,
+-- `table`): the native module's description, the one its own option
+-- errors use; only the type where the module cannot load.
+local native_ok, native = pcall(require, "tecs.profile.native")
+local describe = native_ok and native.describe or type
 check.describe = describe
 
 --- Raise `msg` at `level` above the caller of the public function.

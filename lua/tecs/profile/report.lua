@@ -157,7 +157,7 @@ local function prepare(fname, source, opts, level)
     check.fail(level, "%s: options 'by' and 'then' must differ (both %q)", fname, o.by)
   end
   local prof, interval = M.load(fname, source, level)
-  if o.zone then prof = prof:filterZone((o.zone:gsub("/+$", ""))) end
+  if o.zone then prof = prof:filterZone(o.zone) end
   return prof, o, interval
 end
 
@@ -224,7 +224,7 @@ end
 
 -- Applies the `zone` and `frames` options shared by the picture formats.
 local function shape(prof, opts)
-  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  if opts.zone then prof = prof:filterZone(opts.zone) end
   if opts.frames == "function" then prof = prof:byFunction(funcmap.build(prof:files())) end
   return prof
 end
@@ -307,7 +307,7 @@ function M.render(source, format, opts)
   end
   opts = opts or {}
   local prof, interval = M.load("profile.render", source, 2)
-  if opts.zone then prof = prof:filterZone((opts.zone:gsub("/+$", ""))) end
+  if opts.zone then prof = prof:filterZone(opts.zone) end
   if opts.frames == "function" and not d.readsSources then prof = prof:byFunction(funcmap.build(prof:files())) end
   return render("profile.render", prof, format,
     { title = opts.title, inverted = opts.inverted, intervalMs = opts.intervalMs or interval }, 2)
