@@ -1,7 +1,7 @@
 --- Maps source lines to the Lua functions that contain them.
 -- Samples are recorded as `file:line` (the line each function was
--- executing). To group them by function, each readable source file is
--- compiled (never run) with `loadfile`, and the line range of every function
+-- executing). To group them by function, each readable source file (in a
+-- LÖVE game, read through love.filesystem) is compiled (never run), and the line range of every function
 -- prototype is read with `jit.util.funcinfo`; a line belongs to the innermost
 -- function whose range contains it. Display names come from the source text
 -- of the line where the function starts (`function a.b:c(`,
@@ -23,11 +23,26 @@ local M = {}
 
 local ok_util, util = pcall(require, "jit.util")
 
-local function read_lines(path)
+-- The text of the source file a chunk was loaded from, or nil. In a LÖVE
+-- game, chunk names are paths inside the game's source (a folder or a
+-- .love archive), which love.filesystem reads whatever the working
+-- directory, where io.open may not find them.
+local function read_source(path)
   local f = io.open(path, "rb")
-  if not f then return nil end
-  local text = f:read("*a")
-  f:close()
+  if f then
+    local text = f:read("*a")
+    f:close()
+    return text
+  end
+  local fs = type(love) == "table" and type(love.filesystem) == "table" and love.filesystem
+  if fs and type(fs.read) == "function" then
+    local ok, text = pcall(fs.read, path)
+    if ok and type(text) == "string" then return text end
+  end
+  return nil
+end
+
+local function split_lines(text)
   if not text or text:byte(1) == 27 then return nil end -- bytecode: no source text
   local lines = {}
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = line end
@@ -87,15 +102,14 @@ end
 -- ... }` (`code`: the lines that have bytecode), or nil and a reason.
 function M.for_file(file)
   if not ok_util then return nil, "jit.util is not available" end
-  local readable = io.open(file, "rb")
-  if not readable then
+  local text = read_source(file)
+  if not text then
     return nil, file:sub(1, 1) == "/" and "cannot read the file"
       or "cannot read the file (relative paths are read from the current directory)"
   end
-  readable:close()
-  local chunk = loadfile(file)
+  local chunk = loadstring(text, "@" .. file)
   if not chunk then return nil, "cannot compile the file (changed since it was profiled?)" end
-  local lines = read_lines(file)
+  local lines = split_lines(text)
   local protos, code = {}, {}
   walk(chunk, protos, code)
   local entry = { main = "(main chunk) " .. file, lines = lines and #lines or nil, code = sorted_lines(code) }
