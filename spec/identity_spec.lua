@@ -95,8 +95,14 @@ describe("function identity", function()
     local rc, out = run.run(string.format("cd %s && %s main.lua", run.quote(dir), run.luajit))
     assert.equal(0, rc, out)
     assert.is_true(self_share(out, "M.hot (work.lua:2)") > 50, out)
-    -- From here, work.lua is not readable: the collapsed file says so.
+    -- From here, work.lua is not readable: the functions file written
+    -- beside the collapsed one names its functions as the session did.
     local text = profile.report(dir .. "/p.collapsed")
+    assert.is_true(self_share(text, "M.hot (work.lua:2)") > 50, text)
+    assert.is_nil(text:find("cannot read", 1, true), text)
+    -- Without it, the report says why it cannot name them.
+    os.remove(dir .. "/p.collapsed.functions.json")
+    text = profile.report(dir .. "/p.collapsed")
     assert.truthy(text:find("# note: work.lua: cannot read the file (relative paths", 1, true), text)
     assert.truthy(row(text, "work.lua:"), text)
     os.execute("rm -r " .. run.quote(dir))

@@ -579,6 +579,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
     #[cfg(feature = "speedscope")]
     t.set("json", lua.create_function(json::json)?)?;
+    #[cfg(feature = "speedscope")]
+    t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
     t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;

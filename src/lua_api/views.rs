@@ -316,6 +316,25 @@ impl UserData for ProfileData {
             p.filter_zone(&parts);
             Ok(ProfileData(p, this.1.clone()))
         });
+        // The functions file (`profile::sidecar`) of the functions recorded
+        // for the profile's frames; nil when none was.
+        // `funcs` is the function map of the sources, as for `byFunction`.
+        #[cfg(feature = "speedscope")]
+        methods.add_method("functionsFile", |_, this, funcs: Option<Table>| {
+            if this.1.is_empty() {
+                return Ok(None);
+            }
+            let m = this.function_map(funcs)?;
+            let used: std::collections::HashSet<&str> = this.used_frames().into_iter().collect();
+            let label = |f: &str| used.contains(f).then(|| m.function_of(f)).filter(|l| *l != f).map(str::to_string);
+            Ok(Some(crate::profile::sidecar::write(&this.1, label)))
+        });
+        // The same profile with the functions a functions file recorded.
+        #[cfg(feature = "speedscope")]
+        methods.add_method("withFunctions", |_, this, text: String| {
+            let ids = crate::profile::sidecar::read(&text).map_err(err)?;
+            Ok(ProfileData(this.0.clone(), Arc::new(ids)))
+        });
         // Self samples by function, largest first (see `timeline`).
         methods.add_method("selfByFunction", |lua, this, funcs: Option<Table>| {
             let m = this.function_map(funcs)?;

@@ -84,6 +84,12 @@ impl FunctionMap {
         let mut ambiguous = 0usize;
         for (frame, id) in ids {
             let Some(file) = frame_file(frame) else { continue };
+            if let Some(label) = &id.label {
+                // As the profile was named when it was written.
+                let range = (id.first > 0).then(|| (file.to_string(), id.first, id.last));
+                self.frames.insert(frame.clone(), KnownFrame { label: label.clone(), range });
+                continue;
+            }
             let known = match labels.get(&(file, id.first, id.last)) {
                 Some(label) if !id.ambiguous => KnownFrame {
                     label: label.clone(),
@@ -176,7 +182,14 @@ mod tests {
     use super::*;
 
     fn id(first: u32, last: u32, name: Option<&str>) -> FrameIdentity {
-        FrameIdentity { first, last, name: name.map(str::to_string), source: "g.lua".into(), ambiguous: false }
+        FrameIdentity {
+            first,
+            last,
+            name: name.map(str::to_string),
+            source: "g.lua".into(),
+            ambiguous: false,
+            label: None,
+        }
     }
 
     fn source_map() -> FunctionMap {

@@ -39,6 +39,10 @@ pub struct FrameIdentity {
     /// chunks with one name): the frame stays a line. Nested functions on
     /// one line (a closure defined where it is called) keep the inner one.
     pub ambiguous: bool,
+    /// How the views named the function when the profile was written (read
+    /// back from a functions file, `profile::sidecar`); it then wins over
+    /// every other name.
+    pub label: Option<String>,
 }
 
 /// A stored identity: offsets into the byte store.
@@ -172,6 +176,7 @@ impl FrameIdentities {
                     name: e.name.map(text),
                     source: text(e.source),
                     ambiguous: e.ambiguous,
+                    label: None,
                 };
                 (text(e.text), id)
             })

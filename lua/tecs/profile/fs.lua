@@ -31,12 +31,19 @@ local function reason_of(err)
   return (tostring(err):gsub("^.-: ", "", 1))
 end
 
+--- Whether `path` names a device or a process's file (`/dev/null`,
+-- `/proc/self/fd/1`) rather than a file of its own, beside which other
+-- files can go.
+function fs.is_special(path)
+  return path:find("^/dev/") ~= nil or path:find("^/proc/") ~= nil
+end
+
 --- Write `text` to `path` atomically. A device or a process's file
 -- (`/dev/null`, `/dev/stdout`, `/proc/self/fd/1`) is written in place:
 -- renaming over it would put a regular file where the device was.
 -- @return true, or nil and an error message naming the path
 function fs.write_atomic(path, text)
-  if path:find("^/dev/") or path:find("^/proc/") then
+  if fs.is_special(path) then
     local f, err = io.open(path, "wb")
     if not f then return nil, string.format("cannot write '%s': %s", path, reason_of(err)) end
     local ok, werr = f:write(text)

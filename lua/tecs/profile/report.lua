@@ -116,19 +116,29 @@ function M.load(fname, source, level)
     check.fail(level, "%s: bad argument #1 'source' (collapsed text, file path, SampleSession, AllocationSession or profile expected, got %s)",
       fname, check.describe(source))
   end
-  local text = source
+  local text, path = source, nil
   if source ~= "" and not source:find("\n", 1, true) then
     local f, err = io.open(source, "rb")
     if not f then
       check.fail(level, "%s: bad argument #1 'source': cannot read file '%s' (%s; collapsed text needs a line break)",
         fname, source, err)
     end
-    text = f:read("*a")
+    text, path = f:read("*a"), source
     f:close()
   end
   local ok, prof = native.call(native.raw.parse_profile, text)
   if not ok then
     check.fail(level, "%s: bad argument #1 'source': not collapsed-stack text (%s)", fname, prof)
+  end
+  -- The functions the session recorded, written beside the file: its
+  -- frames are named as the session named them, whatever the sources are
+  -- now (see `tecs.profile.session`'s `_write_file`).
+  local side = path and prof.withFunctions and io.open(path .. native.functionsFileEnding, "rb")
+  if side then
+    local functions = side:read("*a")
+    side:close()
+    local named_ok, named = pcall(prof.withFunctions, prof, functions)
+    if named_ok then prof = named end
   end
   return prof, nil
 end

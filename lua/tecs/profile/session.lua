@@ -15,6 +15,8 @@ local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local fs = require("tecs.profile.fs")
 local output = require("tecs.profile.output")
+-- Sessions of the native module only run where it loads.
+local _, native_module = pcall(require, "tecs.profile.native")
 
 local session = {}
 
@@ -144,7 +146,16 @@ function session.profile_methods(class, kind)
     local fmt = output.format_for(filename, format or self.format)
     local content, err
     if fmt == "collapsed" then
-      content = self:collapsed()
+      local ok, why = fs.write_atomic(filename, self:collapsed())
+      if not ok then return nil, why end
+      -- Beside collapsed text, which has no room for them, the functions
+      -- the session recorded for its frames: a report of the file made
+      -- later or elsewhere names them as the session does.
+      local prof = not fs.is_special(filename) and self._native:profile()
+      local functions = prof and prof.functionsFile and
+        prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()))
+      if not functions then return true end
+      return fs.write_atomic(filename .. native_module.functionsFileEnding, functions)
     elseif kind.timeline and output.is_timeline_format(fmt) then
       local ok
       ok, content = pcall(kind.timeline, self, fmt)
