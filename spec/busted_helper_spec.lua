@@ -22,8 +22,10 @@ end
 describe("tecs.profile.busted helper", function()
   local out_path = os.tmpname()
   after_each(function()
-    os.remove(out_path)
-    os.remove(project .. "/busted.collapsed")
+    for _, path in ipairs({ out_path, project .. "/busted.collapsed" }) do
+      os.remove(path)
+      os.remove(path .. ".functions.json")
+    end
   end)
 
   it("writes one profile per run to $TECS_PROFILE, split by spec file", function()
