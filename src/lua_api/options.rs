@@ -3,7 +3,7 @@
 //! to `start`, which checks it here; `tecs.profile.report` checks its tables
 //! with [`check_table`] against the declarations of `report_options`. Reads
 //! are raw (no metamethod runs), and every error names the option and what
-//! was expected, the way the README documents them.
+//! was expected, the way docs/api.md documents them.
 
 use mlua::{Lua, Table, Value};
 
@@ -108,7 +108,7 @@ pub const MAX_STACKS: Declared = opt(
 pub const RESOLVE_C: Declared = opt("resolveC", Check::Boolean, DefaultValue::Boolean(true));
 pub const FORMAT: Declared = opt("format", Check::OneOf(FORMATS), DefaultValue::Text("auto"));
 
-/// The options of `profile.sample` (README, `profile.sample`).
+/// The options of `profile.sample` (docs/api.md, `profile.sample`).
 pub const SAMPLE_OPTIONS: &[Declared] = &[
     opt(
         "intervalMs",
