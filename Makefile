@@ -93,7 +93,7 @@ clean:
 	rm -rf build demo-output
 
 # Robustness: a long mixed-fault run, fuzzing of the input parsers, and the
-# memory and thread checkers (see README, "Robustness").
+# memory and thread checkers (see docs/robustness.md).
 SOAK_SECONDS ?= 600
 FUZZ_SECONDS ?= 60
 

@@ -39,7 +39,7 @@ local function build_labels()
   end
   -- Not `return table.concat(...)`: at function precision the time of a
   -- function ending in a tail call to a built-in is charged to its caller
-  -- (README, "What function precision misses").
+  -- (docs/sampling.md, "What function precision misses").
   local labels = table.concat(out, ";")
   return labels
 end

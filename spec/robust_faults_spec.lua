@@ -138,10 +138,9 @@ describe("faults in the profiled program", function()
   end)
 
   describe("the Lua state closing with a session still running", function()
-    -- Under a time limit: OpenResty's luajit2 was seen to hang in lua_close
-    -- once in about 900 exit-close runs before a likely cause was fixed (see
-    -- the README's known problem);
-    -- such a hang is reported and the run tried once more.
+    -- Under a time limit: OpenResty's luajit2 has been seen to hang in
+    -- lua_close once in about 900 exit-close runs (docs/robustness.md,
+    -- "Known problem"); such a hang is reported and the run tried once more.
     local function run(how)
       local function once()
         local p = io.popen("timeout 60 " .. LUAJIT .. " spec/fixtures/exit_running.lua " .. how ..

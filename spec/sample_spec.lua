@@ -133,7 +133,7 @@ describe("profile.sample", function()
     assert.is_true(st.blockedSamples >= frames * 3 * 0.5, msg)
     -- A frame in frame_sleep (its span, or a line inside it), or the line
     -- that calls it where the trace inlined it with no snapshot inside
-    -- (README, "Where a sample is charged").
+    -- (docs/sampling.md, "Where a sample is charged").
     local info = debug.getinfo(frame_sleep, "S")
     local at_sleep = collapsed.sum(rows, function(r)
       for _, f in ipairs(r.frames) do

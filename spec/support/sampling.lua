@@ -200,7 +200,7 @@ M.ALLOWANCES = {
     why = "table.sort called from compiled code: single runs up to 6 points off, the calling loop as many the other way" },
   gc_heavy = { points = 0.07, see = "BENCHMARKS.md, Where the truth is missed",
     why = "a collection runs where the heap fills: the GC-heavy part's truth drifts 53-59% between runs" },
-  next_line = { points = 0.05, see = "README, How samples are taken",
+  next_line = { points = 0.05, see = "docs/sampling.md",
     why = "at line precision a tick in a one-line loop's last iterations is taken on the next line" },
   jp_rounding = { points = 0.015, see = "spec/jp_agreement_spec.lua",
     why = "luajit -jp prints rounded counts" },

@@ -21,10 +21,10 @@ pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
 
 /// Sampled blocks tracked until freed, by default (`maxLiveBlocks`): none,
 /// because tracking has the wrapper ask a filter on every free and every
-/// `realloc` (README, "What is still live").
+/// `realloc` (docs/allocations.md, "What is still live").
 pub const DEFAULT_MAX_LIVE_BLOCKS: u64 = 0;
 
-/// The options of `profile.allocations` (README, "Allocations").
+/// The options of `profile.allocations` (docs/allocations.md).
 pub const ALLOCATION_OPTIONS: &[Declared] = &[
     opt(
         "bytesPerSample",

@@ -3,7 +3,7 @@
 //! to `start`, which checks it here; `tecs.profile.report` checks its tables
 //! with [`check_table`] against the declarations of `report_options`. Reads
 //! are raw (no metamethod runs), and every error names the option and what
-//! was expected, the way the README documents them.
+//! was expected, the way docs/api.md documents them.
 
 use mlua::{Lua, Table, Value};
 
@@ -115,7 +115,7 @@ pub fn format_names() -> impl Iterator<Item = &'static str> {
     std::iter::once("auto").chain(crate::output::REGISTRY.iter().map(|d| d.name))
 }
 
-/// The options of `profile.sample` (README, `profile.sample`).
+/// The options of `profile.sample` (docs/api.md, `profile.sample`).
 pub const SAMPLE_OPTIONS: &[Declared] = &[
     opt(
         "intervalMs",

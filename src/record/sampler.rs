@@ -49,7 +49,7 @@ pub struct SampleStats {
     pub compiled: u64,
 }
 
-/// How compiled code is attributed (see `Precision` in the README).
+/// How compiled code is attributed (docs/sampling.md, "Where a sample is charged").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Precision {
     /// The option's default: `Exact` where this build's traces can be read

@@ -23,7 +23,7 @@
 //!   permissions as `TaskClock`.
 //! * `WallTimer` (`clock = "wall"` without perf events): a POSIX timer on
 //!   the monotonic clock. It also fires while the thread is blocked, and a
-//!   signal ends a blocking call early (`EINTR`): see the README.
+//!   signal ends a blocking call early (`EINTR`): see docs/sampling.md, "Wall clock".
 //! * `LuaJit`: LuaJIT's own ITIMER_PROF, when none of the above can run
 //!   safely (no free real-time signal, or LuaJIT's profiler state could not
 //!   be located).
