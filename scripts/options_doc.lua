@@ -1,4 +1,4 @@
---- Makes the option tables of the docs again from the options' declarations
+--- Makes the option tables and command-line help of the docs again from their declarations
 -- (see tecs.profile.options_doc):
 --
 --   luajit scripts/options_doc.lua docs/*.md
@@ -16,5 +16,5 @@ for _, path in ipairs(arg) do
     f:write(fresh)
     f:close()
   end
-  io.write(string.format("%s: %d option tables%s\n", path, n, fresh ~= text and ", updated" or ""))
+  io.write(string.format("%s: %d generated blocks%s\n", path, n, fresh ~= text and ", updated" or ""))
 end

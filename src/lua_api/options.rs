@@ -80,13 +80,13 @@ pub const ZONE: Declared = opt(
     "zone",
     Check::ZonePath("a non-empty zone path string such as \"update/physics\""),
     DefaultValue::None,
-    "keep only samples taken inside this jit.zone path or below it",
+    "keep only samples in this zone path or below it, matching whole components (\"a/Render\" keeps a/Render/post, not a/Renderer)",
 );
 pub const STACK_DEPTH: Declared = opt(
     "stackDepth",
     Check::Integer { lo: 1.0, hi: 1000.0, expected: "an integer from 1 to 1000" },
     DefaultValue::Number(16.0),
-    "frames kept per sample, innermost first; a deeper stack gets a [truncated stack] root",
+    "frames kept per stack (the innermost ones); a deeper stack is kept under a [truncated stack] root frame",
 );
 pub const PRECISION: Declared =
     opt("precision", Check::OneOf(&["auto", "function", "line"]), DefaultValue::Text("auto"), "where a sample in compiled code goes: \"auto\" reads it in the tick handler where the probe passes (stats().precision \"exact\"), else \"function\"; \"function\" charges it to its function; \"line\" uses LuaJIT's line mode, exact but slower");
@@ -94,13 +94,13 @@ pub const MAX_STACKS: Declared = opt(
     "maxStacks",
     Check::Integer { lo: 1.0, hi: 100_000_000.0, expected: "an integer from 1 to 100000000" },
     DefaultValue::Number(DEFAULT_MAX_STACKS as f64),
-    "distinct stacks kept; samples of further stacks go to one overflow line",
+    "unique stacks kept; samples of further new stacks are counted on one [overflow: stack table full] line",
 );
 pub const RESOLVE_C: Declared = opt(
     "resolveC",
     Check::Boolean,
     DefaultValue::Boolean(true),
-    "name C functions by their Lua path or their symbol (dladdr)",
+    "name C functions by their Lua path, else with the dynamic linker: [C:symbol] or [C:lib.so+0xoffset]",
 );
 pub const FORMAT: Declared = opt(
     "format",
@@ -129,7 +129,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "clock",
         Check::OneOf(&["cpu", "wall"]),
         DefaultValue::Text("cpu"),
-        "\"cpu\": the profiled thread's CPU time; \"wall\": real time, blocked time charged where the thread blocked",
+        "\"cpu\": the thread's CPU time (a sleeping or waiting thread is not sampled); \"wall\": real time, time blocked in C calls (vsync, sleep, I/O) charged where the thread blocked",
     ),
     PRECISION,
     MAX_STACKS,
@@ -138,20 +138,20 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "skipStartingThread",
         Check::Boolean,
         DefaultValue::Boolean(false),
-        "record no sample taken on the Lua thread that started the session, only those of other coroutines",
+        "record no sample taken on the Lua thread that started the session (counted as filteredSamples), only those on other coroutines: tecs-profile run runs the program on a coroutine",
     ),
     FORMAT,
     opt(
         "timelineSamples",
         Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
         DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
-        "timestamped samples kept for frames() and hitches(), 16 bytes each, the oldest dropped past it; 0 for none",
+        "timestamped samples kept for :frames() and :hitches(n), 16 bytes each, reserved at the start (4 MiB by default, about 4 minutes at 1 ms); past it the oldest are dropped; 0 keeps none",
     ),
     opt(
         "slowFrameMs",
         Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
         DefaultValue::None,
-        "frames shorter than this keep their counts in frames(), but their samples leave the time line",
+        "frames shorter than this keep their duration and sample counts in :frames(), but their samples leave the time line when they end, so that a long session's ring holds the slow frames",
     ),
     opt(
         "loveZones",

@@ -1,9 +1,13 @@
---- The option tables of the docs, made from the options' declarations in
+--- The option tables and the command-line help of the docs, made from the
+-- declarations they come from. Option tables: from the options' declarations in
 -- the native module (`native.options`: names, defaults, what each accepts
 -- and what it does), so that no copy of a default or a range can drift.
 -- The docs hold each table between `<!-- options: NAME -->` and
--- `<!-- /options: NAME -->`; `scripts/options_doc.lua` writes them there and
--- a spec fails when one differs from what this module makes.
+-- `<!-- /options: NAME -->`, and each command's `--help` (made from the
+-- command line's own declarations, `tecs.profile.cli.options`) between
+-- `<!-- help: COMMAND -->` and `<!-- /help: COMMAND -->`;
+-- `scripts/options_doc.lua` writes them there and a spec fails when one
+-- differs from what this module makes.
 -- @module tecs.profile.options_doc
 
 local native = require("tecs.profile.native")
@@ -52,14 +56,30 @@ function M.markers(function_name)
   return "<!-- options: " .. function_name .. " -->\n", "<!-- /options: " .. function_name .. " -->"
 end
 
---- `text` with the table of every marked function made again; returns the
--- new text and how many tables it holds.
+--- The help the command line prints for `command` ("main": the list of
+-- commands), as a Markdown code block of the session that prints it.
+-- @tparam string command
+-- @treturn string
+function M.help(command)
+  local cli_options = require("tecs.profile.cli.options")
+  if command ~= "main" and not cli_options.command(command) then
+    error("options_doc.help: bad argument #1 'command': no command '" .. tostring(command) .. "'", 2)
+  end
+  local text = command == "main" and cli_options.main_usage() or cli_options.usage(command)
+  local shown = command == "main" and "tecs-profile --help" or ("tecs-profile " .. command .. " --help")
+  return "```\n$ " .. shown .. "\n" .. text .. (text:sub(-1) == "\n" and "" or "\n") .. "```\n"
+end
+
+--- `text` with every marked option table and command-line help made
+-- again (`<!-- options: NAME -->`, `<!-- help: COMMAND -->`); returns the
+-- new text and how many blocks it holds.
 function M.refresh(text)
   local n = 0
-  local out = text:gsub("(<!%-%- options: ([%w]+) %-%->\n)(.-)(<!%-%- /options: %2 %-%->)",
-    function(open, name, _, close)
+  local out = text:gsub("(<!%-%- (%a+): ([%w]+) %-%->\n)(.-)(<!%-%- /%2: %3 %-%->)",
+    function(open, kind, name, old, close)
+      if kind ~= "options" and kind ~= "help" then return nil end
       n = n + 1
-      return open .. M.markdown(name) .. close
+      return open .. (kind == "options" and M.markdown(name) or M.help(name)) .. close
     end)
   return out, n
 end
