@@ -239,8 +239,10 @@ describe("profile.sample", function()
     local cut, whole = 0, 0
     for _, r in ipairs(rows) do
       if r.frames[1] == "[truncated stack]" then
-        cut = cut + r.count
-        assert.equal(9, #r.frames, r.line)
+        -- The marker and the innermost 8 frames; fewer only where frames of
+        -- the profiler's own were dropped after the cut (a tick in stop()).
+        assert.is_true(#r.frames <= 9, r.line)
+        if #r.frames == 9 then cut = cut + r.count end
         for i = 2, #r.frames do assert.is_nil(r.frames[i]:find("truncated", 1, true), r.line) end
       else
         whole = whole + r.count
