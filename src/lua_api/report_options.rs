@@ -19,6 +19,21 @@ pub const THEN_GROUPS: &[&str] =
 const ZONE: Check = Check::ZonePath("a non-empty zone path string");
 const FRAMES: Check = Check::OneOf(&["line", "function"]);
 
+/// Options several functions declare alike: declared once here.
+const SAMPLE_INTERVAL: Declared = opt(
+    "intervalMs",
+    Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
+    DefaultValue::None,
+    "milliseconds each sample stands for (weights in time)",
+);
+const RAW: Declared = opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages");
+const FUNCTIONS_FROM_SOURCES: Declared = opt(
+    "functions",
+    Check::Boolean,
+    DefaultValue::Boolean(true),
+    "group lines into the functions read from the source files",
+);
+
 /// `profile.report`.
 pub const REPORT_OPTIONS: &[Declared] = &[
     opt(
@@ -46,7 +61,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
         DefaultValue::Number(1.0),
         "frames per key; negative counts from the caller",
     ),
-    opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages"),
+    RAW,
     opt(
         "limit",
         Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" },
@@ -66,12 +81,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
         "lines shown around each hot line of an annotated excerpt",
     ),
     opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
-    opt(
-        "functions",
-        Check::Boolean,
-        DefaultValue::Boolean(true),
-        "group lines into the functions read from the source files",
-    ),
+    FUNCTIONS_FROM_SOURCES,
     opt(
         "mode",
         Check::Text("a -jp style mode string such as \"vf\" or \"3si\""),
@@ -93,15 +103,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
 ];
 
 /// `profile.hotAborts`.
-pub const HOT_ABORTS_OPTIONS: &[Declared] = &[
-    opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages"),
-    opt(
-        "functions",
-        Check::Boolean,
-        DefaultValue::Boolean(true),
-        "group lines into the functions read from the source files",
-    ),
-];
+pub const HOT_ABORTS_OPTIONS: &[Declared] = &[RAW, FUNCTIONS_FROM_SOURCES];
 
 /// `profile.flamegraph`.
 pub const FLAMEGRAPH_OPTIONS: &[Declared] = &[
@@ -120,12 +122,7 @@ pub const FLAMEGRAPH_OPTIONS: &[Declared] = &[
 /// `profile.speedscope`.
 pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
     opt("name", Check::Text("a string"), DefaultValue::None, "the profile's name in speedscope"),
-    opt(
-        "intervalMs",
-        Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
-        DefaultValue::None,
-        "milliseconds each sample stands for (weights in time)",
-    ),
+    SAMPLE_INTERVAL,
     opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
     opt(
         "frames",
@@ -137,12 +134,7 @@ pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
 
 /// `profile.pprof`.
 pub const PPROF_OPTIONS: &[Declared] = &[
-    opt(
-        "intervalMs",
-        Check::Number { lo: 0.001, hi: 1e6, expected: "a positive number of milliseconds" },
-        DefaultValue::None,
-        "milliseconds each sample stands for (weights in time)",
-    ),
+    SAMPLE_INTERVAL,
     opt(
         "clock",
         Check::OneOf(&["cpu", "wall"]),
