@@ -2,6 +2,7 @@
 -- Debian's `love` under `xvfb-run -a`, default conf.lua (audio module on).
 local collapsed = require("spec.support.collapsed")
 local run = require("spec.support.run")
+local sampling = require("spec.support.sampling")
 
 local root = run.root
 local sh_quote, read = run.quote, run.read
@@ -203,6 +204,13 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(zone_sum("love.draw") > 0, out)
     -- love.load was defined after the session started.
     assert.is_true(zone_sum("love.load") > 0, out)
+    -- Each callback's zone holds its share of the main thread's CPU time,
+    -- timed in the game.
+    local update, draw, total = out:match("truth update=([%d.]+) draw=([%d.]+) total=([%d.]+)\n")
+    assert.is_not_nil(total, out)
+    local n = collapsed.sum(rows)
+    sampling.check_share("love.update", zone_sum("love.update") / n, tonumber(update) / tonumber(total), n)
+    sampling.check_share("love.draw", zone_sum("love.draw") / n, tonumber(draw) / tonumber(total), n)
     assert.equal(0, collapsed.sum(rows, function(r) return collapsed.has_frame(r, "love_zones%.lua") end), out)
     env.TECS_LOVE_ZONES = "off"
     rc, out = love(root .. "/platform_spec/fixtures/love_zones", "", env)
