@@ -76,6 +76,26 @@ profile.frame = require("tecs.profile.timeline").mark
 -- @function newProfiler
 profile.newProfiler = require("tecs.profile.dst").newProfiler
 
+--- Open the control channel: `tecs-profile attach` can then start and
+-- stop sessions in this process (see `tecs.profile.listen`).
+-- @function listen
+function profile.listen(opts)
+  return require("tecs.profile.listen").listen(opts)
+end
+
+--- Run the control channel's waiting commands (a LÖVE game polls once per
+-- frame by itself); does nothing when not listening.
+-- @function poll
+function profile.poll()
+  return require("tecs.profile.listen").poll()
+end
+
+--- Close the control channel (its socket and discovery entry go).
+-- @function close
+function profile.close()
+  return require("tecs.profile.listen").close()
+end
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

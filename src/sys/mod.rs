@@ -17,6 +17,8 @@ mod callback;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;
+#[cfg(unix)]
+pub mod process;
 mod tick_note;
 #[cfg(target_os = "linux")]
 pub use large_pages::advise_huge_pages;
