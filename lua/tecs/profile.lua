@@ -84,16 +84,20 @@ function profile.listen(opts)
 end
 
 --- Run the control channel's waiting commands (a LÖVE game polls once per
--- frame by itself); does nothing when not listening.
+-- frame by itself); does nothing when not listening. Loads nothing: a
+-- program may call it every frame.
 -- @function poll
 function profile.poll()
-  return require("tecs.profile.listen").poll()
+  local listen = package.loaded["tecs.profile.listen"]
+  if listen then return listen.poll() end
+  return 0
 end
 
 --- Close the control channel (its socket and discovery entry go).
 -- @function close
 function profile.close()
-  return require("tecs.profile.listen").close()
+  local listen = package.loaded["tecs.profile.listen"]
+  if listen then listen.close() end
 end
 
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
