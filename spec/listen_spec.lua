@@ -235,7 +235,7 @@ describe("the control channel", function()
       q(dir .. "/mine")))
     assert.equal(0, rc, out)
     assert.matches("listen_errors.lua:2: profile.listen: unknown option 'colour'", out, 1, true)
-    assert.matches("bad option 'dir' (non-empty string expected, got number 3)", out, 1, true)
+    assert.matches("profile.listen: option 'dir' must be a directory path string (got number 3)", out, 1, true)
     assert.matches("control directory " .. dir .. "/open has mode 755: others may enter it (0700 expected)", out, 1,
       true)
     assert.matches("profile.listen: already listening on " .. dir .. "/mine/", out, 1, true)

@@ -1,6 +1,6 @@
 //! The options of `profile.report`, `profile.hotAborts`,
-//! `profile.flamegraph`, `profile.speedscope`, `profile.pprof` and
-//! `profile.trace`, declared once (names,
+//! `profile.flamegraph`, `profile.speedscope`, `profile.pprof`,
+//! `profile.trace` and `profile.listen`, declared once (names,
 //! accepted values, defaults), and their conversion into [`ReportOptions`].
 //! `tecs.profile.report` checks the user's tables here (through the native
 //! `check_options`) before it translates a `mode` string.
@@ -95,6 +95,13 @@ pub const PPROF_OPTIONS: &[Declared] = &[
 /// but its options are declared here with every other function's.
 pub const TRACE_OPTIONS: &[Declared] = &[opt("includeBenign", Check::Boolean, DefaultValue::Boolean(false))];
 
+/// `profile.listen`: the control channel (`tecs.profile.listen`), whose
+/// socket and protocol are native (`crate::control`).
+pub const LISTEN_OPTIONS: &[Declared] = &[
+    opt("dir", Check::Text("a directory path string"), DefaultValue::None),
+    opt("program", Check::Text("a string"), DefaultValue::None),
+];
+
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {
     Some(match function {
@@ -105,12 +112,14 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
         "speedscope" => SPEEDSCOPE_OPTIONS,
         "pprof" => PPROF_OPTIONS,
         "trace" => TRACE_OPTIONS,
+        "listen" => LISTEN_OPTIONS,
         _ => return None,
     })
 }
 
 /// Every function whose options are declared here.
-pub const FUNCTIONS: [&str; 7] = ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace"];
+pub const FUNCTIONS: [&str; 8] =
+    ["sample", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace", "listen"];
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches

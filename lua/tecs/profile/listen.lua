@@ -15,7 +15,6 @@
 -- here. See docs/control.md.
 -- @module tecs.profile.listen
 
-local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local love_zones = require("tecs.profile.love_zones")
 
@@ -25,8 +24,6 @@ local M = {}
 
 --- How many functions `stop` returns by default.
 M.TOP = 10
-
-local OPTIONS = { dir = "string", program = "string" }
 
 -- The open channel: { native = listener, dir, socket, pid, program, kind },
 -- or nil.
@@ -213,20 +210,13 @@ end
 --   or a LÖVE game's identity)
 -- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`
 function M.listen(opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    check.fail(2, "profile.listen: bad argument #1 'opts' (table or nil expected, got %s)", check.describe(opts))
-  end
-  opts = opts or {}
-  for k, v in pairs(opts) do
-    if not OPTIONS[k] then
-      check.fail(2, "profile.listen: unknown option '%s' (known: dir, program)", tostring(k))
-    elseif type(v) ~= OPTIONS[k] or v == "" then
-      check.fail(2, "profile.listen: bad option '%s' (non-empty string expected, got %s)", k, check.describe(v))
-    end
-  end
   if not native_ok then
     error("profile.listen: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
   end
+  -- The options are declared (names, what each takes) in the native module.
+  local ok_opts, err = native.call(native.raw.check_options, "listen", opts)
+  if not ok_opts then error("profile.listen: " .. err, 2) end
+  opts = opts or {}
   if channel then
     error("profile.listen: already listening on " .. channel.socket .. " (profile.close() first)", 2)
   end
