@@ -53,7 +53,7 @@ describe("the control channel", function()
   local function status_until(target, done)
     local deadline = os.time() + PATIENCE_SECONDS
     while true do
-      local rc, out, err = cli("attach " .. target .. " status")
+      local rc, out, err = cli("attach " .. target .. " status --timeout " .. PATIENCE_SECONDS)
       assert.equal(0, rc, err)
       if done(out) then return out end
       assert.is_true(os.time() < deadline, "still not there: " .. out)
@@ -180,6 +180,30 @@ describe("the control channel", function()
     -- The program's own frames only: its main chunk is the outermost.
     for _, row in ipairs(collapsed.parse(text)) do assert.matches("^" .. FIXTURE:gsub("%p", "%%%0"), row.frames[1]) end
     assert.is_nil(run.read(ctl .. "/" .. pid .. ".json"))
+  end)
+
+  it("run --listen answers a program that never polls, at its next entry into the interpreter", function()
+    local child = { stop = dir .. "/stop-busy" }
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s run --listen %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, run.cli, q("spec/fixtures/listen_busy.lua"), q(child.stop))))
+    child.first = child.p:read("*l")
+    children[#children + 1] = child
+    assert.equal("working", child.first)
+    local rc, out, err = cli("attach start --timeout " .. PATIENCE_SECONDS)
+    assert.equal(0, rc, err)
+    local pid = tonumber(out:match("^pid (%d+): sampling"))
+    assert.is_number(pid, out)
+    status_until(pid, function(o) return samples_of(o) >= 20 end)
+    local file = dir .. "/busy.collapsed"
+    rc, out, err = cli("attach stop --timeout " .. PATIENCE_SECONDS .. " -o " .. q(file))
+    assert.equal(0, rc, err)
+    local text = assert(run.read(file))
+    local in_burn = collapsed.sum(collapsed.parse(text), function(row)
+      return collapsed.has_frame(row, "listen_busy%.lua:7%-11$") or collapsed.has_frame(row, "listen_busy%.lua:9$")
+    end)
+    assert.is_true(in_burn > 0, text)
+    local rest = finish(child)
+    assert.not_matches("profile.poll", rest, 1, true)
   end)
 
   it("names the argument in errors", function()

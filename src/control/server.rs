@@ -68,6 +68,11 @@ impl Server {
         &self.socket
     }
 
+    /// The listening socket's descriptor.
+    pub fn listener_fd(&self) -> std::os::unix::io::RawFd {
+        std::os::unix::io::AsRawFd::as_raw_fd(&self.listener)
+    }
+
     /// The discovery entry's path.
     pub fn entry(&self) -> &Path {
         &self.entry
@@ -97,6 +102,9 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
+            // A program woken by SIGIO (`sys::wake`) is woken by its data too.
+            #[cfg(target_os = "linux")]
+            crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
             self.client = Some(Client { stream, pending: Vec::new(), closed: false });
             if let Some(line) = self.read_client() {
                 // Others waiting are answered at the next poll.

@@ -97,8 +97,9 @@ fn timeout_of(seconds: f64) -> mlua::Result<Duration> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// The program's listener (`native.raw.listen`).
-pub struct Listener(Option<Server>);
+/// The program's listener (`native.raw.listen`), and whether it armed the
+/// wake-up (`sys::wake`, one per process), which it then disarms.
+pub struct Listener(Option<Server>, bool);
 
 impl UserData for Listener {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
@@ -130,11 +131,50 @@ impl UserData for Listener {
             .add_method("entry", |_, this, ()| Ok(this.0.as_ref().map(|s| s.entry().to_string_lossy().into_owned())));
         methods.add_method("pid", |_, _, ()| Ok(std::process::id()));
         methods.add_method("isOpen", |_, this, ()| Ok(this.0.is_some()));
-        // Removes the socket and the discovery entry.
-        methods.add_method_mut("close", |_, this, ()| {
+        // Removes the socket and the discovery entry (and stops waking).
+        methods.add_method_mut("close", |lua, this, ()| {
             this.0 = None;
+            #[cfg(target_os = "linux")]
+            if std::mem::take(&mut this.1) {
+                crate::sys::wake::disarm(Some(lua));
+            }
+            let _ = lua;
             Ok(())
         });
+        // `wake(poll)`: a command that arrives runs `poll` at the VM's next
+        // interpreted instruction, even if the program never polls (see
+        // `sys::wake`); `false` and why not where that cannot be done.
+        methods.add_method_mut("wake", |lua, this, poll: mlua::Function| {
+            if this.1 {
+                return Ok((true, None));
+            }
+            let Some(server) = this.0.as_ref() else { return Ok((false, Some("the channel is closed".to_string()))) };
+            #[cfg(target_os = "linux")]
+            {
+                if let Err(why) = crate::sys::wake::arm(lua, poll) {
+                    return Ok((false, Some(why)));
+                }
+                crate::sys::wake::watch(server.listener_fd());
+                this.1 = true;
+                Ok((true, None))
+            }
+            #[cfg(not(target_os = "linux"))]
+            {
+                let _ = (lua, poll, server);
+                Ok((false, Some("waking needs Linux".to_string())))
+            }
+        });
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // The sockets close first: no SIGIO comes after the handler goes.
+        self.0 = None;
+        #[cfg(target_os = "linux")]
+        if self.1 {
+            crate::sys::wake::disarm(None);
+        }
     }
 }
 
@@ -177,7 +217,7 @@ fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listen
         socket: String::new(),
         started: about.get::<Option<u64>>("started")?.unwrap_or(0),
     };
-    Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?)))
+    Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false))
 }
 
 /// `native.raw.control_targets([dir])`: the programs that can be attached

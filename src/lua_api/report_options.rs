@@ -100,6 +100,7 @@ pub const TRACE_OPTIONS: &[Declared] = &[opt("includeBenign", Check::Boolean, De
 pub const LISTEN_OPTIONS: &[Declared] = &[
     opt("dir", Check::Text("a directory path string"), DefaultValue::None),
     opt("program", Check::Text("a string"), DefaultValue::None),
+    opt("wake", Check::Boolean, DefaultValue::Boolean(false)),
 ];
 
 /// The declarations of a public function, by its name in `profile`.

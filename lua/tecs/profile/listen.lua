@@ -157,12 +157,8 @@ local function run(request)
   return answer
 end
 
---- Run the commands that wait, on the calling (the VM's) thread; a
--- session started with `seconds` stops here once its time has passed.
--- Does nothing when not listening.
--- @treturn integer how many commands ran
-function M.poll()
-  if not channel then return 0 end
+-- Runs what waits; see `M.poll`.
+local function poll_now()
   if running and running.seconds and clock.now() - running.started >= running.seconds then
     finish(nil)
   end
@@ -175,6 +171,23 @@ function M.poll()
     channel.native:reply(run(request))
     n = n + 1
   end
+  return n
+end
+
+-- Whether a poll runs: one the wake-up started inside another (see the
+-- `wake` option) has nothing to do.
+local polling = false
+
+--- Run the commands that wait, on the calling (the VM's) thread; a
+-- session started with `seconds` stops here once its time has passed.
+-- Does nothing when not listening.
+-- @treturn integer how many commands ran
+function M.poll()
+  if not channel or polling then return 0 end
+  polling = true
+  -- Each command runs under pcall (`run`): nothing raises through here.
+  local n = poll_now()
+  polling = false
   return n
 end
 
@@ -207,8 +220,12 @@ end
 --   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
 --   user's alone), `program` (the name `targets` shows; default `arg[0]`,
---   or a LÖVE game's identity)
--- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`
+--   or a LÖVE game's identity), `wake` (Linux: a command that arrives runs
+--   at the program's next interpreted instruction even if it never polls:
+--   SIGIO sets a one-shot count hook, taken off as it runs; refused where
+--   the host handles SIGIO itself or has a debug hook set; default false)
+-- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
+--   with `wake`: `woken` (true, or false and `whyNotWoken`)
 function M.listen(opts)
   if not native_ok then
     error("profile.listen: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
@@ -228,7 +245,9 @@ function M.listen(opts)
   channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
     program = program, kind = kind }
   if kind == "love" then hook_love() end
-  return { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
+  local info = { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
+  if opts.wake then info.woken, info.whyNotWoken = listener:wake(M.poll) end
+  return info
 end
 
 --- Close the channel: its socket and discovery entry go. A session it

@@ -205,8 +205,12 @@ local function run_listening(opts, pos)
   local script_args = {}
   for k = 2, #pos do script_args[k - 1] = pos[k] end
   local listen = require("tecs.profile.listen")
-  local lok, info = pcall(listen.listen, { program = script })
+  local lok, info = pcall(listen.listen, { program = script, wake = true })
   if not lok then io.stderr:write("tecs-profile: ", clean(info), "\n") return 1 end
+  if not info.woken then
+    io.stderr:write("tecs-profile: note: commands run where the program calls profile.poll() (",
+      tostring(info.whyNotWoken), ")\n")
+  end
   env.enter(env.arg(script, script_args))
   local finished, status = false, 0
   local function finish()
