@@ -65,8 +65,8 @@ local SAMPLING = {
       "counted, and in the profile)" },
   { "listen", key = "listen",
     help = "instead of profiling the whole program, run it with the control channel open (profile.listen()): " ..
-      "tecs-profile attach then starts and stops sessions; the program runs the commands where it calls " ..
-      "profile.poll() (a LÖVE game: once per frame by itself)" },
+      "tecs-profile attach then starts and stops sessions; the program needs no change: a command wakes it " ..
+      "(SIGIO, then a one-shot hook at its next interpreted instruction), or it calls profile.poll()" },
   HELP,
 }
 
