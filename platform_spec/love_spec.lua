@@ -285,4 +285,48 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     local work = save_root .. "/archive2"
     run_archive(make_archive(work, work))
   end)
+
+  it("a game that called listen() once polls by itself: attach samples it between start and stop", function()
+    local work = save_root .. "/listen"
+    assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
+    local ctl, stop = work .. "/ctl", work .. "/stop"
+    local game = assert(io.popen("env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(ctl) ..
+      " TECS_LISTEN_STOP=" .. sh_quote(stop) .. " timeout 120 xvfb-run -a love " ..
+      sh_quote(root .. "/platform_spec/fixtures/love_listen") .. " 2>&1"))
+    -- LÖVE's audio may say things first.
+    local said, first = {}, nil
+    repeat
+      first = game:read("*l")
+      said[#said + 1] = first
+    until first == nil or first:match("^listening ")
+    local pid = first and tonumber(first:match("/(%d+)%.sock$"))
+    local function cli(args)
+      return run.run3("TECS_PROFILE_DIR=" .. sh_quote(ctl) .. " " .. run.cli .. " " .. args)
+    end
+    local ok, err = pcall(function()
+      assert.is_number(pid, table.concat(said, "\n"))
+      local rc, out, e = cli("targets")
+      assert.equal(0, rc, e)
+      assert.matches("\n" .. pid .. " +love +[%d-]+ [%d:]+ +tecs%-profile%-listen\n", out)
+      rc, out, e = cli("attach start")
+      assert.equal(0, rc, e)
+      local deadline = os.time() + 60
+      repeat
+        rc, out, e = cli("attach status")
+        assert.equal(0, rc, e)
+        assert.is_true(os.time() < deadline, out)
+      until (tonumber(out:match("(%d+) samples")) or 0) >= 20
+      local file = work .. "/game.collapsed"
+      rc, out, e = cli("attach stop -o " .. sh_quote(file))
+      assert.equal(0, rc, e)
+      local rows = collapsed.parse(assert(read(file)))
+      local in_work = collapsed.sum(rows, function(r) return collapsed.has_frame(r, "^main%.lua:2[0-3]$") end)
+      assert.is_true(in_work > 0, read(file))
+    end)
+    run.write(stop, "")
+    local rest = game:read("*a")
+    game:close()
+    assert(ok, tostring(err) .. "\n" .. rest)
+    assert.is_nil(read(ctl .. "/" .. pid .. ".json"), "entry left after the game quit:\n" .. rest)
+  end)
 end)

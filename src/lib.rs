@@ -23,6 +23,8 @@
 //!   sees, their options (`lua_api::options`) and the views' Lua side
 //!   (`lua_api::views`).
 
+#[cfg(unix)]
+pub mod control;
 pub mod lua_api;
 pub mod output;
 pub mod profile;

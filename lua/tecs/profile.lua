@@ -83,6 +83,30 @@ profile.frame = require("tecs.profile.timeline").mark
 -- @function newProfiler
 profile.newProfiler = require("tecs.profile.dst").newProfiler
 
+--- Open the control channel: `tecs-profile attach` can then start and
+-- stop sessions in this process (see `tecs.profile.listen`).
+-- @function listen
+function profile.listen(opts)
+  return require("tecs.profile.listen").listen(opts)
+end
+
+--- Run the control channel's waiting commands (a LÖVE game polls once per
+-- frame by itself); does nothing when not listening. Loads nothing: a
+-- program may call it every frame.
+-- @function poll
+function profile.poll()
+  local listen = package.loaded["tecs.profile.listen"]
+  if listen then return listen.poll() end
+  return 0
+end
+
+--- Close the control channel (its socket and discovery entry go).
+-- @function close
+function profile.close()
+  local listen = package.loaded["tecs.profile.listen"]
+  if listen then listen.close() end
+end
+
 --- The zone stack used to tag samples: `jit.zone`, or a compatible fallback
 -- when this LuaJIT ships without it.
 function profile.zone()

@@ -28,6 +28,8 @@ use crate::sys::{self, SamplerBox};
 use std::collections::{HashMap, HashSet};
 
 mod alloc;
+#[cfg(unix)]
+mod control;
 mod coverage;
 mod frame_names;
 #[cfg(feature = "speedscope")]
@@ -567,6 +569,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
         let f: mlua::Function = raw.get(name)?;
         t.set(name, raising(lua, &call, &format!("tecs.profile.native.{}", name), &f)?)?;
     }
+    #[cfg(unix)]
+    control::register(lua, &raw)?;
     t.set("raw", raw)?;
     t.set("call", call)?;
     t.set("available", lua.create_function(available)?)?;

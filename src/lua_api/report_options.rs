@@ -1,6 +1,6 @@
 //! The options of `profile.report`, `profile.hotAborts`,
-//! `profile.flamegraph`, `profile.speedscope`, `profile.pprof` and
-//! `profile.trace`, declared once (names,
+//! `profile.flamegraph`, `profile.speedscope`, `profile.pprof`,
+//! `profile.trace` and `profile.listen`, declared once (names,
 //! accepted values, defaults), and their conversion into [`ReportOptions`].
 //! `tecs.profile.report` checks the user's tables here (through the native
 //! `check_options`) before it translates a `mode` string.
@@ -153,6 +153,29 @@ pub const TRACE_OPTIONS: &[Declared] = &[opt(
     "also list aborts LuaJIT recovers from by itself (loop unrolling, down-recursion, retry)",
 )];
 
+/// `profile.listen`: the control channel (`tecs.profile.listen`), whose
+/// socket and protocol are native (`crate::control`).
+pub const LISTEN_OPTIONS: &[Declared] = &[
+    opt(
+        "dir",
+        Check::Text("a directory path string"),
+        DefaultValue::None,
+        "the control directory, which only this user may enter ($TECS_PROFILE_DIR, else $XDG_RUNTIME_DIR/tecs-profile, else /tmp/tecs-profile-UID)",
+    ),
+    opt(
+        "program",
+        Check::Text("a string"),
+        DefaultValue::None,
+        "the name tecs-profile targets shows (arg[0], or a LÖVE game's identity)",
+    ),
+    opt(
+        "wake",
+        Check::Boolean,
+        DefaultValue::Boolean(false),
+        "Linux: run a command as soon as a client sends it (a signal sets a one-shot hook, which runs at the next interpreted instruction), not only at profile.poll()",
+    ),
+];
+
 /// The declarations of a public function, by its name in `profile`.
 pub fn declared(function: &str) -> Option<&'static [Declared]> {
     Some(match function {
@@ -164,13 +187,14 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
         "pprof" => PPROF_OPTIONS,
         "trace" => TRACE_OPTIONS,
         "allocations" => super::alloc::ALLOCATION_OPTIONS,
+        "listen" => LISTEN_OPTIONS,
         _ => return None,
     })
 }
 
 /// Every function whose options are declared here.
-pub const FUNCTIONS: [&str; 8] =
-    ["sample", "allocations", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace"];
+pub const FUNCTIONS: [&str; 9] =
+    ["sample", "allocations", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace", "listen"];
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches

@@ -17,7 +17,11 @@ mod callback;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;
+#[cfg(unix)]
+pub mod process;
 mod tick_note;
+#[cfg(target_os = "linux")]
+pub mod wake;
 #[cfg(target_os = "linux")]
 pub use large_pages::advise_huge_pages;
 pub use tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS, VM_STATES};

@@ -163,12 +163,89 @@ function M.flamegraph(opts, pos)
   return 0
 end
 
+--- `targets`: the programs listening (see `tecs.profile.cli.attach`).
+function M.targets(opts, pos)
+  return require("tecs.profile.cli.attach").targets(opts, pos, usage_error)
+end
+
+--- `attach [PID] COMMAND`: one command to a listening program.
+function M.attach(opts, pos)
+  return require("tecs.profile.cli.attach").attach(opts, pos, usage_error)
+end
+
+-- The sampling options `run --listen` leaves to `attach start`.
+local NOT_WITH_LISTEN = { "intervalMs", "stackDepth", "zoneFilter", "clock", "precision", "output", "format",
+  "reportFile", "quiet", "trace", "traceOutput", "timeline", "hitches", "slowFrameMs" }
+
+-- `run --listen script.lua [args...]`: the program run with the control
+-- channel open. It runs on a coroutine of its own, as under `run`, so that
+-- the stacks of a session started through the channel hold its frames only.
+-- A session still running at its end is stopped and written to the
+-- control directory.
+local function run_listening(opts, pos)
+  for _, key in ipairs(NOT_WITH_LISTEN) do
+    if opts[key] ~= nil then
+      local spelled
+      for _, o in pairs(options.by_spelling("run")) do
+        if o.key == key then spelled = "--" .. o[1] end
+      end
+      usage_error("%s cannot be given with --listen (attach start takes the sampling options)", spelled)
+    end
+  end
+  local script = pos[1]
+  local chunk, lerr = loadfile(script)
+  if not chunk then io.stderr:write("tecs-profile: ", tostring(lerr), "\n") return 1 end
+  local script_args = {}
+  for k = 2, #pos do script_args[k - 1] = pos[k] end
+  local listen = require("tecs.profile.listen")
+  local lok, info = pcall(listen.listen, { program = script, wake = true })
+  if not lok then io.stderr:write("tecs-profile: ", clean(info), "\n") return 1 end
+  if not info.woken then
+    io.stderr:write("tecs-profile: note: commands run where the program calls profile.poll() (",
+      tostring(info.whyNotWoken), ")\n")
+  end
+  env.enter(env.arg(script, script_args))
+  local finished, status = false, 0
+  local function finish()
+    if finished then return end
+    finished = true
+    local path, err = listen.finish_session()
+    if path then
+      io.stderr:write("tecs-profile: the session started through the channel ran to the program's end: ", path, "\n")
+    elseif err then
+      io.stderr:write("tecs-profile: ", err, "\n")
+      status = 1
+    end
+    listen.close()
+    io.stdout:flush()
+  end
+  local real_exit = os.exit
+  os.exit = function(code, ...)
+    finish()
+    if code == nil or code == true then code = status end
+    return real_exit(code, ...)
+  end
+  local program = coroutine.create(chunk)
+  local ok, err = coroutine.resume(program, unpack(script_args, 1, #script_args))
+  os.exit = real_exit
+  if ok and coroutine.status(program) ~= "dead" then
+    ok, err = false, "attempt to yield across C-call boundary"
+  end
+  if not ok then
+    io.stderr:write(debug.traceback(program, tostring(err)), "\n")
+    status = 1
+  end
+  finish()
+  return status
+end
+
 --- `run script.lua [args...]`: profile a whole program, then report.
 -- @tparam table opts parsed options
 -- @tparam table pos the script and its arguments
 -- @treturn number exit code (1 when the program or an output failed)
 function M.run(opts, pos)
   if #pos < 1 then usage_error("run needs a script") end
+  if opts.listen then return run_listening(opts, pos) end
   local script = pos[1]
   local profile = require("tecs.profile")
   local report = require("tecs.profile.report")

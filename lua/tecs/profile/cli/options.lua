@@ -128,6 +128,10 @@ local SAMPLING = {
   { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
     help = "keep the samples of frames of at least MS milliseconds only on the time line (the others stay " ..
       "counted, and in the profile)" },
+  { "listen", key = "listen",
+    help = "instead of profiling the whole program, run it with the control channel open (profile.listen()): " ..
+      "tecs-profile attach then starts and stops sessions; the program needs no change: a command wakes it " ..
+      "(SIGIO, then a one-shot hook at its next interpreted instruction), or it calls profile.poll()" },
   HELP,
 }
 
@@ -155,6 +159,24 @@ local FLAMEGRAPH = {
   HELP,
 }
 
+local ATTACH = {
+  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
+    help = "start: sampling interval in milliseconds" },
+  { "zone", key = "zone", arg = "PATH", help = "start: record only samples in this zone subtree" },
+  { "seconds", key = "seconds", arg = "S", number = true,
+    help = "start: stop by itself after S seconds (at the program's first poll after them)" },
+  { "output", short = "o", key = "output", arg = "FILE",
+    help = "stop: the file the program writes (.svg flamegraph, .speedscope.json, .pb.gz pprof, .trace.json, " ..
+      ".html, anything else collapsed text); without it, a new file in the control directory" },
+  { "by", key = "by", arg = "GROUP", declared = "report",
+    help = "report: function, line, module, zone, zonecomponent, vmstate" },
+  { "top", key = "top", arg = "N", number = true, help = "report: at most N rows" },
+  { "timeout", key = "timeout", arg = "S", number = true, default = 10,
+    help = "seconds to wait for the program's answer; a command not answered in time still " ..
+      "runs at the program's next poll" },
+  HELP,
+}
+
 local COVER = {
   { "output", short = "o", key = "output", arg = "FILE", default = "coverage.info",
     help = "where to write the counts; a name ending in .stats.out gets luacov stats" },
@@ -175,6 +197,23 @@ M.COMMANDS = {
     about = "Runs script.lua with `arg` set as luajit would, sampling it from start to end,\n" ..
       "then prints a text report (functions by self time, like `luajit -jp`).",
     sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
+  { name = "targets", synopsis = "targets",
+    summary = "list the running programs that can be attached",
+    usage = "targets",
+    about = "Lists the programs listening for tecs-profile attach (profile.listen(), or run\n" ..
+      "--listen) of this user: pid, kind (luajit, love, nginx), start time, program.\n" ..
+      "Entries of programs that have ended are removed.",
+    sections = { { options = { HELP } } } },
+  { name = "attach", synopsis = "attach [PID] status|start|stop|report",
+    summary = "profile a running program from outside",
+    usage = "attach [PID] COMMAND [options]",
+    about = "Sends COMMAND to the program PID (may be left out when one program is listening)\n" ..
+      "and prints its answer. COMMAND is status (is a session running, its samples),\n" ..
+      "start (begin sampling), stop (end it: the program writes the profile and answers\n" ..
+      "with its file and heaviest functions) or report (a text view of the last\n" ..
+      "profile). The program runs commands where it polls (profile.poll(); a LÖVE game\n" ..
+      "once per frame).",
+    sections = { { options = ATTACH } } },
   { name = "report", synopsis = "report [options] FILE",
     summary = "text views of a collapsed-stack file, or the frames of a time line",
     usage = "report [options] FILE",

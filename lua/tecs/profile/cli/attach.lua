@@ -1,0 +1,166 @@
+--- The command line's side of the control channel: `targets`, `attach`
+-- and `run --listen` (see `tecs.profile.listen` for the program's side).
+-- @module tecs.profile.cli.attach
+
+local M = {}
+
+--- Seconds `attach` waits for an answer unless `--timeout` says otherwise
+-- (declared with the option, in `tecs.profile.cli.options`).
+M.TIMEOUT = require("tecs.profile.cli.options").option("attach", "timeout").default
+
+-- Which options each command of `attach` takes (besides --timeout).
+local TAKES = {
+  status = {},
+  start = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds" },
+  stop = { output = "--output" },
+  report = { by = "--by", top = "--top" },
+}
+local ALL = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds", output = "--output", by = "--by",
+  top = "--top" }
+
+local function native()
+  local ok, n = pcall(require, "tecs.profile.native")
+  if not ok then error("cannot load the native module tecs.profile.native: " .. tostring(n), 0) end
+  if not n.raw.control_targets then error("this system has no Unix sockets", 0) end
+  return n
+end
+
+-- The programs listening, or nil and the error.
+local function list()
+  local n = native()
+  local ok, targets = n.call(n.raw.control_targets, nil)
+  if not ok then return nil, targets end
+  local dok, dir = n.call(n.raw.control_directory, nil)
+  return targets, nil, dok and dir or nil
+end
+
+local function say_error(msg)
+  io.stderr:write("tecs-profile: ", msg, "\n")
+  return 1
+end
+
+--- `targets`: the programs that can be attached.
+-- @treturn number exit code
+function M.targets(_, pos, usage_error)
+  if #pos > 0 then usage_error("targets takes no argument (got %q)", pos[1]) end
+  local targets, err = list()
+  if not targets then return say_error(err) end
+  if #targets == 0 then
+    io.stderr:write("tecs-profile: no program is listening (call profile.listen() in it, or run it with ",
+      "tecs-profile run --listen)\n")
+    return 0
+  end
+  io.stdout:write(string.format("%-8s %-7s %-20s %s\n", "PID", "KIND", "STARTED", "PROGRAM"))
+  for _, t in ipairs(targets) do
+    io.stdout:write(string.format("%-8d %-7s %-20s %s\n", t.pid, t.kind, os.date("%Y-%m-%d %H:%M:%S", t.started),
+      t.program))
+  end
+  return 0
+end
+
+-- The target `pid` names (or the only one), or nil and why not.
+local function choose(pid)
+  local targets, err = list()
+  if not targets then return nil, err end
+  local pids = {}
+  for i, t in ipairs(targets) do pids[i] = tostring(t.pid) end
+  if pid then
+    for _, t in ipairs(targets) do
+      if t.pid == pid then return t end
+    end
+    return nil, string.format("no program with pid %d is listening (%s)", pid,
+      #pids == 0 and "none is" or "listening: " .. table.concat(pids, ", "))
+  end
+  if #targets == 0 then
+    return nil, "no program is listening: call profile.listen() in it, or run it with tecs-profile run --listen"
+  elseif #targets > 1 then
+    return nil, string.format("%d programs are listening (pids %s): name one, tecs-profile attach PID COMMAND",
+      #targets, table.concat(pids, ", "))
+  end
+  return targets[1]
+end
+
+-- `path` as an absolute path (the program, which writes it, runs elsewhere).
+local function absolute(path)
+  if path:sub(1, 1) == "/" then return path end
+  local cwd = os.getenv("PWD")
+  if not cwd then
+    local p = io.popen("pwd")
+    cwd = p and p:read("*l")
+    if p then p:close() end
+  end
+  return (cwd or ".") .. "/" .. path
+end
+
+local function percent(share) return string.format("%5.1f%%", share * 100) end
+
+-- The answer of `cmd` as text.
+local function answer_text(cmd, a)
+  local out = {}
+  if cmd == "status" then
+    out[1] = string.format("pid %d (%s, %s): %s", a.pid, a.program or "?", a.kind or "?",
+      a.running and "sampling" or "not sampling")
+    if a.samples then
+      out[#out + 1] = string.format(", %d samples every %g ms in %.2f s", a.samples, a.intervalMs or 0, a.elapsedSec or 0)
+    end
+    if a.secondsLeft then out[#out + 1] = string.format(", stops by itself in %.1f s", a.secondsLeft) end
+    out[#out + 1] = "\n"
+    if a.path then out[#out + 1] = "last profile: " .. a.path .. "\n" end
+  elseif cmd == "start" then
+    out[1] = string.format("pid %d: sampling every %g ms\n", a.pid, a.intervalMs)
+  elseif cmd == "stop" then
+    out[1] = string.format("%d samples in %.2f s; written to %s\n", a.samples, a.elapsedSec or 0, a.path)
+    for _, f in ipairs(a.top or {}) do
+      out[#out + 1] = string.format("  %s  %s\n", percent(f.share), f.name)
+    end
+  else
+    out[1] = a.text
+  end
+  return table.concat(out)
+end
+
+--- `attach [PID] COMMAND [options]`: one command to a running program.
+-- @treturn number exit code
+function M.attach(opts, pos, usage_error)
+  local pid
+  local first = pos[1]
+  if first and first:match("^%d+$") then
+    pid = tonumber(first)
+    table.remove(pos, 1)
+  end
+  local cmd = pos[1]
+  if cmd == nil then usage_error("attach needs a COMMAND: status, start, stop or report") end
+  if not TAKES[cmd] then usage_error("attach: unknown COMMAND %q (status, start, stop or report expected)", cmd) end
+  if #pos > 1 then usage_error("attach %s: unexpected argument %q", cmd, pos[2]) end
+  for key, spelling in pairs(ALL) do
+    if opts[key] ~= nil and not TAKES[cmd][key] then usage_error("option %s is not one of attach %s", spelling, cmd) end
+  end
+  local function positive(key, spelling, integer)
+    local v = opts[key]
+    if v ~= nil and (v <= 0 or v == math.huge or (integer and v ~= math.floor(v))) then
+      usage_error("option %s needs a positive %s, got %s", spelling, integer and "integer" or "number", tostring(v))
+    end
+  end
+  positive("intervalMs", "--interval")
+  positive("seconds", "--seconds")
+  positive("timeout", "--timeout")
+  positive("top", "--top", true)
+  local target, err = choose(pid)
+  if not target then return say_error(err) end
+  local request = { cmd = cmd }
+  if cmd == "start" then
+    request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
+  elseif cmd == "stop" then
+    request.path = opts.output and absolute(opts.output)
+  elseif cmd == "report" then
+    request.by, request.top = opts.by, opts.top
+  end
+  local n = native()
+  local ok, answer = n.call(n.raw.control_request, target.socket, request, opts.timeout or M.TIMEOUT)
+  if not ok then return say_error(string.format("attach %s to pid %d: %s", cmd, target.pid, answer)) end
+  if not answer.ok then return say_error(string.format("pid %d: %s", target.pid, answer.error)) end
+  io.stdout:write(answer_text(cmd, answer))
+  return 0
+end
+
+return M

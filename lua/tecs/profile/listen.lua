@@ -1,0 +1,278 @@
+--- The control channel: profile a running program from outside.
+--
+--    local profile = require("tecs.profile")
+--    profile.listen()          -- once, at the start
+--    ...
+--    profile.poll()            -- where the program can spare a moment
+--                              -- (a LÖVE game polls once per frame by itself)
+--
+-- `listen` opens a Unix socket in a directory only this user can enter and
+-- puts a discovery entry beside it; `tecs-profile targets` lists the
+-- programs listening, `tecs-profile attach` drives one. Commands run where
+-- the program polls, on its own thread: a program that has not polled gets
+-- its command late, not lost. The socket, the protocol and the discovery
+-- entries are native (`tecs.profile.native`); what each command does is
+-- here. See docs/control.md.
+-- @module tecs.profile.listen
+
+local clock = require("tecs.profile.clock")
+local love_zones = require("tecs.profile.love_zones")
+
+local native_ok, native = pcall(require, "tecs.profile.native")
+
+local M = {}
+
+--- How many functions `stop` returns by default.
+M.TOP = 10
+
+-- The open channel: { native = listener, dir, socket, pid, program, kind },
+-- or nil.
+local channel
+-- The channel's sampling session, while one runs: { session, started (clock),
+-- seconds (or nil) }.
+local running
+-- The last session the channel stopped: { session, answer } (the answer
+-- its stop gave, handed out again by a later `stop`).
+local last
+local written = 0
+
+local function kind_of_host()
+  if love_zones.in_love() then return "love" end
+  if type(ngx) == "table" and type(ngx.timer) == "table" then return "nginx" end
+  return "luajit"
+end
+
+local function program_name()
+  if love_zones.in_love() and love.filesystem and love.filesystem.getIdentity then
+    local ok, id = pcall(love.filesystem.getIdentity)
+    if ok and type(id) == "string" and id ~= "" then return id end
+  end
+  return type(arg) == "table" and type(arg[0]) == "string" and arg[0] or "luajit"
+end
+
+-- Strips the "file:line: " prefix and the "profile.sample: " name of an
+-- error raised by the library.
+local function clean(err)
+  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+end
+
+local function failure(fmt, ...)
+  return { ok = false, error = string.format(fmt, ...) }
+end
+
+-- The heaviest functions of `session`'s profile, by self samples.
+local function top_functions(session, n)
+  local funcmap = require("tecs.profile.funcmap")
+  local prof = session._native:profile()
+  local map = {}
+  for _, file in ipairs(prof:files()) do map[file] = funcmap.for_file(file) or nil end
+  local total = prof:samples()
+  local top = {}
+  if total == 0 then return top, 0 end
+  for i, r in ipairs(prof:selfByFunction(map)) do
+    if i > n then break end
+    top[i] = { name = r.name, samples = r.samples, share = r.samples / total }
+  end
+  return top, total
+end
+
+local function default_path()
+  written = written + 1
+  return string.format("%s/%d-%s-%d.collapsed", channel.dir, channel.pid, os.date("!%Y%m%dT%H%M%S"), written)
+end
+
+-- Stops the channel's session and writes its profile to `path` (default:
+-- a new file in the control directory); the answer, kept for later stops.
+local function finish(path)
+  local r = running
+  running = nil
+  local elapsed = clock.now() - r.started
+  local ok, err = pcall(r.session.stop, r.session)
+  if not ok then return failure("%s", clean(err)) end
+  local answer = { ok = true, running = false, intervalMs = r.session.intervalMs, elapsedSec = elapsed }
+  answer.top, answer.samples = top_functions(r.session, M.TOP)
+  last = { session = r.session, answer = answer }
+  path = path or default_path()
+  local wok, werr = pcall(r.session.write, r.session, path)
+  if not wok then
+    return failure("%s (the session is stopped and its data kept: stop again with another path)", clean(werr))
+  end
+  answer.path = path
+  return answer
+end
+
+local commands = {}
+
+function commands.status()
+  local answer = { ok = true, running = running ~= nil, pid = channel.pid, program = channel.program,
+    kind = channel.kind, path = last and last.answer.path }
+  local s = running and running.session or last and last.session
+  if s then
+    answer.samples = s:stats().samples
+    answer.intervalMs = s.intervalMs
+  end
+  if running then
+    answer.elapsedSec = clock.now() - running.started
+    if running.seconds then answer.secondsLeft = math.max(0, running.seconds - answer.elapsedSec) end
+  elseif last then
+    answer.elapsedSec = last.answer.elapsedSec
+  end
+  return answer
+end
+
+function commands.start(req)
+  if running then return failure("a session is already running (started by this channel): stop it first") end
+  if req.seconds ~= nil and not (req.seconds > 0 and req.seconds < math.huge) then
+    return failure("bad field 'seconds' (positive number expected, got %s)", tostring(req.seconds))
+  end
+  local ok, session = pcall(require("tecs.profile.sample").start, { intervalMs = req.intervalMs, zone = req.zone })
+  if not ok then return failure("%s", clean(session)) end
+  running = { session = session, started = clock.now(), seconds = req.seconds }
+  return { ok = true, running = true, intervalMs = session.intervalMs, pid = channel.pid }
+end
+
+function commands.stop(req)
+  if running then return finish(req.path) end
+  if not last then return failure("no session to stop: start one first") end
+  if req.path then
+    local ok, err = pcall(last.session.write, last.session, req.path)
+    if not ok then return failure("%s", clean(err)) end
+    last.answer.path = req.path
+  end
+  return last.answer
+end
+
+function commands.report(req)
+  local s = running and running.session or last and last.session
+  if not s then return failure("no profile yet: start a session first") end
+  local ok, text = pcall(require("tecs.profile.report").report, s, { by = req.by, limit = req.top })
+  if not ok then return failure("%s", clean(text)) end
+  return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
+end
+
+local function run(request)
+  if request.invalid then return { ok = false, error = request.invalid } end
+  local ok, answer = pcall(commands[request.cmd], request)
+  if not ok then return failure("%s failed: %s", request.cmd, clean(answer)) end
+  return answer
+end
+
+-- Runs what waits; see `M.poll`.
+local function poll_now()
+  if running and running.seconds and clock.now() - running.started >= running.seconds then
+    finish(nil)
+  end
+  local n = 0
+  -- Every command waiting runs now, but a bound keeps a flooding client
+  -- from holding the program's thread.
+  while n < 64 do
+    local request = channel.native:next()
+    if request == nil then break end
+    channel.native:reply(run(request))
+    n = n + 1
+  end
+  return n
+end
+
+-- Whether a poll runs: one the wake-up started inside another (see the
+-- `wake` option) has nothing to do.
+local polling = false
+
+--- Run the commands that wait, on the calling (the VM's) thread; a
+-- session started with `seconds` stops here once its time has passed.
+-- Does nothing when not listening.
+-- @treturn integer how many commands ran
+function M.poll()
+  if not channel or polling then return 0 end
+  polling = true
+  -- Each command runs under pcall (`run`): nothing raises through here.
+  local n = poll_now()
+  polling = false
+  return n
+end
+
+-- `love.timer.step` as found and as wrapped while listening:
+-- { timer, original, wrapper }. LÖVE's standard `love.run` calls it once
+-- per frame, so the game polls with no change to its code.
+local love_hook
+
+local function hook_love()
+  local timer = type(love) == "table" and type(love.timer) == "table" and love.timer
+  if not timer or type(timer.step) ~= "function" then return end
+  local original = timer.step
+  local function step(...)
+    M.poll()
+    return original(...)
+  end
+  timer.step = step
+  love_hook = { timer = timer, original = original, wrapper = step }
+end
+
+local function unhook_love()
+  if love_hook and love_hook.timer.step == love_hook.wrapper then love_hook.timer.step = love_hook.original end
+  -- Otherwise something wrapped ours since: it stays in the chain, and
+  -- polls nothing once the channel is closed.
+  love_hook = nil
+end
+
+--- Open the control channel of this process.
+-- @tparam[opt] table opts `dir` (the control directory; default
+--   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
+--   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
+--   user's alone), `program` (the name `targets` shows; default `arg[0]`,
+--   or a LÖVE game's identity), `wake` (Linux: a command that arrives runs
+--   at the program's next interpreted instruction even if it never polls:
+--   SIGIO sets a one-shot count hook, taken off as it runs; refused where
+--   the host handles SIGIO itself or has a debug hook set; default false)
+-- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
+--   with `wake`: `woken` (true, or false and `whyNotWoken`)
+function M.listen(opts)
+  if not native_ok then
+    error("profile.listen: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
+  end
+  -- The options are declared (names, what each takes) in the native module.
+  local ok_opts, err = native.call(native.raw.check_options, "listen", opts)
+  if not ok_opts then error("profile.listen: " .. err, 2) end
+  opts = opts or {}
+  if channel then
+    error("profile.listen: already listening on " .. channel.socket .. " (profile.close() first)", 2)
+  end
+  if not native.raw.listen then error("profile.listen: this system has no Unix sockets", 2) end
+  local program, kind = opts.program or program_name(), kind_of_host()
+  local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time() })
+  if not ok then error("profile.listen: " .. listener, 2) end
+  local socket = listener:socket()
+  channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
+    program = program, kind = kind }
+  if kind == "love" then hook_love() end
+  local info = { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
+  if opts.wake then info.woken, info.whyNotWoken = listener:wake(M.poll) end
+  return info
+end
+
+--- Close the channel: its socket and discovery entry go. A session it
+-- started keeps running until `finish_session` or the program's end.
+function M.close()
+  if not channel then return end
+  unhook_love()
+  channel.native:close()
+  channel = nil
+end
+
+--- Whether the channel is open.
+function M.listening()
+  return channel ~= nil
+end
+
+--- Stops a session the channel started and writes its profile to the
+-- control directory (for the end of a program run with `--listen`).
+-- @return the path written, or nil (no session, or it could not be written)
+-- and the error
+function M.finish_session()
+  if not running then return nil end
+  local answer = finish(nil)
+  if not answer.ok then return nil, answer.error end
+  return answer.path
+end
+
+return M

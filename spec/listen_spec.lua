@@ -1,0 +1,267 @@
+-- The control channel: a running luajit process that listens and polls,
+-- driven from outside by `tecs-profile targets` and `attach`.
+local collapsed = require("spec.support.collapsed")
+local run = require("spec.support.run")
+
+local FIXTURE = "spec/fixtures/listen_child.lua"
+-- Lines of the fixture's `burn`, the work a profile must show.
+local BURN_FIRST, BURN_LAST = 8, 12
+-- A bound on waiting for the child, not a guess at its speed.
+local PATIENCE_SECONDS = 120
+
+local q = run.quote
+
+describe("the control channel", function()
+  local dir, ctl, children
+  before_each(function()
+    dir = run.tmpdir()
+    ctl = dir .. "/ctl"
+    children = {}
+  end)
+
+  -- A child listening in `ctl`; returns once it has said so on stdout.
+  local function spawn(mode, command)
+    local child = { stop = string.format("%s/stop-%d", dir, #children + 1) }
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, command or run.luajit, q(FIXTURE), q(child.stop), mode or "")))
+    child.first = child.p:read("*l")
+    child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
+    children[#children + 1] = child
+    return child
+  end
+
+  -- Ends a child; returns what it wrote after its first line.
+  local function finish(child)
+    if child.done then return child.rest end
+    run.write(child.stop, "")
+    child.rest = child.p:read("*a")
+    child.p:close()
+    child.done = true
+    return child.rest
+  end
+
+  after_each(function()
+    for _, c in ipairs(children) do finish(c) end
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  local function cli(args)
+    return run.run3(string.format("TECS_PROFILE_DIR=%s %s %s", q(ctl), run.cli, args))
+  end
+
+  -- `attach status` until `done(out)`, within the bound.
+  local function status_until(target, done)
+    local deadline = os.time() + PATIENCE_SECONDS
+    while true do
+      local rc, out, err = cli("attach " .. target .. " status --timeout " .. PATIENCE_SECONDS)
+      assert.equal(0, rc, err)
+      if done(out) then return out end
+      assert.is_true(os.time() < deadline, "still not there: " .. out)
+      os.execute("sleep 0.05")
+    end
+  end
+
+  local function samples_of(out) return tonumber(out:match("(%d+) samples")) or 0 end
+
+  local function burn_samples(text)
+    return collapsed.sum(collapsed.parse(text), function(row)
+      for _, f in ipairs(row.frames) do
+        local line = tonumber(f:match("listen_child%.lua:(%d+)"))
+        if line and line >= BURN_FIRST and line <= BURN_LAST then return true end
+      end
+      return false
+    end)
+  end
+
+  it("lists the child, samples it between start and stop, and writes the profile", function()
+    local child = spawn()
+    assert.is_number(child.pid, child.first)
+    local rc, out, err = cli("targets")
+    assert.equal(0, rc, err)
+    assert.matches("\n" .. child.pid .. " +luajit +[%d-]+ [%d:]+ +" .. FIXTURE:gsub("%p", "%%%0") .. "\n", out)
+
+    rc, out, err = cli("attach start -i 1")
+    assert.equal(0, rc, err)
+    assert.matches("pid " .. child.pid .. ": sampling every 1 ms", out, 1, true)
+    status_until("", function(o) return samples_of(o) >= 20 end)
+
+    local file = dir .. "/p.collapsed"
+    rc, out, err = cli("attach " .. child.pid .. " stop -o " .. q(file))
+    assert.equal(0, rc, err)
+    assert.matches("written to " .. file, out, 1, true)
+    assert.matches("%d+%.%d%%  burn %(" .. FIXTURE:gsub("%p", "%%%0"), out)
+    local text = assert(run.read(file))
+    assert.is_true(collapsed.sum(collapsed.parse(text)) >= 20, text)
+    assert.is_true(burn_samples(text) > 0, text)
+
+    -- The last profile stays: report gives its text, a second stop its answer.
+    rc, out, err = cli("attach report --top 3")
+    assert.equal(0, rc, err)
+    assert.matches("burn (" .. FIXTURE, out, 1, true)
+    rc, out = cli("attach stop")
+    assert.equal(0, rc, out)
+    assert.matches("written to " .. file, out, 1, true)
+  end)
+
+  it("keeps the directory 0700 and the discovery entry 0600, and removes the entry at the end", function()
+    for _, mode in ipairs({ "", "exit" }) do
+      local child = spawn(mode)
+      local entry = ctl .. "/" .. child.pid .. ".json"
+      local _, modes = run.run("stat -c %a " .. q(ctl) .. " " .. q(entry) .. " " .. q(ctl .. "/" .. child.pid .. ".sock"))
+      assert.equal("700\n600\n600\n", modes)
+      assert.matches('"pid":' .. child.pid, run.read(entry), 1, true)
+      assert.matches('"kind":"luajit"', run.read(entry), 1, true)
+      finish(child)
+      assert.is_nil(run.read(entry), "entry left by a child that ended with mode " .. mode)
+      local rc, out = cli("targets")
+      assert.equal(0, rc)
+      assert.equal("", out)
+    end
+  end)
+
+  it("skips and removes the entry of a process that died", function()
+    local child = spawn()
+    run.run("kill -9 " .. child.pid)
+    finish(child)
+    assert.is_string(run.read(ctl .. "/" .. child.pid .. ".json"))
+    local rc, out, err = cli("targets")
+    assert.equal(0, rc, err)
+    assert.equal("", out)
+    assert.matches("no program is listening", err, 1, true)
+    assert.is_nil(run.read(ctl .. "/" .. child.pid .. ".json"))
+  end)
+
+  it("answers busy to a second client while one is connected", function()
+    local child = spawn()
+    local native = require("tecs.profile.native")
+    local held = native.raw.control_connect(ctl .. "/" .. child.pid .. ".sock")
+    local answer = held:request({ cmd = "status" }, PATIENCE_SECONDS)
+    assert.is_true(answer.ok)
+    assert.equal(child.pid, answer.pid)
+    local rc, out, err = cli("attach status")
+    assert.equal(1, rc, out)
+    assert.matches("pid " .. child.pid .. ": busy", err, 1, true)
+    held = nil
+    collectgarbage()
+    collectgarbage()
+    status_until(child.pid, function(o) return o:find("not sampling", 1, true) ~= nil end)
+  end)
+
+  it("stops a session started with --seconds by itself", function()
+    local child = spawn()
+    local rc, _, err = cli("attach start --seconds 0.2")
+    assert.equal(0, rc, err)
+    status_until("", function(o) return o:find("not sampling", 1, true) ~= nil end)
+    local out
+    rc, out, err = cli("attach stop")
+    assert.equal(0, rc, err)
+    local path = out:match("written to (%S+)")
+    assert.is_string(path, out)
+    assert.equal(ctl .. "/", path:sub(1, #ctl + 1))
+    assert.is_string(run.read(path))
+    finish(child)
+  end)
+
+  it("run --listen runs the program with the channel open and writes a session left running", function()
+    local child = spawn("polled", run.luajit .. " bin/tecs-profile run --listen")
+    assert.equal("polling", child.first)
+    local rc, out, err = cli("targets")
+    assert.equal(0, rc, err)
+    local pid = tonumber(out:match("\n(%d+) +luajit +[%d-]+ [%d:]+ +" .. FIXTURE:gsub("%p", "%%%0") .. "\n"))
+    assert.is_number(pid, out)
+    rc, out, err = cli("attach start")
+    assert.equal(0, rc, err)
+    status_until(pid, function(o) return samples_of(o) >= 20 end)
+    local rest = finish(child)
+    local path = rest:match("ran to the program's end: (%S+)")
+    assert.is_string(path, rest)
+    local text = assert(run.read(path))
+    assert.is_true(burn_samples(text) > 0, text)
+    -- The program's own frames only: its main chunk is the outermost.
+    for _, row in ipairs(collapsed.parse(text)) do assert.matches("^" .. FIXTURE:gsub("%p", "%%%0"), row.frames[1]) end
+    assert.is_nil(run.read(ctl .. "/" .. pid .. ".json"))
+  end)
+
+  it("run --listen answers a program that never polls, at its next entry into the interpreter", function()
+    local child = { stop = dir .. "/stop-busy" }
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s run --listen %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, run.cli, q("spec/fixtures/listen_busy.lua"), q(child.stop))))
+    child.first = child.p:read("*l")
+    children[#children + 1] = child
+    assert.equal("working", child.first)
+    local rc, out, err = cli("attach start --timeout " .. PATIENCE_SECONDS)
+    assert.equal(0, rc, err)
+    local pid = tonumber(out:match("^pid (%d+): sampling"))
+    assert.is_number(pid, out)
+    status_until(pid, function(o) return samples_of(o) >= 20 end)
+    local file = dir .. "/busy.collapsed"
+    rc, out, err = cli("attach stop --timeout " .. PATIENCE_SECONDS .. " -o " .. q(file))
+    assert.equal(0, rc, err)
+    local text = assert(run.read(file))
+    local in_burn = collapsed.sum(collapsed.parse(text), function(row)
+      return collapsed.has_frame(row, "listen_busy%.lua:7%-11$") or collapsed.has_frame(row, "listen_busy%.lua:9$")
+    end)
+    assert.is_true(in_burn > 0, text)
+    local rest = finish(child)
+    assert.not_matches("profile.poll", rest, 1, true)
+  end)
+
+  it("names the argument in errors", function()
+    local usage = {
+      { "attach", "attach needs a COMMAND" },
+      { "attach frob", 'unknown COMMAND "frob"' },
+      { "attach status --seconds 3", "option --seconds is not one of attach status" },
+      { "attach start --interval -1", "option --interval needs a positive number, got -1" },
+      { "attach report --top 1.5", "option --top needs a positive integer, got 1.5" },
+      { "attach status --timeout 0", "option --timeout needs a positive number" },
+      { "attach status extra", 'unexpected argument "extra"' },
+      { "targets x", "targets takes no argument" },
+      { "run --listen -o x " .. FIXTURE, "--output cannot be given with --listen" },
+    }
+    for _, c in ipairs(usage) do
+      local rc, out, err = cli(c[1])
+      assert.equal(2, rc, c[1] .. ": " .. out .. err)
+      assert.matches(c[2], err, 1, true)
+      assert.equal("", out)
+    end
+    local rc, _, err = cli("attach status")
+    assert.equal(1, rc)
+    assert.matches("no program is listening", err, 1, true)
+
+    local a, b = spawn(), spawn()
+    rc, _, err = cli("attach status")
+    assert.equal(1, rc)
+    assert.matches("2 programs are listening (pids " .. math.min(a.pid, b.pid) .. ", " .. math.max(a.pid, b.pid),
+      err, 1, true)
+    rc, _, err = cli("attach 1 status")
+    assert.equal(1, rc)
+    assert.matches("no program with pid 1 is listening", err, 1, true)
+    rc, _, err = cli("attach " .. a.pid .. " stop")
+    assert.equal(1, rc)
+    assert.matches("no session to stop", err, 1, true)
+    rc, _, err = cli("attach " .. a.pid .. " start --zone ''")
+    assert.equal(1, rc)
+    assert.matches("zone", err, 1, true)
+
+    local code = [[
+      local profile = require("tecs.profile")
+      local function try(opts) print(select(2, pcall(function() profile.listen(opts) end))) end
+      try({ colour = "red" })
+      try({ dir = 3 })
+      try({ dir = arg[1] })
+      profile.listen({ dir = arg[2] })
+      try({ dir = arg[2] })
+    ]]
+    run.write(dir .. "/listen_errors.lua", code)
+    os.execute("mkdir -m 755 " .. q(dir .. "/open"))
+    local out
+    rc, out = run.run(string.format("%s %s %s %s", run.luajit, q(dir .. "/listen_errors.lua"), q(dir .. "/open"),
+      q(dir .. "/mine")))
+    assert.equal(0, rc, out)
+    assert.matches("listen_errors.lua:2: profile.listen: unknown option 'colour'", out, 1, true)
+    assert.matches("profile.listen: option 'dir' must be a directory path string (got number 3)", out, 1, true)
+    assert.matches("control directory " .. dir .. "/open has mode 755: others may enter it (0700 expected)", out, 1,
+      true)
+    assert.matches("profile.listen: already listening on " .. dir .. "/mine/", out, 1, true)
+  end)
+end)

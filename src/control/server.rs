@@ -1,0 +1,204 @@
+//! The program's end of the control channel: a non-blocking listener that
+//! the program's thread polls. One client at a time: another that connects
+//! meanwhile is answered "busy" and closed. A request that arrives while
+//! the program does not poll waits in the socket until it does.
+
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{paths_for, write_entry, Request, Response, Target, MAX_LINE};
+use crate::sys::process;
+
+/// How long a reply may wait for a client that reads nothing: the
+/// program's frame stalls for at most this long.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+struct Client {
+    stream: UnixStream,
+    /// Bytes read and not yet taken as a line.
+    pending: Vec<u8>,
+    /// The client closed its end: what is pending is all it sent.
+    closed: bool,
+}
+
+/// The listening socket of one process and its discovery entry; both are
+/// removed when it is dropped (or the process exits).
+pub struct Server {
+    listener: UnixListener,
+    socket: PathBuf,
+    entry: PathBuf,
+    client: Option<Client>,
+    pid: u32,
+}
+
+/// What a poll found: a request to run, or a line that is not one (to be
+/// answered with the error).
+pub type Incoming = Result<Request, String>;
+
+impl Server {
+    /// Opens the socket of this process in `dir` (which [`super::directory`]
+    /// made) and writes its discovery entry, `target` with the socket's path.
+    pub fn open(dir: &Path, mut target: Target) -> Result<Server, String> {
+        let pid = std::process::id();
+        let (socket, entry) = paths_for(dir, pid);
+        // No other process can have this pid: a file there is a dead
+        // process's, or this process's earlier listener's.
+        let _ = std::fs::remove_file(&socket);
+        let listener =
+            UnixListener::bind(&socket).map_err(|e| format!("cannot listen on {}: {}", socket.display(), e))?;
+        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+        listener.set_nonblocking(true).map_err(|e| format!("cannot listen on {}: {}", socket.display(), e))?;
+        target.pid = pid;
+        target.socket = socket.to_string_lossy().into_owned();
+        process::remove_at_exit(socket.clone());
+        if let Err(e) = write_entry(&entry, &target) {
+            let _ = std::fs::remove_file(&socket);
+            process::forget_at_exit(&socket);
+            return Err(format!("cannot write discovery entry {}: {}", entry.display(), e));
+        }
+        process::remove_at_exit(entry.clone());
+        Ok(Server { listener, socket, entry, client: None, pid })
+    }
+
+    /// The socket's path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The listening socket's descriptor.
+    pub fn listener_fd(&self) -> std::os::unix::io::RawFd {
+        std::os::unix::io::AsRawFd::as_raw_fd(&self.listener)
+    }
+
+    /// The discovery entry's path.
+    pub fn entry(&self) -> &Path {
+        &self.entry
+    }
+
+    /// Whether a client is connected.
+    pub fn has_client(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// The next request waiting, if any; never blocks. Connections that
+    /// arrive while a client is connected are answered "busy" and closed.
+    pub fn next_request(&mut self) -> Option<Incoming> {
+        if let Some(line) = self.read_client() {
+            return Some(line);
+        }
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if self.client.is_some() {
+                self.refuse(stream);
+                continue;
+            }
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            // A program woken by SIGIO (`sys::wake`) is woken by its data too.
+            #[cfg(target_os = "linux")]
+            crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
+            self.client = Some(Client { stream, pending: Vec::new(), closed: false });
+            if let Some(line) = self.read_client() {
+                // Others waiting are answered at the next poll.
+                return Some(line);
+            }
+        }
+        None
+    }
+
+    /// Answers the request [`next_request`](Self::next_request) returned. A client that
+    /// went away, or reads nothing for [`REPLY_TIMEOUT`], is dropped; the
+    /// program goes on.
+    pub fn reply(&mut self, response: &Response) {
+        let Some(client) = &self.client else { return };
+        let mut line = serde_json::to_vec(response).unwrap_or_else(|e| {
+            serde_json::to_vec(&Response::error(format!("cannot encode the answer: {}", e))).expect("plain struct")
+        });
+        line.push(b'\n');
+        if write_blocking(&client.stream, &line).is_err() {
+            self.client = None;
+        }
+    }
+
+    /// Reads what the client sent; returns its next complete line, parsed.
+    /// A client that closed with nothing pending is dropped.
+    fn read_client(&mut self) -> Option<Incoming> {
+        let client = self.client.as_mut()?;
+        loop {
+            if let Some(at) = client.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = client.pending.drain(..=at).collect();
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                return Some(parse_request(text));
+            }
+            if client.closed {
+                // A last line without its newline still counts.
+                let text = String::from_utf8_lossy(&client.pending).trim().to_string();
+                self.client = None;
+                return (!text.is_empty()).then(|| parse_request(&text));
+            }
+            if client.pending.len() > MAX_LINE {
+                self.client = None;
+                return None;
+            }
+            let mut buf = [0u8; 8192];
+            match client.stream.read(&mut buf) {
+                Ok(0) => client.closed = true,
+                Ok(n) => client.pending.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(_) => client.closed = true,
+            }
+        }
+    }
+
+    fn refuse(&self, stream: UnixStream) {
+        let answer = Response::error(format!(
+            "busy: another client is attached to process {}; try again when it is done",
+            self.pid
+        ));
+        let mut line = serde_json::to_vec(&answer).expect("plain struct");
+        line.push(b'\n');
+        let _ = write_blocking(&stream, &line);
+    }
+}
+
+/// Parses one request line; the error names what is wrong.
+pub fn parse_request(text: &str) -> Incoming {
+    serde_json::from_str::<Request>(text).map_err(|e| format!("bad request {}: {}", abbreviate(text), e))
+}
+
+fn abbreviate(text: &str) -> String {
+    if text.chars().count() <= 80 {
+        return text.to_string();
+    }
+    text.chars().take(77).collect::<String>() + "..."
+}
+
+fn write_blocking(stream: &UnixStream, bytes: &[u8]) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+    let result = process::send_all(stream, bytes);
+    let _ = stream.set_nonblocking(true);
+    result
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.entry);
+        let _ = std::fs::remove_file(&self.socket);
+        process::forget_at_exit(&self.entry);
+        process::forget_at_exit(&self.socket);
+    }
+}

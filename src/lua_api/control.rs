@@ -1,0 +1,251 @@
+//! The control channel's Lua side (`native.raw.listen`, `control_*`): the
+//! listener a program polls, and the client's one-request calls. Requests
+//! and answers cross as Lua tables shaped like their JSON, checked against
+//! the protocol's types ([`crate::control::Request`], `Response`) on the
+//! way in and out.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mlua::{Lua, Table, UserData, UserDataMethods, Value};
+use serde_json::{Map, Number, Value as Json};
+
+use super::options::describe;
+use super::runtime;
+use crate::control::{self, client, server::Server, Request, Response, Target};
+
+/// A Lua value as JSON: a table with keys 1..n is an array (an empty table
+/// too), another one an object with string keys.
+fn to_json(v: &Value, depth: usize) -> mlua::Result<Json> {
+    if depth > 16 {
+        return Err(runtime("table nested too deeply"));
+    }
+    Ok(match v {
+        Value::Nil => Json::Null,
+        Value::Boolean(b) => Json::Bool(*b),
+        Value::Integer(i) => Json::from(*i),
+        Value::Number(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Json::from(*n as i64),
+        Value::Number(n) => Number::from_f64(*n).map(Json::Number).ok_or_else(|| runtime("number is not finite"))?,
+        Value::String(s) => Json::String(s.to_str()?.to_string()),
+        Value::Table(t) => {
+            let n = t.raw_len();
+            let mut keys = 0usize;
+            let mut object = Map::new();
+            for pair in t.clone().pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                keys += 1;
+                if let Value::String(k) = &k {
+                    object.insert(k.to_str()?.to_string(), to_json(&v, depth + 1)?);
+                }
+            }
+            if keys == n {
+                let mut array = Vec::with_capacity(n);
+                for i in 1..=n {
+                    array.push(to_json(&t.raw_get::<Value>(i)?, depth + 1)?);
+                }
+                Json::Array(array)
+            } else if object.len() == keys {
+                Json::Object(object)
+            } else {
+                return Err(runtime("table with keys that are neither 1..n nor strings"));
+            }
+        }
+        other => return Err(runtime(format!("{} cannot be sent", describe(other)))),
+    })
+}
+
+/// JSON as a Lua value (null as nil).
+fn to_lua(lua: &Lua, v: &Json) -> mlua::Result<Value> {
+    Ok(match v {
+        Json::Null => Value::Nil,
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
+        Json::String(s) => Value::String(lua.create_string(s)?),
+        Json::Array(a) => {
+            let t = lua.create_table_with_capacity(a.len(), 0)?;
+            for (i, x) in a.iter().enumerate() {
+                t.raw_set(i + 1, to_lua(lua, x)?)?;
+            }
+            Value::Table(t)
+        }
+        Json::Object(o) => {
+            let t = lua.create_table_with_capacity(0, o.len())?;
+            for (k, x) in o {
+                t.raw_set(k.as_str(), to_lua(lua, x)?)?;
+            }
+            Value::Table(t)
+        }
+    })
+}
+
+fn request_from(v: &Value) -> mlua::Result<Request> {
+    serde_json::from_value(to_json(v, 0)?).map_err(|e| runtime(format!("bad request: {}", e)))
+}
+
+fn response_from(v: &Value) -> mlua::Result<Response> {
+    serde_json::from_value(to_json(v, 0)?).map_err(|e| runtime(format!("bad answer: {}", e)))
+}
+
+fn lua_of<T: serde::Serialize>(lua: &Lua, x: &T) -> mlua::Result<Value> {
+    to_lua(lua, &serde_json::to_value(x).map_err(|e| runtime(e.to_string()))?)
+}
+
+fn timeout_of(seconds: f64) -> mlua::Result<Duration> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(runtime(format!("bad argument 'timeout' (positive number of seconds expected, got {})", seconds)));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The program's listener (`native.raw.listen`), and whether it armed the
+/// wake-up (`sys::wake`, one per process), which it then disarms.
+pub struct Listener(Option<Server>, bool);
+
+impl UserData for Listener {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        // The next request as a table (`{ cmd = "start", ... }`), a line
+        // that is not one as `{ invalid = message }`, or nil.
+        methods.add_method_mut("next", |lua, this, ()| {
+            let Some(server) = this.0.as_mut() else { return Ok(Value::Nil) };
+            match server.next_request() {
+                None => Ok(Value::Nil),
+                Some(Ok(request)) => lua_of(lua, &request),
+                Some(Err(message)) => {
+                    let t = lua.create_table()?;
+                    t.set("invalid", message)?;
+                    Ok(Value::Table(t))
+                }
+            }
+        });
+        // Answers the request `next` returned; an answer that does not fit
+        // the protocol is sent as an error that says why.
+        methods.add_method_mut("reply", |_, this, answer: Value| {
+            let Some(server) = this.0.as_mut() else { return Ok(()) };
+            let response = response_from(&answer).unwrap_or_else(|e| Response::error(super::error_text(&e)));
+            server.reply(&response);
+            Ok(())
+        });
+        methods
+            .add_method("socket", |_, this, ()| Ok(this.0.as_ref().map(|s| s.socket().to_string_lossy().into_owned())));
+        methods
+            .add_method("entry", |_, this, ()| Ok(this.0.as_ref().map(|s| s.entry().to_string_lossy().into_owned())));
+        methods.add_method("pid", |_, _, ()| Ok(std::process::id()));
+        methods.add_method("isOpen", |_, this, ()| Ok(this.0.is_some()));
+        // Removes the socket and the discovery entry (and stops waking).
+        methods.add_method_mut("close", |lua, this, ()| {
+            this.0 = None;
+            #[cfg(target_os = "linux")]
+            if std::mem::take(&mut this.1) {
+                crate::sys::wake::disarm(Some(lua));
+            }
+            let _ = lua;
+            Ok(())
+        });
+        // `wake(poll)`: a command that arrives runs `poll` at the VM's next
+        // interpreted instruction, even if the program never polls (see
+        // `sys::wake`); `false` and why not where that cannot be done.
+        methods.add_method_mut("wake", |lua, this, poll: mlua::Function| {
+            if this.1 {
+                return Ok((true, None));
+            }
+            let Some(server) = this.0.as_ref() else { return Ok((false, Some("the channel is closed".to_string()))) };
+            #[cfg(target_os = "linux")]
+            {
+                if let Err(why) = crate::sys::wake::arm(lua, poll) {
+                    return Ok((false, Some(why)));
+                }
+                crate::sys::wake::watch(server.listener_fd());
+                this.1 = true;
+                Ok((true, None))
+            }
+            #[cfg(not(target_os = "linux"))]
+            {
+                let _ = (lua, poll, server);
+                Ok((false, Some("waking needs Linux".to_string())))
+            }
+        });
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // The sockets close first: no SIGIO comes after the handler goes.
+        self.0 = None;
+        #[cfg(target_os = "linux")]
+        if self.1 {
+            crate::sys::wake::disarm(None);
+        }
+    }
+}
+
+/// A client's connection held open (`native.raw.control_connect`).
+pub struct Connection(client::Connection);
+
+impl UserData for Connection {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_method_mut("request", |lua, this, (request, timeout): (Value, f64)| {
+            let request = request_from(&request)?;
+            let answer = this.0.request(&request, timeout_of(timeout)?).map_err(runtime)?;
+            lua_of(lua, &answer)
+        });
+    }
+}
+
+fn directory_arg(dir: Option<String>) -> PathBuf {
+    match dir {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => control::default_directory(),
+    }
+}
+
+/// `native.raw.control_directory([dir])`: the control directory (the
+/// default one without `dir`), created 0700 if missing and checked.
+fn control_directory(_: &Lua, dir: Option<String>) -> mlua::Result<String> {
+    let d = control::directory(&directory_arg(dir)).map_err(runtime)?;
+    Ok(d.to_string_lossy().into_owned())
+}
+
+/// `native.raw.listen(dir, { program, kind, started })`: opens this
+/// process's socket and discovery entry in `dir` (default: the control
+/// directory).
+fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listener> {
+    let dir = control::directory(&directory_arg(dir)).map_err(runtime)?;
+    let target = Target {
+        pid: 0,
+        program: about.get::<Option<String>>("program")?.unwrap_or_default(),
+        kind: about.get::<Option<String>>("kind")?.unwrap_or_else(|| "luajit".into()),
+        socket: String::new(),
+        started: about.get::<Option<u64>>("started")?.unwrap_or(0),
+    };
+    Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false))
+}
+
+/// `native.raw.control_targets([dir])`: the programs that can be attached
+/// (dead ones removed), by pid.
+fn control_targets(lua: &Lua, dir: Option<String>) -> mlua::Result<Value> {
+    let list = control::targets(&directory_arg(dir)).map_err(runtime)?;
+    lua_of(lua, &list)
+}
+
+/// `native.raw.control_request(socket, request, timeout)`: one request on
+/// a connection of its own; the answer as a table.
+fn control_request(lua: &Lua, (socket, request, timeout): (String, Value, f64)) -> mlua::Result<Value> {
+    let request = request_from(&request)?;
+    let answer = client::request(Path::new(&socket), &request, timeout_of(timeout)?).map_err(runtime)?;
+    lua_of(lua, &answer)
+}
+
+/// `native.raw.control_connect(socket)`: a connection kept open.
+fn control_connect(_: &Lua, socket: String) -> mlua::Result<Connection> {
+    Ok(Connection(client::Connection::open(Path::new(&socket)).map_err(runtime)?))
+}
+
+/// Adds the functions to `native.raw`.
+pub fn register(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    raw.set("listen", lua.create_function(listen)?)?;
+    raw.set("control_directory", lua.create_function(control_directory)?)?;
+    raw.set("control_targets", lua.create_function(control_targets)?)?;
+    raw.set("control_request", lua.create_function(control_request)?)?;
+    raw.set("control_connect", lua.create_function(control_connect)?)?;
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! What the control channel asks of the system beyond `std`: the user's
+//! id, whether a process still exists, writes to a socket that raise no
+//! SIGPIPE, and files removed when the process exits.
+
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::{Mutex, Once};
+
+/// The real user id of this process.
+pub fn user_id() -> u32 {
+    // SAFETY: getuid takes no argument, cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
+
+/// Whether process `pid` exists (one of another user's counts: it exists).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists and may be
+    // signalled; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Writes `buf` to `stream` as `write` would, except that a peer that has
+/// gone gives an error (EPIPE) instead of SIGPIPE, whose default action
+/// would end the program being profiled.
+pub fn send_no_signal(stream: &UnixStream, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the
+    // call and the descriptor belongs to `stream`, alive while borrowed.
+    let n = unsafe { libc::send(stream.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Writes all of `buf` with [`send_no_signal`].
+pub fn send_all(stream: &UnixStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match send_no_signal(stream, buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Files removed when the process exits without closing what made them
+/// (`os.exit` in LuaJIT skips `lua_close`).
+static REMOVE_AT_EXIT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+extern "C" fn remove_files_at_exit() {
+    // A lock held by a thread that exit() interrupted is left alone: a
+    // stale entry is cleaned by the next client, a hang is not.
+    if let Ok(mut paths) = REMOVE_AT_EXIT.try_lock() {
+        for p in paths.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Removes `path` when the process exits, unless [`forget_at_exit`] was
+/// called for it first.
+pub fn remove_at_exit(path: PathBuf) {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: the handler is a plain `extern "C" fn()`. glibc registers
+        // it with this library's DSO handle, so it also runs (and is
+        // dropped) if the library is unloaded before the process exits.
+        unsafe { libc::atexit(remove_files_at_exit) };
+    });
+    REMOVE_AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+}
+
+/// Takes `path` off the list of [`remove_at_exit`].
+pub fn forget_at_exit(path: &std::path::Path) {
+    REMOVE_AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
+}
