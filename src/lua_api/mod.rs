@@ -32,7 +32,6 @@ mod alloc;
 mod control;
 mod coverage;
 mod frame_names;
-#[cfg(feature = "speedscope")]
 mod json;
 mod lifecycle;
 mod options;
@@ -581,9 +580,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatExtensions", format_extensions(lua)?)?;
     t.set("formatTable", format_table(lua)?)?;
     t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
-    #[cfg(feature = "speedscope")]
     t.set("json", lua.create_function(json::json)?)?;
-    #[cfg(feature = "speedscope")]
     t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
     t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;

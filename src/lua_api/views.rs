@@ -319,7 +319,6 @@ impl UserData for ProfileData {
         // The functions file (`profile::sidecar`) of the functions recorded
         // for the profile's frames; nil when none was.
         // `funcs` is the function map of the sources, as for `byFunction`.
-        #[cfg(feature = "speedscope")]
         methods.add_method("functionsFile", |_, this, funcs: Option<Table>| {
             if this.1.is_empty() {
                 return Ok(None);
@@ -330,7 +329,6 @@ impl UserData for ProfileData {
             Ok(Some(crate::profile::sidecar::write(&this.1, label)))
         });
         // The same profile with the functions a functions file recorded.
-        #[cfg(feature = "speedscope")]
         methods.add_method("withFunctions", |_, this, text: String| {
             let ids = crate::profile::sidecar::read(&text).map_err(err)?;
             Ok(ProfileData(this.0.clone(), Arc::new(ids)))

@@ -8,7 +8,6 @@ pub mod frames;
 mod from_table;
 pub mod function_ids;
 pub mod names;
-#[cfg(feature = "speedscope")]
 pub mod sidecar;
 mod sort;
 

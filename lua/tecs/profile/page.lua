@@ -21,9 +21,7 @@ M.HITCHES = 20
 -- as objects with their string keys sorted; `<`, `>` and `&` escaped).
 -- @return string
 function M.json(v)
-  local native = require("tecs.profile.native")
-  if not native.json then error("page.json: this build of tecs.profile.native has no JSON writer", 2) end
-  return native.json(v)
+  return require("tecs.profile.native").json(v)
 end
 
 local function escape_html(s)
