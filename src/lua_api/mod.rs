@@ -581,6 +581,10 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatTable", format_table(lua)?)?;
     t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
     t.set("json", lua.create_function(json::json)?)?;
+    t.set("json_decode", lua.create_function(json::json_decode)?)?;
+    // JSON's null where a Lua table cannot hold nil (`native.json` writes
+    // any light userdata as null).
+    t.set("null", mlua::Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
     t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
     t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;

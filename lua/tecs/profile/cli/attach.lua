@@ -58,8 +58,10 @@ function M.targets(_, pos, usage_error)
   return 0
 end
 
--- The target `pid` names (or the only one), or nil and why not.
-local function choose(pid)
+--- The target `pid` names (or the only one listening), or nil and why not.
+-- @tparam[opt] number pid
+-- @treturn table `{ pid, program, kind, socket, started }`
+function M.choose(pid)
   local targets, err = list()
   if not targets then return nil, err end
   local pids = {}
@@ -119,6 +121,23 @@ local function answer_text(cmd, a)
   return table.concat(out)
 end
 
+--- Sends `request` (a command of the protocol) to `target` and waits up to
+-- `timeout` seconds for the answer.
+-- @return the answer table, or nil and why there is none
+function M.send(target, request, timeout)
+  local n = native()
+  local ok, answer = n.call(n.raw.control_request, target.socket, request, timeout or M.TIMEOUT)
+  if not ok then return nil, answer end
+  return answer
+end
+
+--- The programs listening (`{ pid, program, kind, socket, started }`
+-- each), or nil and the error.
+function M.targets_list()
+  local targets, err = list()
+  return targets, err
+end
+
 --- `attach [PID] COMMAND [options]`: one command to a running program.
 -- @treturn number exit code
 function M.attach(opts, pos, usage_error)
@@ -145,7 +164,7 @@ function M.attach(opts, pos, usage_error)
   positive("seconds", "--seconds")
   positive("timeout", "--timeout")
   positive("top", "--top", true)
-  local target, err = choose(pid)
+  local target, err = M.choose(pid)
   if not target then return say_error(err) end
   local request = { cmd = cmd }
   if cmd == "start" then

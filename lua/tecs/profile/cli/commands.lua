@@ -168,6 +168,12 @@ function M.targets(opts, pos)
   return require("tecs.profile.cli.attach").targets(opts, pos, usage_error)
 end
 
+--- `mcp`: an MCP server on stdin and stdout for agents (see `tecs.profile.mcp`).
+function M.mcp(_, pos)
+  if #pos > 0 then usage_error("mcp takes no argument (got %q)", pos[1]) end
+  return require("tecs.profile.mcp").serve()
+end
+
 --- `attach [PID] COMMAND`: one command to a listening program.
 function M.attach(opts, pos)
   return require("tecs.profile.cli.attach").attach(opts, pos, usage_error)

@@ -1,0 +1,301 @@
+--- `tecs-profile mcp`: a Model Context Protocol server over stdio, so that
+-- an agent can profile a running program ("profile it for 5 seconds")
+-- through the control channel (`tecs.profile.listen`, docs/control.md).
+--
+-- One JSON-RPC message per line on stdin, one answer per request on stdout;
+-- nothing else is written there (messages for a person go to stderr). Both
+-- protocol revisions in use are answered: 2025-11-25 (`initialize`, then
+-- `tools/list` and `tools/call`) and the stateless 2026-07-28 (no
+-- handshake; `server/discover`; each request names its version in
+-- `_meta`, and its result carries `resultType`). The server keeps no state
+-- between requests: each tool call finds its target and sends it one
+-- command.
+-- @module tecs.profile.mcp
+
+local attach = require("tecs.profile.cli.attach")
+local native = require("tecs.profile.native")
+
+local M = {}
+
+--- The revisions answered, newest first.
+M.VERSIONS = { "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
+local STATELESS = "2026-07-28"
+local VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+
+local SERVER_INFO = { name = "tecs-profile", version = "0.1.0" }
+
+local INSTRUCTIONS = "Profiles running LuaJIT programs (LÖVE games, OpenResty workers, scripts) that listen for "
+  .. "tecs-profile (profile.listen() in the program, or tecs-profile run --listen script.lua). "
+  .. "Call list_targets first; then profiler_start with seconds to profile for a while and get the result, "
+  .. "or profiler_start and later profiler_stop; report gives another view of the last profile."
+
+-- An empty JSON object (an empty table is written as an array otherwise).
+local OBJECT = { __jsontype = "object" }
+local function object(t) return setmetatable(t or {}, OBJECT) end
+
+local TARGET = { type = "integer", description = "pid of the program (list_targets); may be left out when exactly "
+  .. "one program is listening" }
+
+--- The tools, in the order tools/list gives them.
+M.TOOLS = {
+  {
+    name = "list_targets",
+    description = "Lists the programs that can be profiled: pid, kind (love, nginx, luajit), program name and "
+      .. "start time. Call it first; pass a pid as `target` to the other tools when more than one is listed.",
+    inputSchema = { type = "object", properties = object(), additionalProperties = false },
+  },
+  {
+    name = "profiler_start",
+    description = "Starts sampling the target's CPU time. With `seconds`, waits that long, stops, and returns what "
+      .. "profiler_stop returns (top functions with their shares, the file written); without it, returns at once: "
+      .. "call profiler_stop later.",
+    inputSchema = {
+      type = "object",
+      properties = {
+        target = TARGET,
+        intervalMs = { type = "number", description = "sampling interval in milliseconds (default 1)" },
+        zone = { type = "string", description = "record only samples in this jit.zone path or below it" },
+        seconds = { type = "number", description = "profile this long, then stop and return the profile" },
+      },
+      additionalProperties = false,
+    },
+  },
+  {
+    name = "profiler_stop",
+    description = "Stops the target's session and writes its profile: returns the samples, the file written and the "
+      .. "top functions with their shares and 95% sampling errors. Call report for other views.",
+    inputSchema = {
+      type = "object",
+      properties = {
+        target = TARGET,
+        path = { type = "string", description = "absolute path of the file to write; its ending picks the format "
+          .. "(.svg, .speedscope.json, .pb.gz, .trace.json, .html, else collapsed text)" },
+      },
+      additionalProperties = false,
+    },
+    outputSchema = {
+      type = "object",
+      properties = {
+        samples = { type = "number" },
+        path = { type = "string" },
+        top = { type = "array", items = { type = "object", properties = {
+          name = { type = "string" }, share = { type = "number" } } } },
+      },
+      required = { "samples", "path", "top" },
+    },
+  },
+  {
+    name = "report",
+    description = "A text view of the target's last profile: by function (default), line, module, zone, "
+      .. "zonecomponent or vmstate, the top N rows with their shares and the total samples.",
+    inputSchema = {
+      type = "object",
+      properties = {
+        target = TARGET,
+        by = { type = "string", enum = { "function", "line", "module", "zone", "zonecomponent", "vmstate" } },
+        top = { type = "integer", description = "rows shown (default 20)" },
+      },
+      additionalProperties = false,
+    },
+  },
+}
+
+local by_name = {}
+for _, t in ipairs(M.TOOLS) do by_name[t.name] = t end
+
+-- A tool's failure: an agent reads the text and knows what to do next.
+local function failed(text)
+  return { content = { { type = "text", text = text } }, isError = true }
+end
+
+local function succeeded(text, structured)
+  return { content = { { type = "text", text = text } }, structuredContent = structured }
+end
+
+-- The target named by `args.target`, or nil and a failure result.
+local function target_of(args)
+  local t, err = attach.choose(args.target and math.floor(args.target))
+  if t then return t end
+  return nil, failed(err .. ". Call list_targets to see the programs listening.")
+end
+
+-- Sends one command; nil and a failure result when it has no answer.
+local function send(target, request)
+  local answer, err = attach.send(target, request)
+  if not answer then
+    return nil, failed(string.format("pid %d did not answer (%s): it may not be polling (a long load, a hitch, "
+      .. "or profile.poll() not called); the command runs at its next poll. Try again shortly.", target.pid, err))
+  end
+  if not answer.ok then return nil, failed(string.format("pid %d: %s", target.pid, answer.error)) end
+  return answer
+end
+
+-- The text and structured content of a stop's answer.
+local function stopped(target, a)
+  local top, lines = {}, {}
+  local n = a.samples or 0
+  lines[1] = string.format("pid %d (%s): %d samples in %.2f s; profile written to %s", target.pid,
+    target.program or "?", n, a.elapsedSec or 0, tostring(a.path))
+  if #(a.top or {}) > 0 then lines[2] = "Top functions by self time (share ± 95% sampling error):" end
+  for i, f in ipairs(a.top or {}) do
+    top[i] = { name = f.name, share = f.share }
+    local err = n > 0 and 1.96 * math.sqrt(f.share * (1 - f.share) / n) or 0
+    lines[#lines + 1] = string.format("  %5.1f%% ±%.1f  %s", f.share * 100, err * 100, f.name)
+  end
+  lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\" for other views of this profile."
+  return succeeded(table.concat(lines, "\n"), { samples = n, path = tostring(a.path), top = top })
+end
+
+local function sleep(seconds)
+  os.execute(string.format("sleep %.3f", seconds))
+end
+
+local run = {}
+
+function run.list_targets()
+  local targets, err = attach.targets_list()
+  if not targets then return failed(err) end
+  local lines, list = {}, {}
+  for i, t in ipairs(targets) do
+    list[i] = { pid = t.pid, kind = t.kind, program = t.program, started = t.started }
+    lines[i] = string.format("pid %d  %s  %s  started %s", t.pid, t.kind, t.program, os.date("%Y-%m-%d %H:%M:%S",
+      t.started))
+  end
+  if #targets == 0 then
+    lines[1] = "No program is listening. In the program call require(\"tecs.profile\").listen(), or start it "
+      .. "with tecs-profile run --listen script.lua."
+  end
+  return succeeded(table.concat(lines, "\n"), { targets = list })
+end
+
+function run.profiler_start(args)
+  local target, failure = target_of(args)
+  if not target then return failure end
+  local a
+  a, failure = send(target, { cmd = "start", intervalMs = args.intervalMs, zone = args.zone, seconds = args.seconds })
+  if not a then return failure end
+  if not args.seconds then
+    return succeeded(string.format("pid %d: sampling every %g ms. Call profiler_stop to stop and read the profile.",
+      target.pid, a.intervalMs or 1), { pid = target.pid, intervalMs = a.intervalMs })
+  end
+  sleep(args.seconds)
+  a, failure = send(target, { cmd = "stop" })
+  if not a then return failure end
+  return stopped(target, a)
+end
+
+function run.profiler_stop(args)
+  local target, failure = target_of(args)
+  if not target then return failure end
+  local a
+  a, failure = send(target, { cmd = "stop", path = args.path })
+  if not a then return failure end
+  return stopped(target, a)
+end
+
+function run.report(args)
+  local target, failure = target_of(args)
+  if not target then return failure end
+  local a
+  a, failure = send(target, { cmd = "report", by = args.by, top = args.top or 20 })
+  if not a then return failure end
+  return succeeded(a.text, { text = a.text })
+end
+
+-- Checks `args` against the tool's input schema: known names, types.
+local function check_args(tool, args)
+  if type(args) ~= "table" then return "arguments must be an object" end
+  local props = tool.inputSchema.properties
+  for k, v in pairs(args) do
+    local p = rawget(props, k)
+    if not p then return string.format("unknown argument '%s'", tostring(k)) end
+    local want = (p.type == "integer" or p.type == "number") and "number" or p.type
+    if type(v) ~= want then return string.format("argument '%s' must be a %s", k, p.type) end
+    if p.type == "integer" and v ~= math.floor(v) then return string.format("argument '%s' must be an integer", k) end
+    if p.enum then
+      local ok = false
+      for _, e in ipairs(p.enum) do ok = ok or e == v end
+      if not ok then return string.format("argument '%s' must be one of %s", k, table.concat(p.enum, ", ")) end
+    end
+    if want == "number" and v <= 0 then return string.format("argument '%s' must be positive", k) end
+  end
+  return nil
+end
+
+local methods = {}
+
+function methods.initialize(params)
+  local asked = params and params.protocolVersion
+  local version = M.VERSIONS[2]
+  for i = 2, #M.VERSIONS do
+    if M.VERSIONS[i] == asked then version = asked end
+  end
+  return { protocolVersion = version, capabilities = { tools = object({ listChanged = false }) },
+    serverInfo = SERVER_INFO, instructions = INSTRUCTIONS }
+end
+
+methods["server/discover"] = function()
+  return { supportedVersions = M.VERSIONS, capabilities = { tools = object({ listChanged = false }) },
+    instructions = INSTRUCTIONS, _meta = { ["io.modelcontextprotocol/serverInfo"] = SERVER_INFO } }
+end
+
+function methods.ping() return object() end
+
+methods["tools/list"] = function()
+  return { tools = M.TOOLS }
+end
+
+methods["tools/call"] = function(params)
+  local tool = type(params) == "table" and by_name[params.name]
+  if not tool then
+    return nil, { code = -32602, message = "unknown tool: " .. tostring(type(params) == "table" and params.name) }
+  end
+  local args = params.arguments or {}
+  local bad = check_args(tool, args)
+  if bad then return failed(tool.name .. ": " .. bad) end
+  local ok, result = pcall(run[tool.name], args)
+  if not ok then return failed(tool.name .. ": " .. tostring(result)) end
+  return result
+end
+
+--- The answer to one message (a decoded table), or nil for a notification.
+function M.handle(msg)
+  if type(msg) ~= "table" or msg.jsonrpc ~= "2.0" or type(msg.method) ~= "string" then
+    return { jsonrpc = "2.0", id = type(msg) == "table" and msg.id or native.null,
+      error = { code = -32600, message = "not a JSON-RPC 2.0 request" } }
+  end
+  if msg.id == nil then return nil end -- a notification (notifications/initialized, ...)
+  local method = methods[msg.method]
+  if not method then
+    return { jsonrpc = "2.0", id = msg.id, error = { code = -32601, message = "method not found: " .. msg.method } }
+  end
+  local result, err = method(msg.params)
+  if err then return { jsonrpc = "2.0", id = msg.id, error = err } end
+  local meta = type(msg.params) == "table" and msg.params._meta
+  if type(meta) == "table" and meta[VERSION_KEY] == STATELESS then result.resultType = "complete" end
+  return { jsonrpc = "2.0", id = msg.id, result = result }
+end
+
+--- Serves stdin until it closes; returns the exit code.
+function M.serve(input, output)
+  input, output = input or io.stdin, output or io.stdout
+  io.stderr:write("tecs-profile mcp: serving MCP on stdin/stdout\n")
+  for line in input:lines() do
+    if line:find("%S") then
+      local msg, err = native.json_decode(line)
+      local answer
+      if err then
+        answer = { jsonrpc = "2.0", id = native.null, error = { code = -32700, message = "parse error: " .. err } }
+      else
+        answer = M.handle(msg)
+      end
+      if answer then
+        output:write(native.json(answer), "\n")
+        output:flush()
+      end
+    end
+  end
+  return 0
+end
+
+return M

@@ -1,0 +1,147 @@
+-- `tecs-profile mcp`: the MCP server an agent drives over stdio, against a
+-- real listening child process. The server is stateless, so each request
+-- is a run of its own; the session is read through the same tools an agent
+-- calls.
+local native = require("tecs.profile.native")
+local run = require("spec.support.run")
+
+local FIXTURE = "spec/fixtures/listen_child.lua"
+-- A bound on waiting for the child, not a guess at its speed.
+local PATIENCE_SECONDS = 120
+
+local q = run.quote
+
+describe("tecs-profile mcp", function()
+  local dir, ctl, child
+  before_each(function()
+    dir = run.tmpdir()
+    ctl = dir .. "/ctl"
+  end)
+  after_each(function()
+    if child then
+      run.write(child.stop, "")
+      child.p:read("*a")
+      child.p:close()
+      child = nil
+    end
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  local function spawn()
+    child = { stop = dir .. "/stop" }
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop))))
+    child.first = child.p:read("*l")
+    child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
+    assert.is_number(child.pid, child.first)
+  end
+
+  -- The answers of a run of the server given `messages` (tables), decoded.
+  local function exchange(messages)
+    local lines = {}
+    for i, m in ipairs(messages) do lines[i] = native.json(m) end
+    run.write(dir .. "/in.jsonl", table.concat(lines, "\n") .. "\n")
+    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s mcp < %s", q(ctl), run.cli,
+      q(dir .. "/in.jsonl")))
+    assert.equal(0, rc, err)
+    local answers = {}
+    for line in out:gmatch("[^\n]+") do
+      local v, why = native.json_decode(line)
+      assert.is_nil(why, line)
+      answers[#answers + 1] = v
+    end
+    return answers, err
+  end
+
+  local function call(name, arguments, meta)
+    local params = { name = name, arguments = arguments or setmetatable({}, { __jsontype = "object" }), _meta = meta }
+    local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/call", params = params } })
+    assert.equal(1, #a)
+    assert.is_nil(a[1].error)
+    return a[1].result
+  end
+
+  it("answers the 2025-11-25 handshake and lists its tools, writing only protocol on stdout", function()
+    local a, err = exchange({
+      { jsonrpc = "2.0", id = 1, method = "initialize",
+        params = { protocolVersion = "2025-11-25", capabilities = {}, clientInfo = { name = "spec", version = "1" } } },
+      { jsonrpc = "2.0", method = "notifications/initialized" },
+      { jsonrpc = "2.0", id = 2, method = "tools/list" },
+      { jsonrpc = "2.0", id = 3, method = "no/such" },
+    })
+    assert.equal(3, #a, "a notification gets no answer")
+    assert.equal("2025-11-25", a[1].result.protocolVersion)
+    assert.is_table(a[1].result.capabilities.tools)
+    assert.equal("tecs-profile", a[1].result.serverInfo.name)
+    local names = {}
+    for _, t in ipairs(a[2].result.tools) do
+      names[#names + 1] = t.name
+      assert.equal("object", t.inputSchema.type, t.name)
+      assert.is_string(t.description)
+    end
+    assert.same({ "list_targets", "profiler_start", "profiler_stop", "report" }, names)
+    assert.equal(-32601, a[3].error.code)
+    assert.matches("serving MCP", err)
+  end)
+
+  it("answers the stateless 2026-07-28 requests: server/discover, and resultType on results", function()
+    local meta = { ["io.modelcontextprotocol/protocolVersion"] = "2026-07-28",
+      ["io.modelcontextprotocol/clientCapabilities"] = setmetatable({}, { __jsontype = "object" }) }
+    local a = exchange({
+      { jsonrpc = "2.0", id = "d", method = "server/discover", params = { _meta = meta } },
+      { jsonrpc = "2.0", id = "l", method = "tools/list", params = { _meta = meta } },
+    })
+    assert.equal("d", a[1].id)
+    assert.equal("2026-07-28", a[1].result.supportedVersions[1])
+    assert.equal("complete", a[1].result.resultType)
+    assert.equal("complete", a[2].result.resultType)
+    assert.equal("tecs-profile", a[1].result._meta["io.modelcontextprotocol/serverInfo"].name)
+  end)
+
+  it("profiles a running program: list_targets, profiler_start, profiler_stop, report", function()
+    local none = call("list_targets")
+    assert.same({}, none.structuredContent.targets)
+    assert.matches("No program is listening", none.content[1].text)
+    local missing = call("profiler_stop")
+    assert.is_true(missing.isError)
+    assert.matches("list_targets", missing.content[1].text)
+    spawn()
+    local listed = call("list_targets")
+    assert.equal(child.pid, listed.structuredContent.targets[1].pid)
+    local started = call("profiler_start", { intervalMs = 1 })
+    assert.is_nil(started.isError, started.content[1].text)
+    assert.matches("profiler_stop", started.content[1].text)
+    -- Sampling until the session holds enough samples, however fast the child runs.
+    local deadline = os.time() + PATIENCE_SECONDS
+    repeat
+      local rc, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
+      assert.equal(0, rc, out)
+      assert.is_true(os.time() < deadline, out)
+      local n = tonumber(out:match("(%d+) samples")) or 0
+      if n < 200 then os.execute("sleep 0.05") end
+    until n >= 200
+    local path = dir .. "/agent.collapsed"
+    local stopped = call("profiler_stop", { target = child.pid, path = path })
+    assert.is_nil(stopped.isError, stopped.content[1].text)
+    local sc = stopped.structuredContent
+    assert.is_true(sc.samples >= 200, stopped.content[1].text)
+    assert.equal(path, sc.path)
+    assert.is_string(assert(run.read(path)))
+    assert.matches("burn", sc.top[1].name)
+    assert.is_true(sc.top[1].share > 0 and sc.top[1].share <= 1)
+    assert.matches("±", stopped.content[1].text)
+    local report = call("report", { by = "function", top = 5 })
+    assert.matches("burn", report.content[1].text)
+    local bad = call("report", { by = "colour" })
+    assert.is_true(bad.isError)
+    assert.matches("argument 'by' must be one of", bad.content[1].text)
+  end)
+
+  it("with seconds, profiles for that long and returns the profile", function()
+    spawn()
+    local r = call("profiler_start", { seconds = 0.5 })
+    assert.is_nil(r.isError, r.content[1].text)
+    assert.is_number(r.structuredContent.samples)
+    assert.is_string(r.structuredContent.path)
+  end)
+end)
