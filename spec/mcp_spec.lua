@@ -137,6 +137,39 @@ describe("tecs-profile mcp", function()
     assert.matches("argument 'by' must be one of", bad.content[1].text)
   end)
 
+  it("works with the reference client (PyPI's mcp): handshake, tools, a profile of a running program", function()
+    local rc, python = run.run3("bash scripts/mcp-client.sh")
+    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
+    python = python:match("[^\n]+")
+    spawn()
+    local started = call("profiler_start", {})
+    assert.is_nil(started.isError, started.content[1].text)
+    local deadline = os.time() + PATIENCE_SECONDS
+    repeat
+      local src, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
+      assert.equal(0, src, out)
+      assert.is_true(os.time() < deadline, out)
+      local n = tonumber(out:match("(%d+) samples")) or 0
+      if n < 200 then os.execute("sleep 0.05") end
+    until n >= 200
+    local calls = native.json({ { "list_targets", setmetatable({}, { __jsontype = "object" }) },
+      { "profiler_stop", { path = dir .. "/client.collapsed" } }, { "report", { by = "line", top = 3 } } })
+    local out, err
+    rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s", q(ctl),
+      q(python), q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), q(calls)))
+    assert.equal(0, rc, err)
+    local r = assert(native.json_decode(out:match("[^\n]+")), out)
+    assert.equal("tecs-profile", r.server)
+    assert.same({ "list_targets", "profiler_start", "profiler_stop", "report" }, r.tools)
+    assert.equal(child.pid, r.calls[1].structured.targets[1].pid)
+    local stopped = r.calls[2]
+    assert.is_false(stopped.isError, stopped.text)
+    assert.is_true(stopped.structured.samples >= 200, stopped.text)
+    assert.matches("burn", stopped.structured.top[1].name)
+    assert.is_false(r.calls[3].isError, r.calls[3].text)
+    assert.matches("listen_child%.lua:%d+", r.calls[3].text)
+  end)
+
   it("with seconds, profiles for that long and returns the profile", function()
     spawn()
     local r = call("profiler_start", { seconds = 0.5 })
