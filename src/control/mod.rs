@@ -53,6 +53,30 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         top: Option<u32>,
     },
+    /// Start tracking trace aborts (`profile.trace`).
+    #[serde(rename = "trace_start")]
+    TraceStart {
+        #[serde(rename = "includeBenign", default, skip_serializing_if = "Option::is_none")]
+        include_benign: Option<bool>,
+    },
+    /// Stop tracking and write the report as CSV (to `path`, else a file in
+    /// the control directory).
+    #[serde(rename = "trace_stop")]
+    TraceStop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+}
+
+/// A trace-abort site of a trace report: where, why and how often.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AbortSite {
+    pub severity: String,
+    pub count: u64,
+    pub reason: String,
+    pub location: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// A function among the heaviest of a profile, by self samples.
@@ -98,6 +122,11 @@ pub struct Response {
     /// The report's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Trace aborts reported (trace_stop), and the most frequent sites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborts: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<Vec<AbortSite>>,
 }
 
 impl Response {

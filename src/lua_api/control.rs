@@ -10,6 +10,7 @@ use std::time::Duration;
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use serde_json::{Map, Number, Value as Json};
 
+use super::json::to_lua;
 use super::options::describe;
 use super::runtime;
 use crate::control::{self, client, server::Server, Request, Response, Target};
@@ -51,30 +52,6 @@ fn to_json(v: &Value, depth: usize) -> mlua::Result<Json> {
             }
         }
         other => return Err(runtime(format!("{} cannot be sent", describe(other)))),
-    })
-}
-
-/// JSON as a Lua value (null as nil).
-fn to_lua(lua: &Lua, v: &Json) -> mlua::Result<Value> {
-    Ok(match v {
-        Json::Null => Value::Nil,
-        Json::Bool(b) => Value::Boolean(*b),
-        Json::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
-        Json::String(s) => Value::String(lua.create_string(s)?),
-        Json::Array(a) => {
-            let t = lua.create_table_with_capacity(a.len(), 0)?;
-            for (i, x) in a.iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, x)?)?;
-            }
-            Value::Table(t)
-        }
-        Json::Object(o) => {
-            let t = lua.create_table_with_capacity(0, o.len())?;
-            for (k, x) in o {
-                t.raw_set(k.as_str(), to_lua(lua, x)?)?;
-            }
-            Value::Table(t)
-        }
     })
 }
 

@@ -80,7 +80,8 @@ pub(super) fn json_decode(lua: &Lua, text: mlua::LuaString) -> mlua::Result<(Val
     }
 }
 
-fn to_lua(lua: &Lua, v: &Json) -> mlua::Result<Value> {
+/// JSON as a Lua value (objects and arrays as tables, null as nil).
+pub(super) fn to_lua(lua: &Lua, v: &Json) -> mlua::Result<Value> {
     Ok(match v {
         Json::Null => Value::Nil,
         Json::Bool(b) => Value::Boolean(*b),

@@ -150,6 +150,33 @@ function commands.report(req)
   return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
 end
 
+-- The channel's trace-abort tracker, while one runs.
+local tracing
+
+function commands.trace_start(req)
+  if tracing then return failure("trace aborts are already tracked (trace_stop first)") end
+  local ok, session = pcall(require("tecs.profile.trace").start, { includeBenign = req.includeBenign })
+  if not ok then return failure("%s", clean(session)) end
+  tracing = session
+  return { ok = true, running = running ~= nil, pid = channel.pid }
+end
+
+function commands.trace_stop(req)
+  if not tracing then return failure("no trace-abort tracking to stop: trace_start first") end
+  local session = tracing
+  tracing = nil
+  local path = req.path or default_path():gsub("%.collapsed$", ".aborts.csv")
+  local ok, report = pcall(session.stop, session, path)
+  if not ok then return failure("%s", clean(report)) end
+  local sites = {}
+  for i, site in ipairs(report.sites) do
+    if i > M.TOP then break end
+    sites[i] = { severity = site.severity, count = site.count, reason = site.reason, location = site.location,
+      zone = site.zone ~= "" and site.zone or nil }
+  end
+  return { ok = true, running = running ~= nil, aborts = report.totalAborts, sites = sites, path = path }
+end
+
 local function run(request)
   if request.invalid then return { ok = false, error = request.invalid } end
   local ok, answer = pcall(commands[request.cmd], request)

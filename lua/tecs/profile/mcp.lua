@@ -98,6 +98,32 @@ M.TOOLS = {
       additionalProperties = false,
     },
   },
+  {
+    name = "trace_start",
+    description = "Starts tracking the target's JIT trace aborts (why hot code is not compiled). Call trace_stop "
+      .. "later for the abort sites.",
+    inputSchema = {
+      type = "object",
+      properties = {
+        target = TARGET,
+        includeBenign = { type = "boolean", description = "also count the aborts LuaJIT recovers from by itself" },
+      },
+      additionalProperties = false,
+    },
+  },
+  {
+    name = "trace_stop",
+    description = "Stops tracking trace aborts: returns how many there were and the most frequent sites (severity, "
+      .. "count, reason, location, zone), and the CSV file written.",
+    inputSchema = {
+      type = "object",
+      properties = {
+        target = TARGET,
+        path = { type = "string", description = "absolute path of the CSV file to write" },
+      },
+      additionalProperties = false,
+    },
+  },
 }
 
 local by_name = {}
@@ -202,6 +228,35 @@ function run.report(args)
   return succeeded(a.text, { text = a.text })
 end
 
+function run.trace_start(args)
+  local target, failure = target_of(args)
+  if not target then return failure end
+  local a
+  a, failure = send(target, { cmd = "trace_start", includeBenign = args.includeBenign })
+  if not a then return failure end
+  return succeeded(string.format("pid %d: tracking trace aborts. Call trace_stop for the abort sites.", target.pid),
+    { pid = target.pid })
+end
+
+function run.trace_stop(args)
+  local target, failure = target_of(args)
+  if not target then return failure end
+  local a
+  a, failure = send(target, { cmd = "trace_stop", path = args.path })
+  if not a then return failure end
+  local lines = { string.format("pid %d: %d trace aborts; report written to %s", target.pid, a.aborts or 0,
+    tostring(a.path)) }
+  for _, site in ipairs(a.sites or {}) do
+    lines[#lines + 1] = string.format("  %6d  %-9s %s: %s%s", site.count, site.severity, site.location, site.reason,
+      site.zone and (" [" .. site.zone .. "]") or "")
+  end
+  if #(a.sites or {}) > 0 then
+    lines[#lines + 1] = "Blacklisted and warn sites in hot code are worth fixing first; profiler_stop shows where the "
+      .. "time goes."
+  end
+  return succeeded(table.concat(lines, "\n"), { aborts = a.aborts or 0, path = tostring(a.path), sites = a.sites or {} })
+end
+
 -- Checks `args` against the tool's input schema: known names, types.
 local function check_args(tool, args)
   if type(args) ~= "table" then return "arguments must be an object" end
@@ -211,6 +266,7 @@ local function check_args(tool, args)
     if not p then return string.format("unknown argument '%s'", tostring(k)) end
     local want = (p.type == "integer" or p.type == "number") and "number" or p.type
     if type(v) ~= want then return string.format("argument '%s' must be a %s", k, p.type) end
+    if want == "boolean" then goto next end
     if p.type == "integer" and v ~= math.floor(v) then return string.format("argument '%s' must be an integer", k) end
     if p.enum then
       local ok = false
@@ -218,6 +274,7 @@ local function check_args(tool, args)
       if not ok then return string.format("argument '%s' must be one of %s", k, table.concat(p.enum, ", ")) end
     end
     if want == "number" and v <= 0 then return string.format("argument '%s' must be positive", k) end
+    ::next::
   end
   return nil
 end

@@ -208,9 +208,9 @@ M.COMMANDS = {
     summary = "an MCP server on stdio: agents profile the running programs",
     usage = "mcp",
     about = "Speaks the Model Context Protocol on stdin and stdout (revisions 2025-11-25 and\n" ..
-      "2026-07-28), with the tools list_targets, profiler_start, profiler_stop and\n" ..
-      "report, which drive the programs tecs-profile targets lists. Register it in an\n" ..
-      "agent host as the command `tecs-profile mcp`.",
+      "2026-07-28), with the tools list_targets, profiler_start, profiler_stop, report,\n" ..
+      "trace_start and trace_stop, which drive the programs tecs-profile targets lists.\n" ..
+      "Register it in an agent host as the command `tecs-profile mcp`.",
     sections = { { options = { HELP } } } },
   { name = "attach", synopsis = "attach [PID] status|start|stop|report",
     summary = "profile a running program from outside",
