@@ -73,6 +73,22 @@ describe("the control channel", function()
     end)
   end
 
+  it("tracks trace aborts from outside: attach trace_start, trace_stop -o writes the CSV", function()
+    local child = spawn()
+    assert.is_number(child.pid, child.first)
+    local rc, out, err = cli("attach trace_start")
+    assert.equal(0, rc, err)
+    assert.matches("tracking trace aborts", out)
+    local csv = dir .. "/aborts.csv"
+    rc, out, err = cli("attach trace_stop -o " .. q(csv))
+    assert.equal(0, rc, err)
+    assert.matches("%d+ trace aborts; written to " .. csv:gsub("%p", "%%%0"), out)
+    assert.matches("^severity,count,reason,location,zone\r\n", assert(run.read(csv)))
+    rc, _, err = cli("attach trace_stop")
+    assert.equal(1, rc)
+    assert.matches("trace_start first", err)
+  end)
+
   it("lists the child, samples it between start and stop, and writes the profile", function()
     local child = spawn()
     assert.is_number(child.pid, child.first)

@@ -14,6 +14,8 @@ local TAKES = {
   start = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds" },
   stop = { output = "--output" },
   report = { by = "--by", top = "--top" },
+  trace_start = {},
+  trace_stop = { output = "--output" },
 }
 local ALL = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds", output = "--output", by = "--by",
   top = "--top" }
@@ -115,6 +117,14 @@ local function answer_text(cmd, a)
     for _, f in ipairs(a.top or {}) do
       out[#out + 1] = string.format("  %s  %s\n", percent(f.share), f.name)
     end
+  elseif cmd == "trace_start" then
+    out[1] = string.format("pid %d: tracking trace aborts\n", a.pid)
+  elseif cmd == "trace_stop" then
+    out[1] = string.format("%d trace aborts; written to %s\n", a.aborts or 0, a.path)
+    for _, site in ipairs(a.sites or {}) do
+      out[#out + 1] = string.format("  %6d  %-9s %s: %s%s\n", site.count, site.severity, site.location, site.reason,
+        site.zone and (" [" .. site.zone .. "]") or "")
+    end
   else
     out[1] = a.text
   end
@@ -148,8 +158,10 @@ function M.attach(opts, pos, usage_error)
     table.remove(pos, 1)
   end
   local cmd = pos[1]
-  if cmd == nil then usage_error("attach needs a COMMAND: status, start, stop or report") end
-  if not TAKES[cmd] then usage_error("attach: unknown COMMAND %q (status, start, stop or report expected)", cmd) end
+  if cmd == nil then usage_error("attach needs a COMMAND: status, start, stop, report, trace_start or trace_stop") end
+  if not TAKES[cmd] then
+    usage_error("attach: unknown COMMAND %q (status, start, stop, report, trace_start or trace_stop expected)", cmd)
+  end
   if #pos > 1 then usage_error("attach %s: unexpected argument %q", cmd, pos[2]) end
   for key, spelling in pairs(ALL) do
     if opts[key] ~= nil and not TAKES[cmd][key] then usage_error("option %s is not one of attach %s", spelling, cmd) end
@@ -169,7 +181,7 @@ function M.attach(opts, pos, usage_error)
   local request = { cmd = cmd }
   if cmd == "start" then
     request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
-  elseif cmd == "stop" then
+  elseif cmd == "stop" or cmd == "trace_stop" then
     request.path = opts.output and absolute(opts.output)
   elseif cmd == "report" then
     request.by, request.top = opts.by, opts.top

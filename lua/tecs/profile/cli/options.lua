@@ -166,7 +166,7 @@ local ATTACH = {
   { "seconds", key = "seconds", arg = "S", number = true,
     help = "start: stop by itself after S seconds (at the program's first poll after them)" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "stop: the file the program writes (.svg flamegraph, .speedscope.json, .pb.gz pprof, .trace.json, " ..
+    help = "stop, trace_stop: the file the program writes (.svg flamegraph, .speedscope.json, .pb.gz pprof, .trace.json, " ..
       ".html, anything else collapsed text); without it, a new file in the control directory" },
   { "by", key = "by", arg = "GROUP", declared = "report",
     help = "report: function, line, module, zone, zonecomponent, vmstate" },
@@ -212,15 +212,16 @@ M.COMMANDS = {
       "trace_start and trace_stop, which drive the programs tecs-profile targets lists.\n" ..
       "Register it in an agent host as the command `tecs-profile mcp`.",
     sections = { { options = { HELP } } } },
-  { name = "attach", synopsis = "attach [PID] status|start|stop|report",
+  { name = "attach", synopsis = "attach [PID] status|start|stop|report|trace_start|trace_stop",
     summary = "profile a running program from outside",
     usage = "attach [PID] COMMAND [options]",
     about = "Sends COMMAND to the program PID (may be left out when one program is listening)\n" ..
       "and prints its answer. COMMAND is status (is a session running, its samples),\n" ..
       "start (begin sampling), stop (end it: the program writes the profile and answers\n" ..
       "with its file and heaviest functions) or report (a text view of the last\n" ..
-      "profile). The program runs commands where it polls (profile.poll(); a LÖVE game\n" ..
-      "once per frame).",
+      "profile); trace_start and trace_stop track JIT trace aborts (the report written\n" ..
+      "as CSV, the most frequent sites printed). The program runs commands where it\n" ..
+      "polls (profile.poll(); a LÖVE game once per frame).",
     sections = { { options = ATTACH } } },
   { name = "report", synopsis = "report [options] FILE",
     summary = "text views of a collapsed-stack file, or the frames of a time line",
