@@ -300,6 +300,53 @@ describe("newProfiler", function()
     end)
   end)
 
+  describe("prevent(f, 2) and a child f reaches by a tail call", function()
+    it('"call" leaves the child out, and what runs after f', function()
+      local p = run_call(function() for _ = 1, 10 do work.tail_driver(10) end end, { [work.tail_entry] = 2 })
+      local by = data_of(p)
+      assert.is_nil(by[name_of(work.tail_entry)])
+      assert.is_nil(by[name_of(work.tail_child)])
+      assert.equal(10, by[name_of(work.one)].calls)
+      assert.equal(10, by[name_of(work.tail_driver)].calls)
+    end)
+
+    it('"time" leaves the child out, though no sample shows f', function()
+      work.tail_driver(2000) -- warm up: let the JIT compile the loops first
+      local p = assert(profile.newProfiler("time"))
+      assert.is_true(p:start())
+      sampling.until_samples(p._session, 200, function() work.tail_driver(20000) end)
+      p:stop()
+      local by, data = data_of(p)
+      local child, one = by[name_of(work.tail_child)], by[name_of(work.one)]
+      assert.is_table(child, p:report())
+      assert.is_table(one, p:report())
+      -- The tail call replaced f's frame: the child's samples are under f's caller.
+      assert.is_table(child.callers[name_of(work.tail_driver)], p:report())
+      assert.is_true(child.callers[name_of(work.tail_driver)].samples > 0, p:report())
+      assert.is_nil(child.callers[name_of(work.tail_entry)])
+      p:prevent(work.tail_entry, 2)
+      local by2, data2 = data_of(p)
+      assert.is_nil(by2[name_of(work.tail_child)])
+      assert.is_nil(by2[name_of(work.tail_entry)])
+      assert.equal(one.selfSamples, by2[name_of(work.one)].selfSamples)
+      assert.equal(data.samples - child.totalSamples - (by[name_of(work.tail_entry)] or { totalSamples = 0 }).totalSamples,
+        data2.samples)
+    end)
+
+    it("finds the children a function tail-calls through an upvalue, a global or a field", function()
+      local samples = require("tecs.profile.dst.samples")
+      local function helper() return 1 end
+      local function by_upvalue() return helper() end
+      local found = samples.tail_callees(by_upvalue)
+      assert.is_true(found[helper])
+      assert.is_true(samples.tail_callees(work.tail_entry)[work.tail_child])
+      -- A call that is not a tail call is not followed.
+      assert.is_nil(samples.tail_callees(work.tail_driver)[work.tail_child])
+      assert.is_nil(samples.tail_callees(work.tail_driver)[work.tail_entry])
+      assert.is_nil(next(samples.tail_callees(function() local x = helper() return x end)))
+    end)
+  end)
+
   describe("API", function()
     it("returns nil for an invalid variant", function()
       assert.is_nil(profile.newProfiler("bogus"))

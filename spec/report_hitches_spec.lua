@@ -133,6 +133,72 @@ describe("tecs-profile report on a time line", function()
     assert.is_true(slow.top[1].share > 0.5, "share " .. slow.top[1].share)
   end)
 
+  it("report --hitches N from the file gives the session's hitches, function for function, from any directory", function()
+    -- A chunk whose source no directory holds: the session names its
+    -- function from what it recorded while sampling, and so must the file.
+    local chunk = assert(loadstring(table.concat({
+      "local M = {}",
+      "function M.spread_work(n)",
+      "  local s = 0",
+      "  for i = 1, n do",
+      "    s = (s + i * 5) % 65519",
+      "    s = (s * 3 + i) % 65497",
+      "  end",
+      "  return s",
+      "end",
+      "return M",
+    }, "\n"), "=hitchgame.lua"))()
+    local big = {}
+    for i = 1, 20000 do big[i] = (i * 7919) % 100003 end
+    local function c_work()
+      local t = {}
+      for i = 1, #big do t[i] = big[i] end
+      table.sort(t)
+      return #table.concat(t, ",", 1, 2000)
+    end
+    local s = profile.sample({ intervalMs = 1 })
+    -- Each frame runs until it holds samples enough to rank several
+    -- functions; the third is the longest by construction (three parts).
+    local parts = { { work.quick_work }, { chunk.spread_work, c_work }, { work.slow_work, chunk.spread_work, c_work } }
+    for _, frame in ipairs(parts) do
+      profile.frame()
+      for _, fn in ipairs(frame) do
+        -- frames_work's functions take seconds of CPU time, the chunk's a count.
+        local arg = (fn == work.quick_work or fn == work.slow_work) and 0.002 or 3000
+        sampling.until_samples(s, 40, function() fn(arg) end)
+      end
+    end
+    s:stop()
+    local frames = s:frames()
+    assert.equal(3, #frames)
+    local path = dir .. "/named.trace.json"
+    s:write(path)
+    local want = s:hitches(3)
+    -- Read back here: the same frames, functions and shares (start times
+    -- are whole microseconds in the file).
+    local got = timeline.trace_hitches(assert(timeline.read_trace(assert(run.read(path)))), 3)
+    assert.equal(3, #got)
+    for i, h in ipairs(want) do
+      local r = got[i]
+      assert.same({ h.index, h.ms, h.samples, h.gcSamples, h.top }, { r.index, r.ms, r.samples, r.gcSamples, r.top })
+    end
+    -- The chunk's function is named as a function, not line by line.
+    local named = 0
+    for _, h in ipairs(want) do
+      if h.index > 1 then assert.is_true(#h.top >= 2, "frame " .. h.index .. " ranks " .. #h.top .. " functions") end
+      for _, e in ipairs(h.top) do
+        if e.name:match("^[%w_.:]+ %(hitchgame%.lua:2%)$") then named = named + 1 end
+        assert.is_nil(e.name:match("^hitchgame%.lua:%d+$"), e.name)
+      end
+    end
+    assert.equal(2, named, timeline.hitches_text(want, #frames))
+    -- From another directory, where neither source is readable: the same text.
+    local cli = run.luajit .. " " .. run.quote(run.root .. "/bin/tecs-profile")
+    local rc, out, err = run.run3("cd / && " .. cli .. " report --hitches 3 " .. run.quote(path))
+    assert.equal(0, rc, err)
+    assert.equal(timeline.hitches_text(want, #frames), out)
+  end)
+
   it("refuses other files with a reason", function()
     local rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(collapsed))
     assert.equal(1, rc)

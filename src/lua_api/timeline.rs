@@ -6,7 +6,9 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::views::ProfileData;
 use super::{runtime, NativeSession};
-use crate::output::timed::{TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack};
+use crate::output::timed::{
+    rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
+};
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::stack_table::{StackTable, VM_STATES};
@@ -114,7 +116,6 @@ impl NativeSession {
     /// ring holds, oldest first, with its stack named as the profile names
     /// it, and the frames; times from the session's start. With `alloc`,
     /// an allocation session attached to this one, its samples too.
-    #[cfg_attr(not(feature = "speedscope"), allow(dead_code))]
     pub(super) fn timed_profile(&self, name: String, alloc: Option<&NativeSession>) -> TimedProfile {
         let now = sys::monotonic_ns();
         let start = self.frame_marks.start_ns;
@@ -189,6 +190,7 @@ impl NativeSession {
             allocation_sites,
             name,
             stacks,
+            stack_functions: Vec::new(),
             samples: points,
             frames,
             events: self
@@ -225,6 +227,25 @@ impl NativeSession {
             list.raw_set(i + 1, r)?;
         }
         Ok(list)
+    }
+}
+
+impl NativeSession {
+    /// Names the function of each stack of `tp`'s leaf as the by-function
+    /// views of this session name it: `funcs` (the sources' functions, as
+    /// `selfByFunction` takes them; nil leaves frames as lines) checked
+    /// against the functions recorded while sampling, and against the
+    /// time line's frames.
+    fn name_stack_functions(&self, tp: &mut TimedProfile, funcs: Option<Table>) -> mlua::Result<()> {
+        let mut m = FunctionMap::default();
+        if funcs.is_some() {
+            m = super::views::read_funcmap(funcs)?;
+            m.apply_identities(&self.frame_identities());
+            m.check_sources(tp.stacks.iter().flat_map(|s| s.frames.iter().map(String::as_str)));
+        }
+        tp.stack_functions =
+            tp.stacks.iter().map(|s| s.frames.last().map_or(NO_STACK, |f| m.function_of(f)).to_string()).collect();
+        Ok(())
     }
 }
 
@@ -283,7 +304,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         "timeline",
         |lua,
          this,
-         (format, name, alloc): (String, Option<String>, Option<mlua::AnyUserData>)|
+         (format, name, alloc, funcs): (String, Option<String>, Option<mlua::AnyUserData>, Option<Table>)|
          -> mlua::Result<mlua::LuaString> {
             this.resolve_call_sites(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
@@ -300,10 +321,36 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
                     format
                 )));
             };
-            let bytes = d.format.write(crate::output::Source::TimeLine(&this.timed_profile(name, alloc.as_deref())));
+            let mut tp = this.timed_profile(name, alloc.as_deref());
+            // A Chrome trace names the function of each stack's leaf as
+            // `hitches` does (`name_stack_functions`).
+            if funcs.is_some() {
+                this.name_stack_functions(&mut tp, funcs)?;
+            }
+            let bytes = d.format.write(crate::output::Source::TimeLine(&tp));
             lua.create_string(bytes.map_err(runtime)?)
         },
     );
+    // `functionsInFrames(indices, funcs)`: `{ [index] = { { name, samples
+    // }, ... } }`, what ran in each of these frames by function, ranked as
+    // a time-line file's frames are read back (`read_chrome_trace`): the
+    // stacks of the time line, their leaves named by `funcs` as the
+    // `timeline` writer names them.
+    methods.add_method_mut("functionsInFrames", |lua, this, (indices, funcs): (Vec<u64>, Option<Table>)| {
+        this.resolve_call_sites(lua);
+        let mut tp = this.timed_profile(String::new(), None);
+        this.name_stack_functions(&mut tp, funcs)?;
+        let by_frame = tp.frame_stack_samples();
+        let out = lua.create_table()?;
+        for (f, stacks) in tp.frames.iter().zip(&by_frame) {
+            if !indices.contains(&f.index) {
+                continue;
+            }
+            let ranked = rank_by_function(stacks.iter().map(|&(s, n)| (tp.stack_functions[s as usize].as_str(), n)));
+            out.raw_set(f.index, ranked_table(lua, ranked)?)?;
+        }
+        Ok(out)
+    });
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.resolve_call_sites(lua);
         let (from, to) = this
@@ -318,22 +365,22 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
 /// Self samples by function: the leaf frame of every row named as the
 /// by-function views name it, largest first (ties by name).
 pub(super) fn self_by_function(p: &Profile, funcs: &FunctionMap) -> Vec<(String, u64)> {
-    let mut by_name: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    for row in &p.rows {
+    rank_by_function(p.rows.iter().map(|row| {
         let name = match p.stack(row).last() {
             Some(&leaf) => funcs.function_of(p.name(leaf)),
-            None => "[no stack]",
+            None => NO_STACK,
         };
-        *by_name.entry(name).or_default() += row.total();
-    }
-    let mut out: Vec<(String, u64)> = by_name.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    out
+        (name, row.total())
+    }))
 }
 
 /// `selfByFunction(funcs)` as a Lua list of `{ name, samples }`.
 pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) -> mlua::Result<Table> {
-    let ranked = self_by_function(p, m);
+    ranked_table(lua, self_by_function(p, m))
+}
+
+/// Functions ranked by samples as a Lua list of `{ name, samples }`.
+fn ranked_table(lua: &Lua, ranked: Vec<(String, u64)>) -> mlua::Result<Table> {
     let list = lua.create_table_with_capacity(ranked.len(), 0)?;
     for (i, (name, samples)) in ranked.into_iter().enumerate() {
         let r = lua.create_table_with_capacity(0, 2)?;
@@ -366,8 +413,12 @@ pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Resul
             r.set("ms", f.ms)?;
             r.set("samples", f.samples)?;
             r.set("gcSamples", f.gc_samples)?;
-            let collapsed: String = f.stacks.iter().map(|(s, us)| format!("{} {}\n", s, us)).collect();
+            let collapsed: String =
+                f.stacks.iter().filter(|(s, _)| !s.is_empty()).map(|(s, n)| format!("{} {}\n", s, n)).collect();
             r.set("collapsed", collapsed)?;
+            if let Some(ranked) = f.functions {
+                r.set("functions", ranked_table(lua, ranked)?)?;
+            }
             list.raw_set(i + 1, r)?;
         }
         t.set("frames", list)?;

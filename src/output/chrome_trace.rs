@@ -40,6 +40,12 @@ struct OtherData {
     /// The stacks of `frame_samples`: the Lua track's range names (the
     /// frames, caller first) joined by `;`.
     stacks: Vec<String>,
+    /// The function each of `stacks` ran in at its leaf, as the session's
+    /// by-function views named it (its sources, the functions it recorded
+    /// while sampling): the names a reader ranks a frame's samples by,
+    /// whatever sources it can read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stack_functions: Vec<String>,
     /// What ran in each frame that holds samples, sample for sample, so
     /// that a reader needs not count samples back from the ranges' lengths
     /// (a range's samples can be drawn shorter than their intervals where
@@ -56,43 +62,45 @@ struct FrameSamples {
 }
 
 /// The samples taken in each frame (`[start, end)`, as the session counts
-/// them), by stack, and the stacks named as the Lua track's ranges are.
-fn frame_samples(tp: &TimedProfile) -> (Vec<String>, Vec<FrameSamples>) {
+/// them), by stack, the stacks named as the Lua track's ranges are, and the
+/// function of each stack's leaf (when the profile names them).
+fn frame_samples(tp: &TimedProfile) -> (Vec<String>, Vec<String>, Vec<FrameSamples>) {
     let mut stacks: Vec<String> = Vec::new();
+    let mut functions: Vec<String> = Vec::new();
     // By the stack's index, and by its text: stacks that differ in their
     // zones alone are one stack of the Lua track.
     let mut ids: BTreeMap<u32, usize> = BTreeMap::new();
     let mut by_text: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut out: Vec<FrameSamples> =
-        tp.frames.iter().map(|f| FrameSamples { frame: f.index, samples: Vec::new() }).collect();
-    for p in &tp.samples {
-        let at = tp.frames.partition_point(|f| f.start_ns <= p.t_ns);
-        if at == 0 || p.t_ns >= tp.frames[at - 1].end_ns {
-            continue;
-        }
-        let id = match ids.get(&p.stack) {
-            Some(&id) => id,
-            None => {
-                let key = tp.stacks.get(p.stack as usize).map(|s| s.frames.join(";")).unwrap_or_default();
-                let id = *by_text.entry(key).or_insert_with_key(|k| {
+    let named = tp.stack_functions.len() == tp.stacks.len() && !tp.stacks.is_empty();
+    let mut out = Vec::new();
+    for (frame, sums) in tp.frames.iter().zip(tp.frame_stack_samples()) {
+        let mut samples: Vec<(usize, u64)> = Vec::new();
+        for (stack, n) in sums {
+            let id = *ids.entry(stack).or_insert_with(|| {
+                let key = tp.stacks.get(stack as usize).map(|s| s.frames.join(";")).unwrap_or_default();
+                *by_text.entry(key).or_insert_with_key(|k| {
                     stacks.push(k.clone());
+                    if named {
+                        functions.push(tp.stack_functions[stack as usize].clone());
+                    }
                     stacks.len() - 1
-                });
-                ids.insert(p.stack, id);
-                id
+                })
+            });
+            // A sample without frames counts where the frames' functions
+            // are named (as the session's ranking counts it), else not.
+            if stacks[id].is_empty() && !named {
+                continue;
             }
-        };
-        if stacks[id].is_empty() {
-            continue;
+            match samples.iter_mut().find(|(s, _)| *s == id) {
+                Some((_, sum)) => *sum += n,
+                None => samples.push((id, n)),
+            }
         }
-        let sums = &mut out[at - 1].samples;
-        match sums.iter_mut().find(|(s, _)| *s == id) {
-            Some((_, n)) => *n += p.count as u64,
-            None => sums.push((id, p.count as u64)),
+        if !samples.is_empty() {
+            out.push(FrameSamples { frame: frame.index, samples });
         }
     }
-    out.retain(|f| !f.samples.is_empty());
-    (stacks, out)
+    (stacks, functions, out)
 }
 
 /// One trace event; `ts` and `dur` in microseconds.
@@ -308,7 +316,7 @@ pub fn render(tp: &TimedProfile) -> String {
         }
         events.push(e);
     }
-    let (stacks, frame_samples) = frame_samples(tp);
+    let (stacks, stack_functions, frame_samples) = frame_samples(tp);
     let file = TraceFile {
         trace_events: events,
         display_time_unit: "ms",
@@ -316,6 +324,7 @@ pub fn render(tp: &TimedProfile) -> String {
             exporter: concat!("tecs-profile ", env!("CARGO_PKG_VERSION")),
             interval_ms: tp.interval_ns as f64 / 1e6,
             stacks,
+            stack_functions,
             frame_samples,
         },
     };

@@ -36,6 +36,10 @@ struct InOther {
     interval_ms: f64,
     #[serde(default)]
     stacks: Vec<String>,
+    /// The function of each of `stacks`, as the session named it; absent
+    /// in files written before the writer named them.
+    #[serde(default)]
+    stack_functions: Vec<String>,
     /// Absent in files written before frames counted their samples.
     #[serde(default)]
     frame_samples: Option<Vec<InFrameSamples>>,
@@ -77,6 +81,10 @@ pub struct ReadFrame {
     /// Samples by stack (`;`-joined Lua frames, caller first), in the
     /// order the stacks first ran in the frame.
     pub stacks: Vec<(String, u64)>,
+    /// What ran in the frame by function, ranked as the session ranks a
+    /// frame's samples (`rank_by_function`), from the functions the file
+    /// names; None when it names none.
+    pub functions: Option<Vec<(String, u64)>>,
 }
 
 /// A time line read back.
@@ -188,6 +196,7 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
             samples: arg_u64(&e.args, "samples"),
             gc_samples: arg_u64(&e.args, "gcSamples"),
             stacks: Vec::new(),
+            functions: None,
         });
     }
     let mut order: Vec<usize> = (0..frames.len()).collect();
@@ -223,7 +232,24 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
     // in a frame is then the session's, exactly.
     if let Some(counted) = &other.frame_samples {
         let counted: std::collections::HashMap<u64, &InFrameSamples> = counted.iter().map(|f| (f.frame, f)).collect();
+        let named = !other.stack_functions.is_empty();
+        if named && other.stack_functions.len() != other.stacks.len() {
+            return Err(format!(
+                "otherData.stackFunctions: {} functions for {} stacks",
+                other.stack_functions.len(),
+                other.stacks.len()
+            ));
+        }
         for f in &mut frames {
+            if named {
+                let samples = counted.get(&f.index).map_or(&[][..], |c| &c.samples[..]);
+                let charged = samples
+                    .iter()
+                    .map(|&(id, n)| other.stack_functions.get(id).map(|name| (name.as_str(), n)))
+                    .collect::<Option<Vec<_>>>();
+                // A stack out of range is refused below, naming it.
+                f.functions = charged.map(crate::output::timed::rank_by_function);
+            }
             let Some(c) = counted.get(&f.index) else {
                 f.stacks.clear();
                 continue;
@@ -301,6 +327,7 @@ mod tests {
                 samples: 3,
                 gc_samples: 0,
                 stacks: vec![("main.lua:1;a.lua:5".into(), 2), ("main.lua:1;b.lua:9".into(), 1)],
+                functions: None,
             },
             ReadFrame {
                 index: 2,
@@ -313,6 +340,7 @@ mod tests {
                     ("main.lua:1".into(), 1),
                     ("main.lua:1;a.lua:5".into(), 1),
                 ],
+                functions: None,
             },
         ];
         assert_eq!(got.frames, want);
@@ -360,6 +388,53 @@ mod tests {
         // A count naming a stack the file lacks is refused.
         let bad = text.replace("\"stacks\":[", "\"stacks\":[\"x\"],\"unused\":[");
         assert!(read(&bad).unwrap_err().contains("names stack"));
+    }
+
+    #[test]
+    fn frames_come_back_ranked_by_the_functions_the_session_named() {
+        let st = |f: &[&str]| TimedStack { zones: vec![], frames: f.iter().map(|s| s.to_string()).collect() };
+        let tp = TimedProfile {
+            name: "game".into(),
+            // Two lines of one function, a C function, and a sample without frames.
+            stacks: vec![
+                st(&["main.lua:1", "a.lua:5"]),
+                st(&["main.lua:1", "a.lua:7"]),
+                st(&["love.graphics.print"]),
+                st(&[]),
+            ],
+            stack_functions: vec![
+                "f (a.lua:4)".into(),
+                "f (a.lua:4)".into(),
+                "love.graphics.print".into(),
+                "[no stack]".into(),
+            ],
+            samples: vec![point(1, 0), point(2, 1), point(3, 2), point(4, 2), point(5, 3), point(6, 2)],
+            frames: vec![TimedFrame {
+                index: 1,
+                start_ns: 0,
+                end_ns: 10_000_000,
+                samples: 6,
+                gc_samples: 0,
+                allocated_bytes: None,
+            }],
+            interval_ns: 1_000_000,
+            end_ns: 10_000_000,
+            ..Default::default()
+        };
+        let text = render(&tp);
+        let got = read(&text).unwrap();
+        let want: Vec<(String, u64)> =
+            vec![("love.graphics.print".into(), 3), ("f (a.lua:4)".into(), 2), ("[no stack]".into(), 1)];
+        assert_eq!(got.frames[0].functions, Some(want));
+        // The session's ranking of the same samples is the file's.
+        let stacks = &tp.frame_stack_samples()[0];
+        let session = crate::output::timed::rank_by_function(
+            stacks.iter().map(|&(s, n)| (tp.stack_functions[s as usize].as_str(), n)),
+        );
+        assert_eq!(got.frames[0].functions.as_ref(), Some(&session));
+        // A list of functions that does not match the stacks is refused.
+        let bad = text.replace("\"stackFunctions\":[", "\"stackFunctions\":[\"x\",");
+        assert!(read(&bad).unwrap_err().contains("5 functions for 4 stacks"), "{}", read(&bad).unwrap_err());
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct TimedEvent {
 pub struct TimedProfile {
     pub name: String,
     pub stacks: Vec<TimedStack>,
+    /// The function each stack's leaf frame belongs to, as the by-function
+    /// views name it (by index in `stacks`; [`NO_STACK`] for a stack
+    /// without frames); empty when not named.
+    pub stack_functions: Vec<String>,
     /// Oldest first.
     pub samples: Vec<TimedPoint>,
     pub frames: Vec<TimedFrame>,
@@ -80,4 +84,41 @@ impl TimedProfile {
     pub fn weight_ns(&self, p: &TimedPoint) -> u64 {
         self.interval_ns.saturating_mul(p.count as u64)
     }
+
+    /// The samples taken in each frame of `frames` (from its start, up to
+    /// its end), by stack (an index in `stacks`), in the order the stacks
+    /// first ran in it.
+    pub fn frame_stack_samples(&self) -> Vec<Vec<(u32, u64)>> {
+        let mut out: Vec<Vec<(u32, u64)>> = vec![Vec::new(); self.frames.len()];
+        for p in &self.samples {
+            let at = self.frames.partition_point(|f| f.start_ns <= p.t_ns);
+            if at == 0 || p.t_ns >= self.frames[at - 1].end_ns {
+                continue;
+            }
+            let sums = &mut out[at - 1];
+            match sums.iter_mut().find(|(s, _)| *s == p.stack) {
+                Some((_, n)) => *n += p.count as u64,
+                None => sums.push((p.stack, p.count as u64)),
+            }
+        }
+        out
+    }
+}
+
+/// What a sample without frames is charged to.
+pub const NO_STACK: &str = "[no stack]";
+
+/// Samples by function, largest first (ties by name): `samples` pairs a
+/// function with samples charged to it, a function any number of times.
+/// The one ranking of what ran in a frame, whether the session ranks its
+/// own samples or a time-line file's are read back.
+pub fn rank_by_function<'a>(samples: impl IntoIterator<Item = (&'a str, u64)>) -> Vec<(String, u64)> {
+    let mut by_name: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for (name, n) in samples {
+        let sum = by_name.entry(name).or_default();
+        *sum = sum.saturating_add(n);
+    }
+    let mut out: Vec<(String, u64)> = by_name.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
 }

@@ -128,6 +128,11 @@ end
 -- under its caller), level 2 it and everything it calls. Takes effect at
 -- the next `start` for "call"; at every report for "time". In "time", only
 -- Lua functions can be excluded (samples name C functions by address).
+-- Level 2 also covers what `func` reaches by a tail call (`return
+-- helper(n)`), whose frame replaces `func`'s: "call" sees the replacement;
+-- "time" finds the functions `func` tail-calls in its bytecode (callees
+-- named by an upvalue, a global or a field of either) and leaves their
+-- samples out wherever they were taken.
 -- @tparam function func
 -- @tparam[opt=1] number level 1 or 2
 function Profiler:prevent(func, level)

@@ -122,34 +122,41 @@ end
 -- them), slowest first, as `SampleSession:hitches` returns them.
 -- @tparam table frames
 -- @tparam integer n
--- @tparam function profile_of the profile object of what ran in a frame
+-- @tparam function functions_of what ran in the slowest frames: given
+--   their records, `{ [index] = { { name, samples }, ... } }`, ranked
 -- @treturn table
-function M.slowest(frames, n, profile_of)
+function M.slowest(frames, n, functions_of)
   local sorted = {}
   for i, f in ipairs(frames) do sorted[i] = f end
   table.sort(sorted, function(a, b)
     if a.ms ~= b.ms then return a.ms > b.ms end
     return a.index < b.index
   end)
-  local maps = {} -- file -> function ranges, built once per file
+  local slow = {}
+  for i = 1, math.min(n, #sorted) do slow[i] = sorted[i] end
+  local ranked = functions_of(slow)
   local out = {}
-  for i = 1, math.min(n, #sorted) do
-    local f = sorted[i]
-    local prof = profile_of(f)
-    local map = {}
-    for _, file in ipairs(prof:files()) do
-      if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end
-      map[file] = maps[file] or nil
-    end
-    local total = prof:samples()
+  for i, f in ipairs(slow) do
+    local functions = ranked[f.index] or {}
+    local total = 0
+    for _, r in ipairs(functions) do total = total + r.samples end
     local top = {}
-    for j, r in ipairs(prof:selfByFunction(map)) do
+    for j, r in ipairs(functions) do
       top[j] = { name = r.name, share = r.samples / total }
     end
     out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
       allocatedBytes = f.allocatedBytes, top = top }
   end
   return out
+end
+
+--- The function map of a session's sources (as the by-function views
+-- take it): what names the functions of its hitches, in the session and
+-- in the time-line files it writes.
+-- @param session a `SampleSession`
+-- @treturn table
+function M.function_map(session)
+  return funcmap.build(session._native:profile():files())
 end
 
 --- A time line written as Chrome trace events (`SampleSession:write("x.trace.json")`,
@@ -168,13 +175,31 @@ end
 
 --- The `n` slowest frames of a time line `read_trace` read, as
 -- `SampleSession:hitches` returns them: the same as the session's, the file
--- holding each frame's samples by stack.
+-- holding each frame's samples by stack and the function each stack ran in
+-- as the session named it. Files written before they named functions are
+-- named from the sources this process reads.
 -- @tparam table trace
 -- @tparam integer n
 -- @treturn table
 function M.trace_hitches(trace, n)
   local native = require("tecs.profile.native")
-  return M.slowest(trace.frames, n, function(f) return native.parse_profile(f.collapsed) end)
+  return M.slowest(trace.frames, n, function(slow)
+    local ranked, maps = {}, {} -- maps: file -> function ranges, built once per file
+    for _, f in ipairs(slow) do
+      local functions = f.functions
+      if not functions then
+        local prof = native.parse_profile(f.collapsed)
+        local map = {}
+        for _, file in ipairs(prof:files()) do
+          if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end
+          map[file] = maps[file] or nil
+        end
+        functions = prof:selfByFunction(map)
+      end
+      ranked[f.index] = functions
+    end
+    return ranked
+  end)
 end
 
 --- The frames of a time line `read_trace` read, summed up as text.
@@ -239,7 +264,10 @@ function M.install(SampleSession)
     -- makes it (the report page: `tecs.profile.page`).
     local lua_writer = output.declaration(format).luaWriter
     if lua_writer then return require(lua_writer).render(self) end
-    return self._native:timeline(format, "tecs-profile", M.allocations_of(self))
+    -- A Chrome trace names the function of each stack as `hitches` does,
+    -- so that hitches read back from it are the session's.
+    local functions = format == "chrome-trace" and M.function_map(self) or nil
+    return self._native:timeline(format, "tecs-profile", M.allocations_of(self), functions)
   end
 
   --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,
@@ -254,8 +282,11 @@ function M.install(SampleSession)
       check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
         check.describe(n))
     end
-    return M.slowest(self._native:frames(M.allocations_of(self)), n,
-      function(f) return self._native:frameProfile(f.index) end)
+    return M.slowest(self._native:frames(M.allocations_of(self)), n, function(slow)
+      local indices = {}
+      for i, f in ipairs(slow) do indices[i] = f.index end
+      return self._native:functionsInFrames(indices, M.function_map(self))
+    end)
   end
 end
 

@@ -5,6 +5,7 @@
 
 local funcmap = require("tecs.profile.funcmap")
 local names = require("tecs.profile.dst.names")
+local bit = require("bit")
 
 local M = {}
 
@@ -46,6 +47,85 @@ local function level_of(frame, matchers, cache)
   return v
 end
 
+-- The bytecode of Lua functions, read with jit.util; nil where this
+-- LuaJIT ships without jit/*.lua.
+local bytecode = (function()
+  local ok_util, util = pcall(require, "jit.util")
+  local ok_def, vmdef = pcall(require, "jit.vmdef")
+  if ok_util and ok_def and type(vmdef.bcnames) == "string" then return { util = util, names = vmdef.bcnames } end
+end)()
+
+-- The name of the opcode of instruction `ins`.
+local function opcode(ins)
+  local op = ins % 256
+  return (bytecode.names:sub(op * 6 + 1, op * 6 + 6):gsub("%s+$", ""))
+end
+
+-- Instructions whose operand A is read, not written.
+local function reads_a(op)
+  return op:match("^IS") or op:match("^[TUG]SET") or op:match("^RET") or op == "CALLT" or op == "CALLMT"
+end
+
+-- The value register `reg` of `fn` holds before instruction `pc`, where
+-- the last write to it names one: an upvalue, a global, a field of either
+-- (`M.helper`), or a copy of one. Nil otherwise.
+local function value_in(fn, reg, pc, depth)
+  if depth > 8 then return nil end
+  local util = bytecode.util
+  for at = pc - 1, 1, -1 do
+    local ins = util.funcbc(fn, at)
+    local op = opcode(ins)
+    local a, d = bit.band(bit.rshift(ins, 8), 0xff), bit.rshift(ins, 16)
+    if a == reg and not reads_a(op) then
+      if op == "UGET" then
+        local _, v = debug.getupvalue(fn, d + 1)
+        return v
+      elseif op == "GGET" then
+        local env, name = getfenv(fn), util.funck(fn, -d - 1)
+        return type(env) == "table" and type(name) == "string" and rawget(env, name) or nil
+      elseif op == "TGETS" then
+        local t = value_in(fn, bit.rshift(ins, 24), at, depth + 1)
+        local key = util.funck(fn, -bit.band(d, 0xff) - 1)
+        return type(t) == "table" and type(key) == "string" and rawget(t, key) or nil
+      elseif op == "MOV" then
+        return value_in(fn, d, at, depth + 1)
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
+--- The Lua functions `fn` reaches by tail calls (`return helper(...)`),
+-- and those they reach in turn, as far as the bytecode names the callee
+-- (an upvalue, a global, a field of either). A tail call replaces the
+-- caller's frame, so the samples taken in the callee do not show `fn`.
+-- @tparam function fn
+-- @treturn table function -> true
+function M.tail_callees(fn)
+  local found = {}
+  if not bytecode then return found end
+  local function walk(f)
+    local info = bytecode.util.funcinfo(f)
+    if not info or not info.bytecodes then return end
+    for pc = 1, info.bytecodes - 1 do
+      local ins = bytecode.util.funcbc(f, pc)
+      if not ins then break end
+      local op = opcode(ins)
+      if op == "CALLT" or op == "CALLMT" then
+        local callee = value_in(f, bit.band(bit.rshift(ins, 8), 0xff), pc, 0)
+        if type(callee) == "function" and callee ~= fn and not found[callee] and
+          debug.getinfo(callee, "S").what ~= "C" then
+          found[callee] = true
+          walk(callee)
+        end
+      end
+    end
+  end
+  walk(fn)
+  return found
+end
+
 --- Aggregates a stopped session's samples by function.
 -- @param session the stopped `SampleSession`
 -- @tparam table prevented function -> 1 or 2
@@ -56,9 +136,17 @@ function M.aggregate(session, prevented)
   local prof = session._native:profile()
   local text = prof:byFunction(funcmap.build(prof:files())):collapsed()
   local matchers = {}
-  for fn, level in pairs(prevented) do
+  local function match(fn, level)
     local info = debug.getinfo(fn, "S")
     matchers[#matchers + 1] = { info = info, file = names.file_of(info), level = level }
+  end
+  for fn, level in pairs(prevented) do
+    match(fn, level)
+    -- What `fn` tail-calls runs in place of `fn`'s frame: with level 2 it
+    -- is left out as well, as a call hook leaves it out.
+    if level == 2 then
+      for callee in pairs(M.tail_callees(fn)) do match(callee, 2) end
+    end
   end
   local cache = {}
   local records, kept, dropped = {}, 0, 0
