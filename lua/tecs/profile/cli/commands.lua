@@ -179,6 +179,40 @@ function M.attach(opts, pos)
   return require("tecs.profile.cli.attach").attach(opts, pos, usage_error)
 end
 
+-- Runs `program` (a coroutine of the script's chunk) with `script_args` to
+-- its end. `finish` runs once, when the program ends or calls os.exit
+-- (which then exits with the status), and returns false when something it
+-- had to write failed. Returns the exit status: 1 when the program raised
+-- an error or `finish` failed.
+local function run_to_end(program, script_args, finish)
+  local finished, failed = false, false
+  local function finish_once()
+    if finished then return end
+    finished = true
+    if finish() == false then failed = true end
+    io.stdout:flush()
+  end
+  -- A program that ends with os.exit still gets its profile.
+  local real_exit = os.exit
+  os.exit = function(code, ...)
+    finish_once()
+    if code == nil or code == true then code = failed and 1 or 0 end
+    return real_exit(code, ...)
+  end
+  local ok, err = coroutine.resume(program, unpack(script_args, 1, #script_args))
+  os.exit = real_exit
+  if ok and coroutine.status(program) ~= "dead" then
+    -- What luajit says of a yield outside any coroutine.
+    ok, err = false, "attempt to yield across C-call boundary"
+  end
+  if not ok then
+    io.stderr:write(debug.traceback(program, tostring(err)), "\n")
+    failed = true
+  end
+  finish_once()
+  return failed and 1 or 0
+end
+
 -- The sampling options `run --listen` leaves to `attach start`.
 local NOT_WITH_LISTEN = { "intervalMs", "stackDepth", "zoneFilter", "clock", "precision", "output", "format",
   "reportFile", "quiet", "trace", "traceOutput", "timeline", "hitches", "slowFrameMs" }
@@ -211,38 +245,17 @@ local function run_listening(opts, pos)
       tostring(info.whyNotWoken), ")\n")
   end
   env.enter(env.arg(script, script_args))
-  local finished, status = false, 0
-  local function finish()
-    if finished then return end
-    finished = true
+  return run_to_end(coroutine.create(chunk), script_args, function()
     local path, err = listen.finish_session()
+    listen.close()
     if path then
       io.stderr:write("tecs-profile: the session started through the channel ran to the program's end: ", path, "\n")
     elseif err then
       io.stderr:write("tecs-profile: ", err, "\n")
-      status = 1
+      return false
     end
-    listen.close()
-    io.stdout:flush()
-  end
-  local real_exit = os.exit
-  os.exit = function(code, ...)
-    finish()
-    if code == nil or code == true then code = status end
-    return real_exit(code, ...)
-  end
-  local program = coroutine.create(chunk)
-  local ok, err = coroutine.resume(program, unpack(script_args, 1, #script_args))
-  os.exit = real_exit
-  if ok and coroutine.status(program) ~= "dead" then
-    ok, err = false, "attempt to yield across C-call boundary"
-  end
-  if not ok then
-    io.stderr:write(debug.traceback(program, tostring(err)), "\n")
-    status = 1
-  end
-  finish()
-  return status
+    return true
+  end)
 end
 
 --- `run script.lua [args...]`: profile a whole program, then report.
@@ -296,10 +309,8 @@ function M.run(opts, pos)
   })
   if not ok_s then usage_error("%s", clean(session)) end
 
-  local finished, status = false, 0
   local function finish()
-    if finished then return end
-    finished = true
+    local failed = false
     session:stop()
     local trace_report
     if tsession then
@@ -308,13 +319,13 @@ function M.run(opts, pos)
     end
     if opts.output then
       local ok, err = pcall(session.write, session, opts.output, opts.format)
-      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") status = 1 end
+      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") failed = true end
     end
     if opts.timeline then
       local fmt = output.format_for(opts.timeline)
       if not output.is_timeline_format(fmt) then fmt = "chrome-trace" end
       local ok, err = pcall(session.write, session, opts.timeline, fmt)
-      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") status = 1 end
+      if not ok then io.stderr:write("tecs-profile: ", clean(err), "\n") failed = true end
     end
     local out = {}
     if not opts.quiet then
@@ -334,7 +345,7 @@ function M.run(opts, pos)
     if trace_report then
       if opts.traceOutput then
         local ok, err = write_file(opts.traceOutput, tostring(trace_report))
-        if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+        if not ok then io.stderr:write("tecs-profile: ", err, "\n") failed = true end
       end
       local ok, text = pcall(report.hotAborts, session, trace_report, { raw = opts.raw })
       out[#out + 1] = "\n" .. (ok and text or ("tecs-profile: " .. clean(text) .. "\n"))
@@ -344,35 +355,16 @@ function M.run(opts, pos)
     if text ~= "" then
       if opts.reportFile then
         local ok, err = write_file(opts.reportFile, text)
-        if not ok then io.stderr:write("tecs-profile: ", err, "\n") status = 1 end
+        if not ok then io.stderr:write("tecs-profile: ", err, "\n") failed = true end
       else
         io.stdout:flush()
         io.stderr:write(text)
       end
     end
-    io.stdout:flush()
+    return not failed
   end
 
-  -- A program that ends with os.exit still gets its profile.
-  local real_exit = os.exit
-  os.exit = function(code, ...)
-    finish()
-    if code == nil or code == true then code = status end
-    io.stdout:flush()
-    return real_exit(code, ...)
-  end
-  local ok, err = coroutine.resume(program, unpack(script_args, 1, #script_args))
-  os.exit = real_exit
-  if ok and coroutine.status(program) ~= "dead" then
-    -- What luajit says of a yield outside any coroutine.
-    ok, err = false, "attempt to yield across C-call boundary"
-  end
-  if not ok then
-    io.stderr:write(debug.traceback(program, tostring(err)), "\n")
-    status = 1
-  end
-  finish()
-  return status
+  return run_to_end(program, script_args, finish)
 end
 
 --- `cover [options] script.lua [args]`: the script run under a coverage
