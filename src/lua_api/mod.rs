@@ -581,6 +581,8 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("formatTable", format_table(lua)?)?;
     t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
     t.set("json", lua.create_function(json::json)?)?;
+    t.set("hitchesText", lua.create_function(timeline::hitches_text)?)?;
+    t.set("framesText", lua.create_function(timeline::frames_text)?)?;
     t.set("json_decode", lua.create_function(json::json_decode)?)?;
     // JSON's null where a Lua table cannot hold nil (`native.json` writes
     // any light userdata as null).

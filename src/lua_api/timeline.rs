@@ -430,3 +430,44 @@ pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Resul
         Err(runtime("reading Chrome trace events needs a build with the speedscope feature"))
     }
 }
+
+/// `native.hitchesText(hitches, frames)`: the hitches (as
+/// `SampleSession:hitches` gives them) as text ([`crate::views::timeline`]).
+pub(super) fn hitches_text(_: &Lua, (hitches, frames): (Table, u64)) -> mlua::Result<String> {
+    let mut list = Vec::new();
+    for h in hitches.sequence_values::<Table>() {
+        let h = h?;
+        let mut top = Vec::new();
+        if let Some(t) = h.get::<Option<Table>>("top")? {
+            for f in t.sequence_values::<Table>() {
+                let f = f?;
+                top.push((f.get::<String>("name")?, f.get::<f64>("share")?));
+            }
+        }
+        list.push(crate::views::timeline::Hitch {
+            index: h.get::<f64>("index")? as u64,
+            ms: h.get("ms")?,
+            samples: h.get::<f64>("samples")? as u64,
+            gc_samples: h.get::<Option<f64>>("gcSamples")?.unwrap_or(0.0) as u64,
+            allocated_bytes: h.get("allocatedBytes")?,
+            top,
+        });
+    }
+    Ok(crate::views::timeline::hitches_text(&list, frames))
+}
+
+/// `native.framesText(frames)`: a time line's frames (as
+/// `SampleSession:frames` gives them) summed up as text.
+pub(super) fn frames_text(_: &Lua, frames: Table) -> mlua::Result<String> {
+    let mut list = Vec::new();
+    for f in frames.sequence_values::<Table>() {
+        let f = f?;
+        list.push(crate::views::timeline::FrameTime {
+            index: f.get::<f64>("index")? as u64,
+            ms: f.get("ms")?,
+            samples: f.get::<f64>("samples")? as u64,
+            gc_samples: f.get::<Option<f64>>("gcSamples")?.unwrap_or(0.0) as u64,
+        });
+    }
+    Ok(crate::views::timeline::frames_text(&list))
+}

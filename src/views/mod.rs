@@ -19,6 +19,7 @@ use crate::record::stack_table::VM_STATES;
 
 mod annotate;
 mod hot_aborts;
+pub mod timeline;
 
 pub use annotate::{annotate, annotate_with, HitCounts, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};

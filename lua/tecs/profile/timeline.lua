@@ -95,27 +95,7 @@ end
 -- @tparam integer frames how many frames were marked in all
 -- @treturn string
 function M.hitches_text(hitches, frames)
-  if frames == 0 then
-    return "No frames marked: call profile.frame() once per frame (LÖVE games are marked by themselves).\n"
-  end
-  -- With an allocation session attached, the bytes each frame allocated.
-  local alloc = hitches[1] ~= nil and hitches[1].allocatedBytes ~= nil
-  local out = { string.format("Slowest %d of %d frames:\n", #hitches, frames),
-    string.format("%8s %9s %8s %5s%s  %s\n", "frame", "ms", "samples", "gc",
-      alloc and string.format(" %10s", "alloc KB") or "", "what ran (share of its samples)") }
-  for _, h in ipairs(hitches) do
-    local top = {}
-    for i = 1, math.min(3, #h.top) do
-      top[i] = string.format("%.0f%% %s", h.top[i].share * 100, h.top[i].name)
-    end
-    local what = table.concat(top, ", ")
-    if #top == 0 then
-      what = h.samples > 0 and "(samples not kept: a fast frame, see slowFrameMs)" or "(no samples)"
-    end
-    out[#out + 1] = string.format("%8d %9.2f %8d %5d%s  %s\n", h.index, h.ms, h.samples, h.gcSamples,
-      alloc and string.format(" %10.1f", (h.allocatedBytes or 0) / 1024) or "", what)
-  end
-  return table.concat(out)
+  return require("tecs.profile.native").hitchesText(hitches, frames)
 end
 
 --- The `n` slowest of `frames` (records as `SampleSession:frames` gives
@@ -206,18 +186,7 @@ end
 -- @tparam table trace
 -- @treturn string
 function M.frames_text(trace)
-  local frames = trace.frames
-  if #frames == 0 then return M.hitches_text({}, 0) end
-  local ms, total, samples, gc, slowest = {}, 0, 0, 0, frames[1]
-  for i, f in ipairs(frames) do
-    ms[i], total, samples, gc = f.ms, total + f.ms, samples + f.samples, gc + f.gcSamples
-    if f.ms > slowest.ms then slowest = f end
-  end
-  table.sort(ms)
-  return string.format("%d frames (%d to %d), %.2f ms in all, %d samples (%d in GC)\n",
-      #frames, frames[1].index, frames[#frames].index, total, samples, gc) ..
-    string.format("frame time: median %.2f ms, slowest %.2f ms (frame %d)\n",
-      ms[math.ceil(#ms / 2)], slowest.ms, slowest.index)
+  return require("tecs.profile.native").framesText(trace.frames)
 end
 
 --- The native handle of the allocation session attached to sampling
