@@ -74,7 +74,8 @@ pub fn frames_text(frames: &[FrameTime]) -> String {
     let slowest = frames.iter().fold(first, |best, f| if f.ms > best.ms { f } else { best });
     let mut ms: Vec<f64> = frames.iter().map(|f| f.ms).collect();
     ms.sort_by(f64::total_cmp);
-    let median = ms[(ms.len() + 1) / 2 - 1];
+    // The lower middle, as `math.ceil(n / 2)` picks it in Lua.
+    let median = ms[ms.len().div_ceil(2) - 1];
     format!(
         "{} frames ({} to {}), {:.2} ms in all, {} samples ({} in GC)\nframe time: median {:.2} ms, slowest {:.2} ms (frame {})\n",
         frames.len(),
