@@ -53,6 +53,19 @@ describe("tecs-profile mcp", function()
     return answers, err
   end
 
+  -- Until the running session holds `n` samples, however fast the child
+  -- runs (bounded in real time).
+  local function samples_until(n)
+    local deadline = os.time() + PATIENCE_SECONDS
+    repeat
+      local rc, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
+      assert.equal(0, rc, out)
+      assert.is_true(os.time() < deadline, out)
+      local got = tonumber(out:match("(%d+) samples")) or 0
+      if got < n then os.execute("sleep 0.05") end
+    until got >= n
+  end
+
   local function call(name, arguments, meta)
     local params = { name = name, arguments = arguments or setmetatable({}, { __jsontype = "object" }), _meta = meta }
     local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/call", params = params } })
@@ -111,15 +124,7 @@ describe("tecs-profile mcp", function()
     local started = call("profiler_start", { intervalMs = 1 })
     assert.is_nil(started.isError, started.content[1].text)
     assert.matches("profiler_stop", started.content[1].text)
-    -- Sampling until the session holds enough samples, however fast the child runs.
-    local deadline = os.time() + PATIENCE_SECONDS
-    repeat
-      local rc, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
-      assert.equal(0, rc, out)
-      assert.is_true(os.time() < deadline, out)
-      local n = tonumber(out:match("(%d+) samples")) or 0
-      if n < 200 then os.execute("sleep 0.05") end
-    until n >= 200
+    samples_until(200)
     local path = dir .. "/agent.collapsed"
     local stopped = call("profiler_stop", { target = child.pid, path = path })
     assert.is_nil(stopped.isError, stopped.content[1].text)
@@ -144,14 +149,7 @@ describe("tecs-profile mcp", function()
     spawn()
     local started = call("profiler_start", {})
     assert.is_nil(started.isError, started.content[1].text)
-    local deadline = os.time() + PATIENCE_SECONDS
-    repeat
-      local src, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
-      assert.equal(0, src, out)
-      assert.is_true(os.time() < deadline, out)
-      local n = tonumber(out:match("(%d+) samples")) or 0
-      if n < 200 then os.execute("sleep 0.05") end
-    until n >= 200
+    samples_until(200)
     local calls = native.json({ { "list_targets", setmetatable({}, { __jsontype = "object" }) },
       { "profiler_stop", { path = dir .. "/client.collapsed" } }, { "report", { by = "line", top = 3 } } })
     local out, err

@@ -486,29 +486,6 @@ fn raising(lua: &Lua, call: &mlua::Function, name: &str, raw: &mlua::Function) -
     .call((call.clone(), raw.clone(), name))
 }
 
-/// `native.options`: for each public function, its option names (sorted),
-/// their defaults, what each accepts and what it does (`{ names = {...},
-/// defaults = {...}, accepts = {...}, help = {...} }`, the last three by
-/// name): what the docs' option tables are generated from.
-fn option_tables(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    for function in report_options::FUNCTIONS {
-        let decls = report_options::declared(function).unwrap_or(&[]);
-        let entry = lua.create_table()?;
-        entry.set("names", lua.create_sequence_from(options::names(decls))?)?;
-        entry.set("defaults", options::settings_table(lua, decls, None)?)?;
-        let (accepts, help) = (lua.create_table()?, lua.create_table()?);
-        for d in decls {
-            accepts.set(d.name, d.check.expected())?;
-            help.set(d.name, d.help)?;
-        }
-        entry.set("accepts", accepts)?;
-        entry.set("help", help)?;
-        t.set(function, entry)?;
-    }
-    Ok(t)
-}
-
 /// `native.formatTable`: the format registry, one table per format in its
 /// order: `name`, `endings` (a list), `timeLine` (written from a session's
 /// time line), `native` (written by this module) or else `luaWriter` (the
@@ -573,7 +550,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     t.set("raw", raw)?;
     t.set("call", call)?;
     t.set("available", lua.create_function(available)?)?;
-    t.set("options", option_tables(lua)?)?;
+    t.set("options", report_options::option_tables(lua)?)?;
     t.set("formats", lua.create_sequence_from(format_names())?)?;
     let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
     t.set("timelineFormats", lua.create_sequence_from(time_line)?)?;

@@ -3,9 +3,11 @@
 //! `profile.trace` and `profile.listen`, declared once (names,
 //! accepted values, defaults), and their conversion into [`ReportOptions`].
 //! `tecs.profile.report` checks the user's tables here (through the native
-//! `check_options`) before it translates a `mode` string.
+//! `check_options`) before it translates a `mode` string. `declared` finds
+//! any public function's declarations, and `option_tables` gives them to
+//! Lua (`native.options`).
 
-use mlua::Table;
+use mlua::{Lua, Table};
 
 use super::options::{check_table, opt, setting, Check, Declared, DefaultValue, Setting};
 use crate::views::{Annotate, Group, Metric, ReportOptions};
@@ -195,6 +197,29 @@ pub fn declared(function: &str) -> Option<&'static [Declared]> {
 /// Every function whose options are declared here.
 pub const FUNCTIONS: [&str; 9] =
     ["sample", "allocations", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace", "listen"];
+
+/// `native.options`: for each public function, its option names (sorted),
+/// their defaults, what each accepts and what it does (`{ names = {...},
+/// defaults = {...}, accepts = {...}, help = {...} }`, the last three by
+/// name): what the docs' option tables are generated from.
+pub(super) fn option_tables(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for function in FUNCTIONS {
+        let decls = declared(function).unwrap_or(&[]);
+        let entry = lua.create_table()?;
+        entry.set("names", lua.create_sequence_from(super::options::names(decls))?)?;
+        entry.set("defaults", super::options::settings_table(lua, decls, None)?)?;
+        let (accepts, help) = (lua.create_table()?, lua.create_table()?);
+        for d in decls {
+            accepts.set(d.name, d.check.expected())?;
+            help.set(d.name, d.help)?;
+        }
+        entry.set("accepts", accepts)?;
+        entry.set("help", help)?;
+        t.set(function, entry)?;
+    }
+    Ok(t)
+}
 
 /// The [`ReportOptions`] of a table (options of `profile.report` after its
 /// `mode` string was translated). Checked first, so a table that reaches
