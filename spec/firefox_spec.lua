@@ -1,8 +1,9 @@
 -- The Firefox Profiler's processed profile format ("firefox",
 -- `.firefox.json`), through the API and the command line. Each file is read
 -- back by spec/support/validate_firefox.js, which checks the tables the way
--- the profiler reads them and prints every sample as a collapsed line: the
--- samples must be the profile's stacks with its counts.
+-- the profiler reads them and prints every sample as a collapsed line of
+-- its functions: the samples must be the profile's stacks by function
+-- (Lua frames named as the by-function report names them) with its counts.
 local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
@@ -33,11 +34,10 @@ local function by_stack(rows)
   return counts, total
 end
 
-local function sorted_lines(rows)
-  local lines = {}
-  for i, r in ipairs(rows) do lines[i] = r.line end
-  table.sort(lines)
-  return lines
+-- The rows of `source` (a session or a file) with Lua frames grouped into
+-- their functions.
+local function by_function(source)
+  return collapsed.parse(profile.render(source, "collapsed", { frames = "function" }))
 end
 
 local function record()
@@ -59,12 +59,12 @@ describe("firefox format", function()
 
   it("stop(x.firefox.json) writes the session's stacks with their counts", function()
     local s = record()
-    local text = s:stop(dir .. "/p.firefox.json")
+    s:stop(dir .. "/p.firefox.json")
     local json = assert(run.read(dir .. "/p.firefox.json"))
     assert.matches('"weightType":"samples"', json, 1, true)
     assert.matches('"interval":' .. s.intervalMs, json, 1, true)
     local got, got_total = by_stack(read_back(dir .. "/p.firefox.json"))
-    local want, want_total = by_stack(collapsed.parse(text))
+    local want, want_total = by_stack(by_function(s))
     assert.same(want, got)
     assert.equal(want_total, got_total)
     assert.is_true(got_total > 0)
@@ -79,7 +79,7 @@ describe("firefox format", function()
     local a = assert(run.read(dir .. "/a.data"))
     assert.equal(a, run.read(dir .. "/b.json"))
     assert.equal(a, run.read(dir .. "/c.firefox.json"))
-    assert.same(by_stack(collapsed.parse(s:collapsed())), by_stack(read_back(dir .. "/a.data")))
+    assert.same(by_stack(by_function(s)), by_stack(read_back(dir .. "/a.data")))
     local rendered = profile.render(s, "firefox", { title = "named" })
     assert.matches('"product":"named"', rendered, 1, true)
     assert.has_error(function() profile.render(s, "firefox-timeline") end,
@@ -91,18 +91,18 @@ describe("firefox format", function()
     local s = profile.allocations({ bytesPerSample = 512 })
     local keep = {}
     for i = 1, 20000 do keep[i % 100 + 1] = { i } end
-    local text = s:stop(dir .. "/a.firefox.json")
+    s:stop(dir .. "/a.firefox.json")
     assert.matches('"weightType":"bytes"', run.read(dir .. "/a.firefox.json"), 1, true)
-    assert.same(by_stack(collapsed.parse(text)), by_stack(read_back(dir .. "/a.firefox.json")))
+    assert.same(by_stack(by_function(s)), by_stack(read_back(dir .. "/a.firefox.json")))
   end)
 
-  it("tecs-profile flamegraph FILE -o x.firefox.json: every line of FILE, one sample each", function()
+  it("tecs-profile flamegraph FILE -o x.firefox.json: every line of FILE, by function", function()
     local rc, _, err = run.run3(string.format("%s flamegraph %s -o %s/g.firefox.json", CLI, GOLDEN, dir))
     assert.equal(0, rc, err)
     assert.matches("does not record its sampling interval, so the Firefox Profiler's time axis gives each sample 1 ms",
       err, 1, true)
-    local input = collapsed.parse(assert(run.read(GOLDEN)))
-    assert.same(sorted_lines(input), sorted_lines(read_back(dir .. "/g.firefox.json")))
+    local input = by_function(GOLDEN)
+    assert.same(by_stack(input), by_stack(read_back(dir .. "/g.firefox.json")))
     assert.matches('"interval":1.0,', run.read(dir .. "/g.firefox.json"), 1, true)
     -- With the interval, the time axis is in time and no note is needed;
     -- -f chooses the format whatever the name.
@@ -110,7 +110,7 @@ describe("firefox format", function()
     assert.equal(0, rc, err)
     assert.equal("", err)
     assert.matches('"interval":2.0,', run.read(dir .. "/g.json"), 1, true)
-    assert.same(sorted_lines(input), sorted_lines(read_back(dir .. "/g.json")))
+    assert.same(by_stack(input), by_stack(read_back(dir .. "/g.json")))
   end)
 
   it("tecs-profile run -o x.firefox.json writes the program's profile", function()

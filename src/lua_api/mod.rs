@@ -490,7 +490,7 @@ fn raising(lua: &Lua, call: &mlua::Function, name: &str, raw: &mlua::Function) -
 /// order: `name`, `endings` (a list), `timeLine` (written from a session's
 /// time line), `native` (written by this module) or else `luaWriter` (the
 /// Lua module whose `render(session)` makes it),
-/// `readsSources`, `help`, and `withoutInterval` when there is one (see
+/// `readsSources`, `groupsFunctions`, `help`, and `withoutInterval` when there is one (see
 /// `output::Declaration`).
 fn format_table(lua: &Lua) -> mlua::Result<Table> {
     let list = lua.create_table()?;
@@ -507,6 +507,7 @@ fn format_table(lua: &Lua) -> mlua::Result<Table> {
             }
         }
         t.set("readsSources", d.reads_sources)?;
+        t.set("groupsFunctions", d.groups_functions)?;
         t.set("help", d.help)?;
         t.set("withoutInterval", d.without_interval)?;
         list.raw_set(i + 1, t)?;

@@ -191,6 +191,7 @@ impl NativeSession {
             name,
             stacks,
             stack_functions: Vec::new(),
+            frame_functions: Default::default(),
             samples: points,
             frames,
             events: self
@@ -231,8 +232,8 @@ impl NativeSession {
 }
 
 impl NativeSession {
-    /// Names the function of each stack of `tp`'s leaf as the by-function
-    /// views of this session name it: `funcs` (the sources' functions, as
+    /// Names the function of each stack of `tp`'s leaf, and of each of its
+    /// Lua frames, as the by-function views of this session name them: `funcs` (the sources' functions, as
     /// `selfByFunction` takes them; nil leaves frames as lines) checked
     /// against the functions recorded while sampling, and against the
     /// time line's frames.
@@ -245,6 +246,14 @@ impl NativeSession {
         }
         tp.stack_functions =
             tp.stacks.iter().map(|s| s.frames.last().map_or(NO_STACK, |f| m.function_of(f)).to_string()).collect();
+        let mut named = std::collections::HashMap::new();
+        for frame in tp.stacks.iter().flat_map(|s| s.frames.iter()) {
+            let function = m.function_of(frame);
+            if function != frame && !named.contains_key(frame) {
+                named.insert(frame.clone(), function.to_string());
+            }
+        }
+        tp.frame_functions = named;
         Ok(())
     }
 }
@@ -322,8 +331,8 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
                 )));
             };
             let mut tp = this.timed_profile(name, alloc.as_deref());
-            // A Chrome trace names the function of each stack's leaf as
-            // `hitches` does (`name_stack_functions`).
+            // The frames are named by function as `hitches` and the
+            // by-function views name them (`name_stack_functions`).
             if funcs.is_some() {
                 this.name_stack_functions(&mut tp, funcs)?;
             }

@@ -161,7 +161,10 @@ fn close(open: Open, end_ns: u64, out: &mut [Event]) {
 fn names<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], p: &TimedPoint) -> Vec<(&'a str, &'static str)> {
     let Some(stack) = tp.stacks.get(p.stack as usize) else { return Vec::new() };
     let zones = zone_names[p.stack as usize].iter().map(|z| (z.as_str(), "zone"));
-    zones.chain(stack.frames.iter().map(|f| (f.as_str(), "lua"))).collect()
+    // A Lua frame is its function's range where the time line names it:
+    // consecutive samples on other lines of one function extend one range.
+    let frames = stack.frames.iter().map(|f| (tp.function_name(f).unwrap_or(f.as_str()), "lua"));
+    zones.chain(frames).collect()
 }
 
 /// The sampled stacks as nested complete events, and runs of GC samples as

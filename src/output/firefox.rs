@@ -236,7 +236,7 @@ struct Tables {
     resources: ResourceTable,
     resource_index: HashMap<String, usize>,
     frames: FrameTable,
-    frame_index: HashMap<(usize, usize), usize>,
+    frame_index: HashMap<(usize, Option<u32>, usize), usize>,
     stacks: StackTable,
     stack_index: HashMap<(Option<usize>, usize), usize>,
 }
@@ -266,16 +266,27 @@ impl Tables {
         r.length - 1
     }
 
-    /// The function of a frame text: its name is the text; a Lua line or
-    /// function frame has its file (also its resource) and first line.
-    fn func(&mut self, frame: &str) -> (usize, Option<u32>) {
+    /// The function of a frame text and the line the frame is at. A Lua
+    /// line or function frame has its file (also its resource); the
+    /// function is the one `function_of` names (its line where it starts),
+    /// else the frame text itself (its first line).
+    fn func(&mut self, frame: &str, function_of: &dyn Fn(&str) -> Option<String>) -> (usize, Option<u32>) {
         let place = frames::file_line(frame).or_else(|| frames::file_span(frame).map(|(f, first, _)| (f, first)));
-        if let Some(&i) = self.func_index.get(frame) {
+        let named = place.and_then(|_| function_of(frame));
+        let key = named.as_deref().unwrap_or(frame);
+        if let Some(&i) = self.func_index.get(key) {
             return (i, place.map(|p| p.1));
         }
-        let name = self.string(frame);
+        let key = key.to_string();
+        let name = self.string(&key);
         let (file, line, resource) = match place {
-            Some((file, line)) => (Some(self.string(file)), Some(line), self.resource(file) as i64),
+            Some((file, line)) => {
+                let first = match &named {
+                    Some(label) => defined_at(label),
+                    None => Some(line),
+                };
+                (Some(self.string(file)), first, self.resource(file) as i64)
+            }
             None => (None, None, -1),
         };
         let f = &mut self.funcs;
@@ -287,13 +298,13 @@ impl Tables {
         f.line_number.push(line);
         f.column_number.push(None);
         f.length += 1;
-        self.func_index.insert(frame.to_string(), f.length - 1);
-        (f.length - 1, line)
+        self.func_index.insert(key, f.length - 1);
+        (f.length - 1, place.map(|p| p.1))
     }
 
-    fn frame(&mut self, text: &str, category: usize) -> usize {
-        let (func, line) = self.func(text);
-        if let Some(&i) = self.frame_index.get(&(func, category)) {
+    fn frame(&mut self, text: &str, category: usize, function_of: &dyn Fn(&str) -> Option<String>) -> usize {
+        let (func, line) = self.func(text, function_of);
+        if let Some(&i) = self.frame_index.get(&(func, line, category)) {
             return i;
         }
         let t = &mut self.frames;
@@ -308,7 +319,7 @@ impl Tables {
         t.line.push(line);
         t.column.push(None);
         t.length += 1;
-        self.frame_index.insert((func, category), t.length - 1);
+        self.frame_index.insert((func, line, category), t.length - 1);
         t.length - 1
     }
 
@@ -329,23 +340,37 @@ impl Tables {
 
     /// The stack of zones and frames (caller first) whose leaf was in VM
     /// state `VM_STATES[state]`.
-    fn sample_stack(&mut self, zones: &[&str], stack: &[&str], state: usize) -> usize {
+    fn sample_stack(
+        &mut self,
+        zones: &[&str],
+        stack: &[&str],
+        state: usize,
+        function_of: &dyn Fn(&str) -> Option<String>,
+    ) -> usize {
         let mut prefix = None;
         for z in zones {
-            let f = self.frame(z, ZONE_CATEGORY);
+            let f = self.frame(z, ZONE_CATEGORY, &|_| None);
             prefix = Some(self.stack(prefix, f));
         }
         let stack: &[&str] = if stack.is_empty() { &[ROOT_FRAME] } else { stack };
         for (i, text) in stack.iter().enumerate() {
             let category = if i + 1 == stack.len() { STATE_CATEGORY + state } else { LUA_CATEGORY };
-            let f = self.frame(text, category);
+            let f = self.frame(text, category, function_of);
             prefix = Some(self.stack(prefix, f));
         }
         prefix.expect("a sample has at least one frame")
     }
 }
 
-/// Renders `profile` as a processed profile (JSON).
+/// The line a function label (`name (file:line)`) says the function
+/// starts at.
+fn defined_at(label: &str) -> Option<u32> {
+    let inner = label.strip_suffix(')')?.rsplit_once(" (")?.1;
+    frames::file_line(inner).map(|(_, line)| line)
+}
+
+/// Renders `profile` as a processed profile (JSON), Lua functions named by
+/// `meta`'s `function_of`, each frame at the line it sampled.
 pub fn render(profile: &Profile, meta: &RenderMeta) -> String {
     let bytes = meta.counts_bytes();
     // Each sample is drawn as long as the time it stands for; bytes stand
@@ -359,7 +384,7 @@ pub fn render(profile: &Profile, meta: &RenderMeta) -> String {
             if count == 0 {
                 continue;
             }
-            samples.stack.push(tables.sample_stack(&row.zones, &row.stack, state));
+            samples.stack.push(tables.sample_stack(&row.zones, &row.stack, state, meta.function_of));
             samples.time.push(now);
             samples.weight.push(count);
             now += if bytes { 1.0 } else { count as f64 * interval_ms };

@@ -117,8 +117,12 @@ pub struct Declaration {
     /// What writes it.
     pub writer: FormatWriter,
     /// Its writer names Lua functions from their sources (given through
-    /// [`RenderMeta::function_of`]), so frames stay lines for it.
+    /// [`RenderMeta::function_of`], or the time line's function names).
     pub reads_sources: bool,
+    /// Its readers group a function's lines themselves (pprof's functions,
+    /// the Firefox Profiler's call tree), so frames by function leave its
+    /// frames as lines.
+    pub groups_functions: bool,
     /// What the command line's help calls it.
     pub help: &'static str,
     /// What its numbers are when the profile does not say its sampling
@@ -188,6 +192,7 @@ pub static REGISTRY: &[Declaration] = &[
         time_line: false,
         writer: FormatWriter::Native(&collapsed::Collapsed),
         reads_sources: false,
+        groups_functions: false,
         help: "collapsed stacks (any other name)",
         without_interval: None,
     },
@@ -198,6 +203,7 @@ pub static REGISTRY: &[Declaration] = &[
         time_line: false,
         writer: FormatWriter::Native(SVG),
         reads_sources: false,
+        groups_functions: false,
         help: "SVG flamegraph",
         without_interval: None,
     },
@@ -207,7 +213,8 @@ pub static REGISTRY: &[Declaration] = &[
         endings: &[".speedscope.json"],
         time_line: false,
         writer: FormatWriter::Native(json_writers::SPEEDSCOPE),
-        reads_sources: false,
+        reads_sources: true,
+        groups_functions: false,
         help: "speedscope",
         without_interval: Some("the speedscope weights are sample counts (unit \"none\")"),
     },
@@ -218,6 +225,7 @@ pub static REGISTRY: &[Declaration] = &[
         time_line: false,
         writer: FormatWriter::Native(&pprof::Pprof),
         reads_sources: true,
+        groups_functions: true,
         help: "gzipped pprof",
         without_interval: Some("the pprof time values are sample counts (1 ns per sample)"),
     },
@@ -227,7 +235,8 @@ pub static REGISTRY: &[Declaration] = &[
         endings: &[".firefox.json"],
         time_line: false,
         writer: FormatWriter::Native(json_writers::FIREFOX),
-        reads_sources: false,
+        reads_sources: true,
+        groups_functions: true,
         help: "Firefox Profiler",
         without_interval: Some("the Firefox Profiler's time axis gives each sample 1 ms"),
     },
@@ -237,7 +246,8 @@ pub static REGISTRY: &[Declaration] = &[
         endings: &[".timeline.speedscope.json"],
         time_line: true,
         writer: FormatWriter::Native(json_writers::SPEEDSCOPE_TIMELINE),
-        reads_sources: false,
+        reads_sources: true,
+        groups_functions: false,
         help: "speedscope in time order",
         without_interval: None,
     },
@@ -247,7 +257,8 @@ pub static REGISTRY: &[Declaration] = &[
         endings: &[".trace.json"],
         time_line: true,
         writer: FormatWriter::Native(json_writers::CHROME_TRACE),
-        reads_sources: false,
+        reads_sources: true,
+        groups_functions: false,
         help: "Chrome trace events (Perfetto, chrome://tracing)",
         without_interval: None,
     },
@@ -258,6 +269,7 @@ pub static REGISTRY: &[Declaration] = &[
         time_line: true,
         writer: FormatWriter::Lua("tecs.profile.page"),
         reads_sources: false,
+        groups_functions: false,
         help: "the report page",
         without_interval: None,
     },

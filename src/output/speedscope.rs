@@ -65,20 +65,27 @@ struct SampledProfile<'a> {
     weights: Vec<f64>,
 }
 
-/// The shared frame list, each name once.
-#[derive(Default)]
-struct Frames {
-    index: HashMap<String, usize>,
+/// The shared frame list, each (name, line) once.
+struct Frames<'n> {
+    index: HashMap<(String, Option<u32>), usize>,
     list: Vec<Frame>,
+    /// The function a Lua frame belongs to, where its sources named it: a
+    /// frame's name is its function's, its line the line sampled.
+    function_of: &'n dyn Fn(&str) -> Option<String>,
 }
 
-impl Frames {
+impl<'n> Frames<'n> {
+    fn new(function_of: &'n dyn Fn(&str) -> Option<String>) -> Self {
+        Frames { index: HashMap::new(), list: Vec::new(), function_of }
+    }
+
     fn intern(&mut self, name: String, file: Option<(&str, u32)>) -> usize {
-        if let Some(&i) = self.index.get(&name) {
+        let key = (name, file.map(|f| f.1));
+        if let Some(&i) = self.index.get(&key) {
             return i;
         }
-        self.list.push(Frame { name: name.clone(), file: file.map(|f| f.0.to_string()), line: file.map(|f| f.1) });
-        self.index.insert(name, self.list.len() - 1);
+        self.list.push(Frame { name: key.0.clone(), file: file.map(|f| f.0.to_string()), line: key.1 });
+        self.index.insert(key, self.list.len() - 1);
         self.list.len() - 1
     }
 
@@ -91,7 +98,9 @@ impl Frames {
         let last = stack.len();
         for (i, f) in stack.iter().enumerate() {
             let f = f.as_ref();
-            let name = if i + 1 == last { format!("{}_[{}]", f, state as char) } else { f.to_string() };
+            let function = (self.function_of)(f);
+            let shown = function.as_deref().unwrap_or(f);
+            let name = if i + 1 == last { format!("{}_[{}]", shown, state as char) } else { shown.to_string() };
             let file = frames::file_line(f).or_else(|| frames::file_span(f).map(|(file, first, _)| (file, first)));
             out.push(self.intern(name, file));
         }
@@ -102,7 +111,7 @@ impl Frames {
     }
 }
 
-fn document(name: &str, unit: &'static str, frames: Frames, samples: Vec<Vec<usize>>, weights: Vec<f64>) -> String {
+fn document(name: &str, unit: &'static str, frames: Frames<'_>, samples: Vec<Vec<usize>>, weights: Vec<f64>) -> String {
     let end: f64 = weights.iter().sum();
     let file = File {
         schema: SCHEMA_URL,
@@ -117,9 +126,10 @@ fn document(name: &str, unit: &'static str, frames: Frames, samples: Vec<Vec<usi
     s
 }
 
-/// Renders `profile` as a speedscope JSON document.
-pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
-    let mut frames = Frames::default();
+/// Renders `profile` as a speedscope JSON document, Lua frames named by
+/// the functions `function_of` gives.
+pub fn render(profile: &Profile, opts: &SpeedscopeOptions, function_of: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut frames = Frames::new(function_of);
     let scale = opts.interval_ms.unwrap_or(1.0);
     let mut samples: Vec<Vec<usize>> = Vec::with_capacity(profile.rows.len());
     let mut weights: Vec<f64> = Vec::with_capacity(profile.rows.len());
@@ -137,9 +147,12 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions) -> String {
 
 /// Renders a session's time line as a speedscope JSON document: one sample
 /// per recorded callback, oldest first, weighted by the time it stands for
-/// (its ticks times the interval, in milliseconds).
+/// (its ticks times the interval, in milliseconds). Lua frames are named by
+/// their functions where the time line names them
+/// ([`TimedProfile::function_name`]).
 pub fn render_timeline(tp: &TimedProfile) -> String {
-    let mut frames = Frames::default();
+    let function_of = |f: &str| tp.function_name(f).map(str::to_string);
+    let mut frames = Frames::new(&function_of);
     let mut stacks: HashMap<(u32, u8), usize> = HashMap::new();
     let mut unique: Vec<Vec<usize>> = Vec::new();
     let mut samples = Vec::with_capacity(tp.samples.len());
@@ -167,7 +180,7 @@ impl super::Writer for Speedscope {
     fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
         let super::Source::Profile(p, meta) = source else { return Err(super::wrong_source("speedscope", false)) };
         let interval_ms = if meta.counts_bytes() { None } else { meta.interval_ms };
-        Ok(render(p, &SpeedscopeOptions { name: meta.title.clone(), interval_ms }).into_bytes())
+        Ok(render(p, &SpeedscopeOptions { name: meta.title.clone(), interval_ms }, meta.function_of).into_bytes())
     }
 }
 
@@ -193,7 +206,7 @@ mod tests {
     #[test]
     fn writes_a_sampled_profile() {
         let p = collapsed::parse("render;main.lua:3;a.lua:5_[N] 7\nmain.lua:3;pcall_[C] 2\n").unwrap();
-        let s = render(&p, &SpeedscopeOptions { name: "t".into(), interval_ms: Some(2.0) });
+        let s = render(&p, &SpeedscopeOptions { name: "t".into(), interval_ms: Some(2.0) }, &|_| None);
         let v: Value = serde_json::from_str(&s).unwrap();
         let prof = &v["profiles"][0];
         assert_eq!(prof["type"], "sampled");
@@ -208,10 +221,25 @@ mod tests {
     }
 
     #[test]
+    fn names_lua_frames_by_function_at_the_line_sampled() {
+        let p = collapsed::parse("main.lua:3;a.lua:5_[N] 2\nmain.lua:3;a.lua:6_[N] 1\n").unwrap();
+        let function_of = |f: &str| f.starts_with("a.lua:").then(|| "f (a.lua:4)".to_string());
+        let v: Value = serde_json::from_str(&render(&p, &SpeedscopeOptions::default(), &function_of)).unwrap();
+        let frames = v["shared"]["frames"].as_array().unwrap();
+        let named: Vec<(&str, u64)> = frames
+            .iter()
+            .filter(|f| f["file"] == "a.lua")
+            .map(|f| (f["name"].as_str().unwrap(), f["line"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(named, [("f (a.lua:4)_[N]", 5), ("f (a.lua:4)_[N]", 6)]);
+        assert!(frames.iter().any(|f| f["name"] == "main.lua:3"), "a frame not named stays its text");
+    }
+
+    #[test]
     fn counts_as_large_as_a_u64_holds() {
         // Weights are floats: two rows of u64::MAX neither wrap nor panic.
         let p = collapsed::parse("a.lua:1_[N] 18446744073709551615\nb.lua:2_[N] 18446744073709551615\n").unwrap();
-        let v: Value = serde_json::from_str(&render(&p, &SpeedscopeOptions::default())).unwrap();
+        let v: Value = serde_json::from_str(&render(&p, &SpeedscopeOptions::default(), &|_| None)).unwrap();
         let prof = &v["profiles"][0];
         assert_eq!(prof["weights"], json!([u64::MAX as f64, u64::MAX as f64]));
         assert_eq!(prof["endValue"], json!(2.0 * u64::MAX as f64));

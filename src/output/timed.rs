@@ -3,6 +3,8 @@
 //! they were taken, each pointing at a named stack, and the frames marked
 //! with `profile.frame()`. Times are nanoseconds from the session's start.
 
+use std::collections::HashMap;
+
 /// A named stack: zone path (root first) and frames (caller first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TimedStack {
@@ -64,6 +66,10 @@ pub struct TimedProfile {
     /// views name it (by index in `stacks`; [`NO_STACK`] for a stack
     /// without frames); empty when not named.
     pub stack_functions: Vec<String>,
+    /// The function each Lua frame of `stacks` belongs to, where the
+    /// by-function views name it otherwise than the frame (the writers'
+    /// frame names); empty when not named.
+    pub frame_functions: HashMap<String, String>,
     /// Oldest first.
     pub samples: Vec<TimedPoint>,
     pub frames: Vec<TimedFrame>,
@@ -80,6 +86,12 @@ pub struct TimedProfile {
 }
 
 impl TimedProfile {
+    /// The function `frame` belongs to, where it was named
+    /// ([`TimedProfile::frame_functions`]).
+    pub fn function_name(&self, frame: &str) -> Option<&str> {
+        self.frame_functions.get(frame).map(String::as_str)
+    }
+
     /// Time a sample stands for, in nanoseconds.
     pub fn weight_ns(&self, p: &TimedPoint) -> u64 {
         self.interval_ns.saturating_mul(p.count as u64)

@@ -14,7 +14,7 @@ local M = {}
 
 --- The registry: one table per format, in its order, with `name`,
 -- `endings` (a list), `timeLine` (written from a session's time line),
--- `native` (written by the native module), `readsSources`, `help` and
+-- `native` (written by the native module), `readsSources`, `groupsFunctions`, `help` and
 -- `withoutInterval` (see `output::Declaration` in the native module).
 M.registry = native_ok and native.formatTable or {}
 

@@ -299,7 +299,8 @@ end
 -- @tparam string format a format name, such as "svg" or "firefox"
 -- @tparam[opt] table opts `title`, `inverted`, `intervalMs` (a session's
 --   own by default), `zone`, `frames` ("function": lines grouped into their
---   functions, except for a format that names functions itself, pprof)
+--   functions, except for a format whose readers group them, pprof and
+--   Firefox)
 -- @treturn string the content
 function M.render(source, format, opts)
   local output = require("tecs.profile.output")
@@ -318,7 +319,7 @@ function M.render(source, format, opts)
   opts = opts or {}
   local prof, interval = M.load("profile.render", source, 2)
   if opts.zone then prof = prof:filterZone(opts.zone) end
-  if opts.frames == "function" and not d.readsSources then prof = prof:byFunction(funcmap.build(prof:files())) end
+  if opts.frames == "function" and not d.groupsFunctions then prof = prof:byFunction(funcmap.build(prof:files())) end
   return render("profile.render", prof, format,
     { title = opts.title, inverted = opts.inverted, intervalMs = opts.intervalMs or interval }, 2)
 end

@@ -233,9 +233,10 @@ function M.install(SampleSession)
     -- makes it (the report page: `tecs.profile.page`).
     local lua_writer = output.declaration(format).luaWriter
     if lua_writer then return require(lua_writer).render(self) end
-    -- A Chrome trace names the function of each stack as `hitches` does,
-    -- so that hitches read back from it are the session's.
-    local functions = format == "chrome-trace" and M.function_map(self) or nil
+    -- The frames are named by function as `hitches` and the by-function
+    -- views name them, so that hitches read back from a Chrome trace are
+    -- the session's.
+    local functions = output.declaration(format).readsSources and M.function_map(self) or nil
     return self._native:timeline(format, "tecs-profile", M.allocations_of(self), functions)
   end
 

@@ -196,6 +196,28 @@ fn lua_lines_carry_their_file_and_line_zones_their_category() {
 }
 
 #[test]
+fn a_named_function_is_one_function_its_frames_at_the_lines_sampled() {
+    let p = collapsed::parse("main.lua:3;a.lua:5_[N] 2\nmain.lua:3;a.lua:6_[N] 1\n").unwrap();
+    let function_of = |f: &str| f.starts_with("a.lua:").then(|| "f (a.lua:4)".to_string());
+    let meta = RenderMeta { function_of: &function_of, ..meta_with(None) };
+    let doc: Value = serde_json::from_str(&render(&p, &meta)).unwrap();
+    let t = &doc["threads"][0];
+    let strings = t["stringArray"].as_array().unwrap();
+    let funcs = &t["funcTable"];
+    let f: Vec<usize> = (0..funcs["length"].as_u64().unwrap() as usize)
+        .filter(|&i| strings[funcs["name"][i].as_u64().unwrap() as usize] == "f (a.lua:4)")
+        .collect();
+    assert_eq!(f.len(), 1, "one function for both lines");
+    assert_eq!(funcs["lineNumber"][f[0]], 4, "where the function starts");
+    let mut lines: Vec<u64> = (0..t["frameTable"]["length"].as_u64().unwrap() as usize)
+        .filter(|&i| t["frameTable"]["func"][i] == f[0])
+        .map(|i| t["frameTable"]["line"][i].as_u64().unwrap())
+        .collect();
+    lines.sort();
+    assert_eq!(lines, [5, 6]);
+}
+
+#[test]
 fn an_allocation_profile_weighs_bytes() {
     let p = collapsed::parse("main.lua:1_[I] 4096\nmain.lua:2_[I] 1024\n").unwrap();
     let meta =
