@@ -27,10 +27,10 @@ describe("tecs-profile mcp", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  local function spawn()
+  local function spawn(mode)
     child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s 2>&1", q(ctl),
-      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop))))
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
     assert.is_number(child.pid, child.first)
@@ -182,6 +182,35 @@ describe("tecs-profile mcp", function()
     assert.equal(path, stopped.structuredContent.path)
     assert.matches("^severity,count,reason,location,zone\r\n", assert(run.read(path)))
     assert.is_true(call("trace_stop", {}).isError)
+  end)
+
+  it("profiler_stop gives the zones and the slowest frames; report gives callers and hitches", function()
+    spawn("game")
+    local r = call("profiler_start", {})
+    assert.is_nil(r.isError, r.content[1].text)
+    samples_until(40)
+    r = call("profiler_stop", {})
+    assert.is_nil(r.isError, r.content[1].text)
+    local got = r.structuredContent
+    -- Every sample of the loop is in the zone "update".
+    local zones = {}
+    for _, z in ipairs(got.zones) do zones[z.name] = z.share end
+    assert.is_number(zones.update, r.content[1].text)
+    assert.matches("\nZones by samples:\n", r.content[1].text)
+    assert.is_true(#got.slowest >= 1, r.content[1].text)
+    for _, f in ipairs(got.slowest) do
+      assert.is_number(f.index)
+      assert.is_true(f.ms >= 0)
+      for _, t in ipairs(f.top) do assert.is_true(t.share > 0 and t.share <= 1) end
+    end
+    assert.matches("\nSlowest of %d+ frames:\n  frame %d+: ", r.content[1].text)
+
+    r = call("report", { by = "function", ["then"] = "caller", top = 5 })
+    assert.is_nil(r.isError, r.content[1].text)
+    assert.matches("burn (" .. FIXTURE, r.content[1].text, 1, true)
+    r = call("report", { hitches = 2 })
+    assert.is_nil(r.isError, r.content[1].text)
+    assert.matches("^Slowest %d of %d+ frames:\n", r.content[1].text)
   end)
 
   it("with seconds, profiles for that long and returns the profile", function()

@@ -46,12 +46,18 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
-    /// The text report of the last profile.
+    /// The text report of the last profile: rows `by` a grouping, `then`
+    /// a second level (callers, callees, ...), at most `top` rows; or with
+    /// `hitches`, that many slowest frames and what ran in them.
     Report {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<String>,
+        #[serde(rename = "then", default, skip_serializing_if = "Option::is_none")]
+        then_by: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         top: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hitches: Option<u32>,
     },
     /// Start tracking trace aborts (`profile.trace`).
     #[serde(rename = "trace_start")]
@@ -79,12 +85,30 @@ pub struct AbortSite {
     pub zone: Option<String>,
 }
 
-/// A function among the heaviest of a profile, by self samples.
+/// A function (by self samples) or a zone path among the heaviest of a
+/// profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopFunction {
+pub struct Share {
     pub name: String,
     pub samples: u64,
     /// Of all the profile's samples, 0 to 1.
+    pub share: f64,
+}
+
+/// One of the slowest frames a session marked (`profile.frame()`), and the
+/// functions that ran most in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowFrame {
+    pub index: u64,
+    pub ms: f64,
+    /// By self samples; each share of the frame's samples.
+    pub top: Vec<FrameShare>,
+}
+
+/// A function's share of one frame's samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameShare {
+    pub name: String,
     pub share: f64,
 }
 
@@ -118,7 +142,15 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub top: Option<Vec<TopFunction>>,
+    pub top: Option<Vec<Share>>,
+    /// Zone paths by samples (stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<Vec<Share>>,
+    /// Frames marked in all, and the slowest of them (stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowest: Option<Vec<SlowFrame>>,
     /// The report's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,

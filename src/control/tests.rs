@@ -37,7 +37,11 @@ fn requests_and_responses_are_one_json_line_each() {
     assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).unwrap(), Request::Status);
     assert_eq!(
         serde_json::from_str::<Request>(r#"{"cmd":"report","top":5}"#).unwrap(),
-        Request::Report { by: None, top: Some(5) }
+        Request::Report { by: None, then_by: None, top: Some(5), hitches: None }
+    );
+    assert_eq!(
+        serde_json::from_str::<Request>(r#"{"cmd":"report","by":"function","then":"caller"}"#).unwrap(),
+        Request::Report { by: Some("function".into()), then_by: Some("caller".into()), top: None, hitches: None }
     );
     let err = server::parse_request(r#"{"cmd":"launch"}"#).unwrap_err();
     assert!(err.contains("launch") && err.contains("status"), "{}", err);

@@ -566,6 +566,7 @@ pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     // any light userdata as null).
     t.set("null", mlua::Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
     t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
+    t.set("noZone", crate::views::NO_ZONE)?;
     t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
     t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
     let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;

@@ -199,9 +199,11 @@ pub const FUNCTIONS: [&str; 9] =
     ["sample", "allocations", "report", "hotAborts", "flamegraph", "speedscope", "pprof", "trace", "listen"];
 
 /// `native.options`: for each public function, its option names (sorted),
-/// their defaults, what each accepts and what it does (`{ names = {...},
-/// defaults = {...}, accepts = {...}, help = {...} }`, the last three by
-/// name): what the docs' option tables are generated from.
+/// their defaults, what each accepts and what it does, and the values of
+/// each option that takes one of a list (`{ names = {...}, defaults =
+/// {...}, accepts = {...}, help = {...}, choices = {...} }`, the last four
+/// by name): what the docs' option tables and the MCP tools' schemas are
+/// generated from.
 pub(super) fn option_tables(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     for function in FUNCTIONS {
@@ -209,13 +211,17 @@ pub(super) fn option_tables(lua: &Lua) -> mlua::Result<Table> {
         let entry = lua.create_table()?;
         entry.set("names", lua.create_sequence_from(super::options::names(decls))?)?;
         entry.set("defaults", super::options::settings_table(lua, decls, None)?)?;
-        let (accepts, help) = (lua.create_table()?, lua.create_table()?);
+        let (accepts, help, choices) = (lua.create_table()?, lua.create_table()?, lua.create_table()?);
         for d in decls {
             accepts.set(d.name, d.check.expected())?;
             help.set(d.name, d.help)?;
+            if let super::options::Check::OneOf(names) = d.check {
+                choices.set(d.name, lua.create_sequence_from(names.iter().copied())?)?;
+            }
         }
         entry.set("accepts", accepts)?;
         entry.set("help", help)?;
+        entry.set("choices", choices)?;
         t.set(function, entry)?;
     }
     Ok(t)

@@ -383,6 +383,16 @@ pub(super) fn self_by_function(p: &Profile, funcs: &FunctionMap) -> Vec<(String,
     }))
 }
 
+/// Samples by zone path (`/`-joined; the rows outside any zone under
+/// "(no zone)"), largest first, as a Lua list of `{ name, samples }`.
+pub(super) fn samples_by_zone_table(lua: &Lua, p: &Profile) -> mlua::Result<Table> {
+    let rows: Vec<(String, u64)> = p
+        .named_rows()
+        .map(|r| (if r.zones.is_empty() { crate::views::NO_ZONE.to_string() } else { r.zones.join("/") }, r.total()))
+        .collect();
+    ranked_table(lua, rank_by_function(rows.iter().map(|(z, n)| (z.as_str(), *n))))
+}
+
 /// `selfByFunction(funcs)` as a Lua list of `{ name, samples }`.
 pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) -> mlua::Result<Table> {
     ranked_table(lua, self_by_function(p, m))

@@ -333,6 +333,8 @@ impl UserData for ProfileData {
             let ids = crate::profile::sidecar::read(&text).map_err(err)?;
             Ok(ProfileData(this.0.clone(), Arc::new(ids)))
         });
+        // Samples by zone path, largest first (see `timeline`).
+        methods.add_method("samplesByZone", |lua, this, ()| super::timeline::samples_by_zone_table(lua, &this.0));
         // Self samples by function, largest first (see `timeline`).
         methods.add_method("selfByFunction", |lua, this, funcs: Option<Table>| {
             let m = this.function_map(funcs)?;

@@ -130,7 +130,8 @@ pub fn vm_state_name(state: u8) -> &'static str {
     }
 }
 
-const NO_ZONE: &str = "(no zone)";
+/// The name of the rows taken outside any zone.
+pub const NO_ZONE: &str = "(no zone)";
 const NO_STACK: &str = "(no stack)";
 
 /// Counts of one first-level key.

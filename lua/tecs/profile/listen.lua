@@ -22,8 +22,12 @@ local native_ok, native = pcall(require, "tecs.profile.native")
 
 local M = {}
 
---- How many functions `stop` returns by default.
+--- How many functions and zones `stop` returns.
 M.TOP = 10
+--- How many of the slowest frames `stop` returns, and how many functions
+-- of each.
+M.SLOWEST = 3
+M.TOP_IN_FRAME = 3
 
 -- The open channel: { native = listener, dir, socket, pid, program, kind },
 -- or nil.
@@ -76,6 +80,38 @@ local function top_functions(session, n)
   return top, total
 end
 
+-- The zone paths of `session`'s profile by samples (nil when no sample
+-- was in a zone), at most `n`.
+local function top_zones(session, n)
+  local prof = session._native:profile()
+  local total = prof:samples()
+  local zones = prof:samplesByZone()
+  if total == 0 or #zones == 0 or (#zones == 1 and zones[1].name == native.noZone) then return nil end
+  local top = {}
+  for i, z in ipairs(zones) do
+    if i > n then break end
+    top[i] = { name = z.name, samples = z.samples, share = z.samples / total }
+  end
+  return top
+end
+
+-- The `n` slowest frames `session` marked, each with the functions that
+-- ran most in it (nil when no frame was marked), and the frames marked.
+local function slowest_frames(session, n)
+  local frames = session:frames()
+  if #frames == 0 then return nil end
+  local slow = {}
+  for i, h in ipairs(session:hitches(n)) do
+    local top = {}
+    for j, f in ipairs(h.top) do
+      if j > M.TOP_IN_FRAME then break end
+      top[j] = { name = f.name, share = f.share }
+    end
+    slow[i] = { index = h.index, ms = h.ms, top = top }
+  end
+  return slow, #frames
+end
+
 local function default_path()
   written = written + 1
   return string.format("%s/%d-%s-%d.collapsed", channel.dir, channel.pid, os.date("!%Y%m%dT%H%M%S"), written)
@@ -91,6 +127,8 @@ local function finish(path)
   if not ok then return failure("%s", clean(err)) end
   local answer = { ok = true, running = false, intervalMs = r.session.intervalMs, elapsedSec = elapsed }
   answer.top, answer.samples = top_functions(r.session, M.TOP)
+  answer.zones = top_zones(r.session, M.TOP)
+  answer.slowest, answer.frames = slowest_frames(r.session, M.SLOWEST)
   last = { session = r.session, answer = answer }
   path = path or default_path()
   local wok, werr = pcall(r.session.write, r.session, path)
@@ -145,7 +183,16 @@ end
 function commands.report(req)
   local s = running and running.session or last and last.session
   if not s then return failure("no profile yet: start a session first") end
-  local ok, text = pcall(require("tecs.profile.report").report, s, { by = req.by, limit = req.top })
+  if req.hitches then
+    local ok, text = pcall(function()
+      local frames = s:frames()
+      return require("tecs.profile.timeline").hitches_text(s:hitches(req.hitches), #frames)
+    end)
+    if not ok then return failure("%s", clean(text)) end
+    return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
+  end
+  local ok, text = pcall(require("tecs.profile.report").report, s, { by = req.by, ["then"] = req["then"],
+    limit = req.top })
   if not ok then return failure("%s", clean(text)) end
   return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
 end

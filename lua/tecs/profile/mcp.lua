@@ -36,6 +36,12 @@ local function object(t) return setmetatable(t or {}, OBJECT) end
 local TARGET = { type = "integer", description = "pid of the program (list_targets); may be left out when exactly "
   .. "one program is listening" }
 
+-- A function's or zone's share of a profile's samples.
+local SHARE = { type = "object", properties = { name = { type = "string" }, share = { type = "number" } } }
+-- What `profile.report`'s options take and mean, as the native module
+-- declares them.
+local REPORT_CHOICES, REPORT_HELP = native.options.report.choices, native.options.report.help
+
 --- The tools, in the order tools/list gives them.
 M.TOOLS = {
   {
@@ -62,8 +68,9 @@ M.TOOLS = {
   },
   {
     name = "profiler_stop",
-    description = "Stops the target's session and writes its profile: returns the samples, the file written and the "
-      .. "top functions with their shares and 95% sampling errors. Call report for other views.",
+    description = "Stops the target's session and writes its profile: returns the samples, the file written, the "
+      .. "top functions and zones with their shares and 95% sampling errors, and the slowest frames (games that "
+      .. "mark frames; LÖVE does) with the functions that ran most in them. Call report for other views.",
     inputSchema = {
       type = "object",
       properties = {
@@ -78,22 +85,28 @@ M.TOOLS = {
       properties = {
         samples = { type = "number" },
         path = { type = "string" },
-        top = { type = "array", items = { type = "object", properties = {
-          name = { type = "string" }, share = { type = "number" } } } },
+        top = { type = "array", items = SHARE },
+        zones = { type = "array", items = SHARE },
+        slowest = { type = "array", items = { type = "object", properties = {
+          index = { type = "integer" }, ms = { type = "number" }, top = { type = "array", items = SHARE } } } },
       },
       required = { "samples", "path", "top" },
     },
   },
   {
     name = "report",
-    description = "A text view of the target's last profile: by function (default), line, module, zone, "
-      .. "zonecomponent or vmstate, the top N rows with their shares and the total samples.",
+    description = "A text view of the target's last profile (or the running one): rows by function (default), "
+      .. "line, module, zone, zonecomponent or vmstate, each with a second level `then` (caller and callee show "
+      .. "who calls a function and what it calls), the top N rows with their shares and the total samples; or "
+      .. "with `hitches`, the N slowest frames and what ran in them.",
     inputSchema = {
       type = "object",
       properties = {
         target = TARGET,
-        by = { type = "string", enum = { "function", "line", "module", "zone", "zonecomponent", "vmstate" } },
+        by = { type = "string", enum = REPORT_CHOICES.by, description = REPORT_HELP.by },
+        ["then"] = { type = "string", enum = REPORT_CHOICES["then"], description = REPORT_HELP["then"] },
         top = { type = "integer", description = "rows shown (default 20)" },
+        hitches = { type = "integer", description = "instead of rows, the N slowest frames and what ran in them" },
       },
       additionalProperties = false,
     },
@@ -163,13 +176,30 @@ local function stopped(target, a)
   lines[1] = string.format("pid %d (%s): %d samples in %.2f s; profile written to %s", target.pid,
     target.program or "?", n, a.elapsedSec or 0, tostring(a.path))
   if #(a.top or {}) > 0 then lines[2] = "Top functions by self time (share ± 95% sampling error):" end
-  for i, f in ipairs(a.top or {}) do
-    top[i] = { name = f.name, share = f.share }
+  local function share_line(f)
     local err = n > 0 and 1.96 * math.sqrt(f.share * (1 - f.share) / n) or 0
     lines[#lines + 1] = string.format("  %5.1f%% ±%.1f  %s", f.share * 100, err * 100, f.name)
+    return { name = f.name, share = f.share }
   end
-  lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\" for other views of this profile."
-  return succeeded(table.concat(lines, "\n"), { samples = n, path = tostring(a.path), top = top })
+  for i, f in ipairs(a.top or {}) do top[i] = share_line(f) end
+  local zones, slowest
+  if a.zones then
+    lines[#lines + 1] = "Zones by samples:"
+    zones = {}
+    for i, z in ipairs(a.zones) do zones[i] = share_line(z) end
+  end
+  if a.slowest then
+    lines[#lines + 1] = string.format("Slowest of %d frames:", a.frames or #a.slowest)
+    slowest = {}
+    for i, f in ipairs(a.slowest) do
+      lines[#lines + 1] = "  " .. attach.slow_frame_text(f)
+      slowest[i] = { index = f.index, ms = f.ms, top = f.top }
+    end
+  end
+  lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\", then = \"caller\", or hitches = N for other "
+    .. "views of this profile."
+  return succeeded(table.concat(lines, "\n"), { samples = n, path = tostring(a.path), top = top, zones = zones,
+    slowest = slowest })
 end
 
 local function sleep(seconds)
@@ -223,7 +253,8 @@ function run.report(args)
   local target, failure = target_of(args)
   if not target then return failure end
   local a
-  a, failure = send(target, { cmd = "report", by = args.by, top = args.top or 20 })
+  a, failure = send(target, { cmd = "report", by = args.by, ["then"] = args["then"], top = args.top or 20,
+    hitches = args.hitches })
   if not a then return failure end
   return succeeded(a.text, { text = a.text })
 end

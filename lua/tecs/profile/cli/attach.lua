@@ -13,12 +13,12 @@ local TAKES = {
   status = {},
   start = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds" },
   stop = { output = "--output" },
-  report = { by = "--by", top = "--top" },
+  report = { by = "--by", ["then"] = "--then", top = "--top", hitches = "--hitches" },
   trace_start = {},
   trace_stop = { output = "--output" },
 }
 local ALL = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds", output = "--output", by = "--by",
-  top = "--top" }
+  ["then"] = "--then", top = "--top", hitches = "--hitches" }
 
 local function native()
   local ok, n = pcall(require, "tecs.profile.native")
@@ -98,6 +98,16 @@ end
 
 local function percent(share) return string.format("%5.1f%%", share * 100) end
 
+--- One of a stop's slowest frames as one line: its index, length and
+-- the functions that ran most in it.
+-- @tparam table f `{ index, ms, top = { { name, share }, ... } }`
+-- @treturn string
+function M.slow_frame_text(f)
+  local parts = {}
+  for i, t in ipairs(f.top or {}) do parts[i] = string.format("%s %.0f%%", t.name, t.share * 100) end
+  return string.format("frame %d: %.1f ms%s", f.index, f.ms, #parts > 0 and ("  " .. table.concat(parts, ", ")) or "")
+end
+
 -- The answer of `cmd` as text.
 local function answer_text(cmd, a)
   local out = {}
@@ -116,6 +126,14 @@ local function answer_text(cmd, a)
     out[1] = string.format("%d samples in %.2f s; written to %s\n", a.samples, a.elapsedSec or 0, a.path)
     for _, f in ipairs(a.top or {}) do
       out[#out + 1] = string.format("  %s  %s\n", percent(f.share), f.name)
+    end
+    if a.zones then
+      out[#out + 1] = "zones:\n"
+      for _, z in ipairs(a.zones) do out[#out + 1] = string.format("  %s  %s\n", percent(z.share), z.name) end
+    end
+    if a.slowest and #a.slowest > 0 then
+      out[#out + 1] = string.format("slowest of %d frames:\n", a.frames or #a.slowest)
+      for _, f in ipairs(a.slowest) do out[#out + 1] = "  " .. M.slow_frame_text(f) .. "\n" end
     end
   elseif cmd == "trace_start" then
     out[1] = string.format("pid %d: tracking trace aborts\n", a.pid)
@@ -176,6 +194,7 @@ function M.attach(opts, pos, usage_error)
   positive("seconds", "--seconds")
   positive("timeout", "--timeout")
   positive("top", "--top", true)
+  positive("hitches", "--hitches", true)
   local target, err = M.choose(pid)
   if not target then return say_error(err) end
   local request = { cmd = cmd }
@@ -184,7 +203,7 @@ function M.attach(opts, pos, usage_error)
   elseif cmd == "stop" or cmd == "trace_stop" then
     request.path = opts.output and absolute(opts.output)
   elseif cmd == "report" then
-    request.by, request.top = opts.by, opts.top
+    request.by, request["then"], request.top, request.hitches = opts.by, opts["then"], opts.top, opts.hitches
   end
   local n = native()
   local ok, answer = n.call(n.raw.control_request, target.socket, request, opts.timeout or M.TIMEOUT)

@@ -170,7 +170,10 @@ local ATTACH = {
       ".html, anything else collapsed text); without it, a new file in the control directory" },
   { "by", key = "by", arg = "GROUP", declared = "report",
     help = "report: function, line, module, zone, zonecomponent, vmstate" },
+  { "then", key = "then", arg = "GROUP", help = "report: second level: a GROUP, or caller, callee" },
   { "top", key = "top", arg = "N", number = true, help = "report: at most N rows" },
+  { "hitches", key = "hitches", arg = "N", number = true,
+    help = "report: the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
   { "timeout", key = "timeout", arg = "S", number = true, default = 10,
     help = "seconds to wait for the program's answer; a command not answered in time still " ..
       "runs at the program's next poll" },
@@ -218,10 +221,11 @@ M.COMMANDS = {
     about = "Sends COMMAND to the program PID (may be left out when one program is listening)\n" ..
       "and prints its answer. COMMAND is status (is a session running, its samples),\n" ..
       "start (begin sampling), stop (end it: the program writes the profile and answers\n" ..
-      "with its file and heaviest functions) or report (a text view of the last\n" ..
-      "profile); trace_start and trace_stop track JIT trace aborts (the report written\n" ..
-      "as CSV, the most frequent sites printed). The program runs commands where it\n" ..
-      "polls (profile.poll(); a LÖVE game once per frame).",
+      "with its file, heaviest functions and zones, and slowest frames) or report (a\n" ..
+      "text view of the last profile, or its slowest frames); trace_start and\n" ..
+      "trace_stop track JIT trace aborts (the report written as CSV, the most frequent\n" ..
+      "sites printed). The program runs commands where it polls (profile.poll(); a\n" ..
+      "LÖVE game once per frame).",
     sections = { { options = ATTACH } } },
   { name = "report", synopsis = "report [options] FILE",
     summary = "text views of a collapsed-stack file, or the frames of a time line",
