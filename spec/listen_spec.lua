@@ -145,6 +145,25 @@ describe("the control channel", function()
     assert.matches("--hitches needs a positive integer", err, 1, true)
   end)
 
+  it("a client that dies before its answer leaves the program running and the session retrievable", function()
+    local child = spawn()
+    assert.is_number(child.pid, child.first)
+    -- A client that sends `start` and exits at once, before any answer.
+    local socket = child.first:match("^listening (.*)$")
+    local rc, out = run.run(string.format("python3 -c %s %s", q("import socket, sys, os\n" ..
+      "s = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n" ..
+      "s.sendall(b'{\"cmd\":\"start\",\"intervalMs\":1}\\n')\nos._exit(0)\n"), q(socket)))
+    assert.equal(0, rc, out)
+    -- The command ran all the same, and the answer to a closed connection
+    -- did not end the program (no SIGPIPE).
+    status_until(child.pid, function(o) return o:match(": sampling") and samples_of(o) >= 20 end)
+    local file = dir .. "/after.collapsed"
+    rc, out = cli("attach stop -o " .. q(file))
+    assert.equal(0, rc, out)
+    assert.is_true(burn_samples(assert(run.read(file))) > 0)
+    assert.equal("", finish(child))
+  end)
+
   it("keeps the directory 0700 and the discovery entry 0600, and removes the entry at the end", function()
     for _, mode in ipairs({ "", "exit" }) do
       local child = spawn(mode)
