@@ -168,8 +168,21 @@ local function target_of(args)
 end
 
 -- Sends one command; nil and a failure result when it has no answer.
+local function sleep(seconds)
+  os.execute(string.format("sleep %.3f", seconds))
+end
+
+-- Seconds between two tries of a command the target answered "busy" (it
+-- serves one client at a time: another `tecs-profile attach`, say).
+local BUSY_RETRY_SECONDS = 0.05
+
 local function send(target, request)
+  local deadline = clock.now() + attach.TIMEOUT
   local answer, err = attach.send(target, request)
+  while answer and not answer.ok and tostring(answer.error):match("^busy:") and clock.now() < deadline do
+    sleep(BUSY_RETRY_SECONDS)
+    answer, err = attach.send(target, request)
+  end
   if not answer then
     return nil, failed(string.format("pid %d did not answer (%s): it may not be polling (a long load, a hitch, "
       .. "or profile.poll() not called); the command runs at its next poll. Try again shortly.", target.pid, err))
@@ -192,10 +205,6 @@ local function stopped(target, a)
   end
   lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\" for other views of this profile."
   return succeeded(table.concat(lines, "\n"), { samples = n, path = tostring(a.path), top = top })
-end
-
-local function sleep(seconds)
-  os.execute(string.format("sleep %.3f", seconds))
 end
 
 local run = {}
