@@ -35,6 +35,9 @@ PATIENCE_SECONDS = 120
 ENOUGH_SAMPLES = 50
 
 results = []
+# What the MCP client called and was answered, printed after the results
+# as TAP comments.
+exchange = []
 
 
 def check(name, ok, detail=""):
@@ -247,6 +250,9 @@ try:
                 r = None
             check("the MCP client ran its calls", client.returncode == 0 and r, err[-2000:])
             if r:
+                for (name, args), call in zip(calls, r["calls"]):
+                    exchange.append("%s %s" % (name, json.dumps(args)))
+                    exchange.extend("  " + line for line in call["text"].splitlines())
                 listed, untargeted, profiled = r["calls"]
                 got = sorted(t["pid"] for t in (listed["structured"] or {}).get("targets", []))
                 check("list_targets lists both workers", got == pids, listed["text"])
@@ -311,6 +317,10 @@ for i, (name, ok, detail) in enumerate(results, 1):
     if not ok and detail:
         for line in str(detail).splitlines():
             print("# " + line)
+if exchange:
+    print("# the MCP exchange:")
+    for line in exchange:
+        print("# " + line)
 if not results or not all(ok for _, ok, _ in results):
     if results:
         print("# nginx prefix kept for inspection: " + prefix)
