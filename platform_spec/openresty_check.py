@@ -122,6 +122,10 @@ http {{
   lua_package_cpath "{repo}/build/lib/?.so;;";
   lua_shared_dict tecs_profile 64k;
   keepalive_requests 1000000;
+  init_by_lua_block {{
+    local ok, err = pcall(require("tecs.profile").listen)
+    package.loaded.listen_in_master = ok and "listening" or err
+  }}
   init_worker_by_lua_block {{
     require("tecs.profile").listen()
     ngx.timer.every(0.1, require("worker_profile").poll)
@@ -131,6 +135,7 @@ http {{
     location = /profile/start {{ content_by_lua_block {{ require("worker_profile").want(true) }} }}
     location = /profile/stop  {{ content_by_lua_block {{ require("worker_profile").want(false) }} }}
     location = /work          {{ content_by_lua_block {{ require("handler").run() }} }}
+    location = /listen-in-master {{ content_by_lua_block {{ ngx.say(package.loaded.listen_in_master) }} }}
     location = /pid           {{ content_by_lua_block {{ ngx.say(ngx.worker.pid()) }} }}
   }}
 }}
@@ -210,6 +215,10 @@ try:
               pids and all(parent_pid(pid) == nginx.pid for pid in pids), "pids %s, master %d" % (pids, nginx.pid))
         check("each target is named after its worker",
               sorted(" ".join(r[4:]) for r in rows) == ["nginx worker %d" % i for i in range(WORKERS)], out)
+
+        said = get(port, "/listen-in-master")
+        check("listen() in init_by_lua (the master) is refused, saying where to call it",
+              "init_worker_by_lua" in said, said)
 
         baseline = get(port, "/work")
         conn, target = worker_connection(port)
