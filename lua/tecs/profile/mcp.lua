@@ -235,7 +235,9 @@ local function wait_sampling(target, seconds, progress)
     sleep(math.min(PROGRESS_SECONDS, seconds - elapsed))
     elapsed = clock.now() - began
     if progress and elapsed < seconds then
-      local status = attach.send(target, { cmd = "status" })
+      -- The samples so far, if the target answers while the wait goes on:
+      -- one that does not poll delays neither the notification nor the stop.
+      local status = attach.send(target, { cmd = "status" }, math.min(PROGRESS_SECONDS / 2, seconds - elapsed))
       local samples = status and status.ok and status.samples
       progress(elapsed, seconds, string.format("pid %d: %.0f of %g s%s", target.pid, elapsed, seconds,
         samples and string.format(", %d samples", samples) or ""))
