@@ -27,10 +27,10 @@ describe("tecs-profile mcp", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  local function spawn()
+  local function spawn(mode)
     child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s 2>&1", q(ctl),
-      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop))))
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
+      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
     assert.is_number(child.pid, child.first)
@@ -265,6 +265,15 @@ describe("tecs-profile mcp", function()
       shares = shares + f.share
     end
     assert.is_true(shares <= 1 + 1e-9, profiled.content[1].text)
+  end)
+
+  it("says how to go on when the target does not poll", function()
+    spawn("deaf")
+    local r = call("profiler_start", {})
+    assert.is_true(r.isError)
+    assert.matches("pid " .. child.pid .. " did not answer", r.content[1].text)
+    assert.matches("not be polling", r.content[1].text)
+    assert.matches("Try again", r.content[1].text)
   end)
 
   it("tracks trace aborts: trace_start, trace_stop with the CSV written", function()
