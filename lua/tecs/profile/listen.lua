@@ -284,8 +284,12 @@ local function start_nginx_timer()
   if type(ngx.timer.every) ~= "function" then
     return "this lua-nginx-module has no ngx.timer.every (0.10.9 or later is needed): call profile.poll() from a timer"
   end
-  local ok, err = ngx.timer.every(M.NGINX_POLL_SECONDS, nginx_tick)
-  if not ok then return "cannot start the poll timer (ngx.timer.every: " .. tostring(err) .. ")" end
+  -- A phase that may not make timers raises; a full timer table returns nil.
+  local called, ok, err = pcall(ngx.timer.every, M.NGINX_POLL_SECONDS, nginx_tick)
+  if not (called and ok) then
+    return "cannot start the poll timer in the " .. tostring(phase) .. " phase (ngx.timer.every: "
+      .. tostring(called and err or ok) .. "): call it in init_worker_by_lua*"
+  end
   nginx_timer = true
   return nil
 end
