@@ -303,10 +303,10 @@ end
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
 --   user's alone), `program` (the name `targets` shows; default `arg[0]`,
 --   a LÖVE game's identity, or "nginx worker N"), `wake` (Linux: a
---   command that arrives runs
---   at the program's next interpreted instruction even if it never polls:
---   SIGIO sets a one-shot count hook, taken off as it runs; refused where
---   the host handles SIGIO itself or has a debug hook set; default false)
+--   command that arrives runs at the program's next interpreted
+--   instruction even if it never polls: SIGIO sets a one-shot count hook,
+--   taken off as it runs; refused where the host handles SIGIO itself or
+--   has a debug hook set; default false)
 -- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
 --   with `wake`: `woken` (true, or false and `whyNotWoken`)
 function M.listen(opts)
