@@ -48,7 +48,8 @@ $(BUILD_SO): $(NATIVE_SO)
 deps:
 	@bash scripts/deps.sh
 
-# Outside programs the format tests feed our output to (inferno, speedscope, ajv).
+# Outside programs the format tests feed our output to (inferno, speedscope, ajv),
+# and the MCP inspector the MCP server's tests drive it with.
 consumers:
 	@bash scripts/consumers.sh
 

@@ -4,10 +4,16 @@ Runs nginx (unpacked by scripts/nginx-lua.sh) on 127.0.0.1 with two workers
 and examples/openresty/worker_profile.lua: /profile/start turns profiling on
 in every worker, a bounded burst of requests exercises
 examples/openresty/handler.lua, /profile/stop makes every worker write its own
-profile. Prints TAP. Usage: openresty_check.py NGINX_ROOT (from the repository
-root, after make build).
+profile. Then the control channel, which each worker opens with one line
+in init_worker_by_lua_block: `tecs-profile targets` lists both workers, and
+PyPI's MCP client (scripts/mcp-client.sh, spec/support/mcp_client.py) drives
+`tecs-profile mcp` against one of them while requests keep it busy. Prints
+TAP. Usage: openresty_check.py NGINX_ROOT (from the repository root, after
+make build).
 """
 import glob
+import http.client
+import json
 import os
 import re
 import shutil
@@ -22,8 +28,16 @@ import urllib.request
 repo = os.getcwd()
 ngx_root = os.path.abspath(sys.argv[1])
 WORKERS = 2
+# Bounds on waiting (for nginx, the workers, a profile's samples), not
+# guesses at the machine's speed.
+PATIENCE_SECONDS = 120
+# Samples of the MCP session's worker before the burst of requests stops.
+ENOUGH_SAMPLES = 50
 
 results = []
+# What the MCP client called and was answered, printed after the results
+# as TAP comments.
+exchange = []
 
 
 def check(name, ok, detail=""):
@@ -52,7 +66,34 @@ def parse_collapsed(text):
     return rows
 
 
+def worker_connection(port):
+    """A keep-alive connection and the pid of the worker that holds it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/pid")
+    return conn, int(conn.getresponse().read().decode())
+
+
+def fetch(conn, path):
+    conn.request("GET", path)
+    r = conn.getresponse()
+    return r.status, r.read().decode()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def parent_pid(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 prefix = tempfile.mkdtemp(prefix="tecs-nginx-") + "/"
+ctl = prefix + "ctl"
 for d in ("logs", "tmp"):
     os.makedirs(prefix + d)
 port = free_port()
@@ -63,6 +104,7 @@ conf = """
 load_module {modules}ndk_http_module.so;
 load_module {modules}ngx_http_lua_module.so;
 {user}
+env TECS_PROFILE_DIR;
 daemon off;
 master_process on;
 worker_processes {workers};
@@ -79,12 +121,22 @@ http {{
   lua_package_path "{lua_path}";
   lua_package_cpath "{repo}/build/lib/?.so;;";
   lua_shared_dict tecs_profile 64k;
-  init_worker_by_lua_block {{ ngx.timer.every(0.1, require("worker_profile").poll) }}
+  keepalive_requests 1000000;
+  init_by_lua_block {{
+    local ok, err = pcall(require("tecs.profile").listen)
+    package.loaded.listen_in_master = ok and "listening" or err
+  }}
+  init_worker_by_lua_block {{
+    require("tecs.profile").listen()
+    ngx.timer.every(0.1, require("worker_profile").poll)
+  }}
   server {{
     listen 127.0.0.1:{port};
     location = /profile/start {{ content_by_lua_block {{ require("worker_profile").want(true) }} }}
     location = /profile/stop  {{ content_by_lua_block {{ require("worker_profile").want(false) }} }}
     location = /work          {{ content_by_lua_block {{ require("handler").run() }} }}
+    location = /listen-in-master {{ content_by_lua_block {{ ngx.say(package.loaded.listen_in_master) }} }}
+    location = /pid           {{ content_by_lua_block {{ ngx.say(ngx.worker.pid()) }} }}
   }}
 }}
 """.format(modules=modules, user="user root;" if os.getuid() == 0 else "", workers=WORKERS,
@@ -93,6 +145,10 @@ with open(prefix + "nginx.conf", "w") as f:
     f.write(conf)
 
 env = dict(os.environ)
+env["TECS_PROFILE_DIR"] = ctl
+env["LUA_PATH"] = repo + "/lua/?.lua;" + repo + "/lua/?/init.lua;;"
+env["LUA_CPATH"] = repo + "/build/lib/?.so;;"
+cli_env = dict(env)
 env["LD_LIBRARY_PATH"] = ":".join([ngx_root + "/usr/lib/x86_64-linux-gnu", ngx_root + "/lib/x86_64-linux-gnu"])
 nginx = subprocess.Popen([ngx_root + "/usr/sbin/nginx", "-p", prefix, "-c", prefix + "nginx.conf",
                           "-e", prefix + "logs/error.log"],
@@ -141,6 +197,111 @@ try:
         check("the profiles are well-formed collapsed stacks", bad is None, bad or "")
         check("samples were recorded in the workers (%d)" % total, total > 0)
         check("the request handler's frames are in the profiles (%d samples)" % handler, handler > 0)
+
+        # The control channel: one listen() per worker, in init_worker.
+        cli = ["luajit", repo + "/bin/tecs-profile"]
+        rows = []
+        deadline = time.time() + PATIENCE_SECONDS
+        while time.time() < deadline:
+            out = subprocess.run(cli + ["targets"], env=cli_env, capture_output=True, text=True).stdout
+            rows = [line.split() for line in out.splitlines()[1:]]
+            if len(rows) >= WORKERS:
+                break
+            time.sleep(0.1)
+        pids = sorted(int(r[0]) for r in rows)
+        check("tecs-profile targets lists the %d workers, kind nginx" % WORKERS,
+              len(rows) == WORKERS and all(r[1] == "nginx" for r in rows), out)
+        check("the targets are the workers of the nginx started",
+              pids and all(parent_pid(pid) == nginx.pid for pid in pids), "pids %s, master %d" % (pids, nginx.pid))
+        check("each target is named after its worker",
+              sorted(" ".join(r[4:]) for r in rows) == ["nginx worker %d" % i for i in range(WORKERS)], out)
+
+        said = get(port, "/listen-in-master")
+        check("listen() in init_by_lua (the master) is refused, saying where to call it",
+              "init_worker_by_lua" in said, said)
+
+        baseline = get(port, "/work")
+        conn, target = worker_connection(port)
+        check("the worker holding the connection is a target (%d)" % target, target in pids)
+        rc = subprocess.run(["bash", "scripts/mcp-client.sh"], capture_output=True, text=True)
+        python = rc.stdout.strip().splitlines()[-1] if rc.returncode == 0 and rc.stdout.strip() else None
+        check("PyPI's mcp client is set up (scripts/mcp-client.sh)", python, rc.stderr)
+        if python and target in pids:
+            calls = [["list_targets", {}], ["profiler_start", {}],
+                     ["profiler_start", {"target": target, "seconds": 3}]]
+            client = subprocess.Popen([python, "spec/support/mcp_client.py", "luajit", repo + "/bin/tecs-profile",
+                                       json.dumps(calls)], env=cli_env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+            # Requests keep the target busy until its session holds enough
+            # samples (or the session is over), however fast the machine.
+            served, sampled, bodies = 0, 0, set()
+            deadline = time.time() + PATIENCE_SECONDS
+            while client.poll() is None and sampled < ENOUGH_SAMPLES and time.time() < deadline:
+                for _ in range(20):
+                    status, body = fetch(conn, "/work")
+                    bodies.add((status, body))
+                    served += 1
+                out = subprocess.run(cli + ["attach", str(target), "status"], env=cli_env, capture_output=True,
+                                     text=True).stdout
+                m = re.search(r"sampling, (\d+) samples", out)
+                if m:
+                    sampled = int(m.group(1))
+            check("requests served to the profiled worker while the session ran (%d)" % served,
+                  served > 0 and bodies == {(200, baseline)}, "answers: %s, before: %r" % (bodies, baseline))
+            try:
+                out, err = client.communicate(timeout=PATIENCE_SECONDS)
+            except subprocess.TimeoutExpired:
+                client.kill()
+                out, err = client.communicate()
+            try:
+                r = json.loads(out.splitlines()[-1])
+            except (ValueError, IndexError):
+                r = None
+            check("the MCP client ran its calls", client.returncode == 0 and r, err[-2000:])
+            if r:
+                for (name, args), call in zip(calls, r["calls"]):
+                    exchange.append("%s %s" % (name, json.dumps(args)))
+                    exchange.extend("  " + line for line in call["text"].splitlines())
+                listed, untargeted, profiled = r["calls"]
+                got = sorted(t["pid"] for t in (listed["structured"] or {}).get("targets", []))
+                check("list_targets lists both workers", got == pids, listed["text"])
+                check("profiler_start without target fails, naming the pids and the target argument",
+                      untargeted["isError"] and all(str(p) in untargeted["text"] for p in pids)
+                      and "target" in untargeted["text"], untargeted["text"])
+                sc = profiled["structured"] or {}
+                check("profiler_start with target and seconds returns the worker's profile (%s samples)"
+                      % sc.get("samples"), not profiled["isError"] and sc.get("samples", 0) > 0, profiled["text"])
+                names = [f["name"] for f in sc.get("top", [])]
+                check("the handler's function is among the top functions",
+                      any(re.search(r"\bhandler\.lua:\d+", n) for n in names), profiled["text"])
+                check("progress notifications came while it waited (%d)" % len(profiled["progress"]),
+                      len(profiled["progress"]) >= 1, profiled["progress"])
+                check("the profile was written (%s)" % sc.get("path"), os.path.isfile(sc.get("path") or ""))
+            after = [fetch(conn, "/work") for _ in range(3)] + [(200, get(port, "/work")) for _ in range(3)]
+            check("the workers serve the same answers after the session",
+                  all(a == (200, baseline) for a in after), "after: %s, before: %r" % (after, baseline))
+        conn.close()
+        conn.close()
+
+        # A reload: the old workers close their channels as they exit (the
+        # poll timer's last, premature run), the new ones listen.
+        nginx.send_signal(signal.SIGHUP)
+        deadline = time.time() + PATIENCE_SECONDS
+        while time.time() < deadline and any(alive(pid) for pid in pids):
+            time.sleep(0.1)
+        left = [f for pid in pids for f in ("%d.json" % pid, "%d.sock" % pid) if os.path.exists(ctl + "/" + f)]
+        check("after a reload the old workers' sockets and entries are gone", pids and not left, "left: %s" % left)
+        fresh = []
+        while time.time() < deadline:
+            out = subprocess.run(cli + ["targets"], env=cli_env, capture_output=True, text=True).stdout
+            fresh = [int(line.split()[0]) for line in out.splitlines()[1:]]
+            if len(fresh) >= WORKERS:
+                break
+            time.sleep(0.1)
+        check("after a reload tecs-profile targets lists the %d new workers" % WORKERS,
+              len(fresh) == WORKERS and not set(fresh) & set(pids), "before: %s, after: %s" % (pids, fresh))
+        check("the new workers serve the same answers", get(port, "/work") == baseline)
+
         with open(prefix + "logs/error.log") as f:
             errors = [l for l in f if "[error]" in l or "[alert]" in l or "[crit]" in l]
         check("no errors in nginx's log", not errors, "".join(errors[:5]))
@@ -152,6 +313,10 @@ finally:
         except subprocess.TimeoutExpired:
             nginx.kill()
             nginx.wait()
+    if os.path.isdir(ctl):
+        left = sorted(os.listdir(ctl))
+        check("the workers' sockets and discovery entries are gone after nginx stops",
+              not [f for f in left if re.match(r"^\d+\.(sock|json)$", f)], "left: %s" % left)
     if all(ok for _, ok, _ in results):
         shutil.rmtree(prefix, ignore_errors=True)
 
@@ -161,6 +326,10 @@ for i, (name, ok, detail) in enumerate(results, 1):
     if not ok and detail:
         for line in str(detail).splitlines():
             print("# " + line)
+if exchange:
+    print("# the MCP exchange:")
+    for line in exchange:
+        print("# " + line)
 if not results or not all(ok for _, ok, _ in results):
     if results:
         print("# nginx prefix kept for inspection: " + prefix)

@@ -168,6 +168,114 @@ describe("tecs-profile mcp", function()
     assert.matches("listen_child%.lua:%d+", r.calls[3].text)
   end)
 
+  -- PyPI's mcp client (scripts/mcp-client.sh): its python path.
+  local function mcp_python()
+    local rc, python = run.run3("bash scripts/mcp-client.sh")
+    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
+    return python:match("[^\n]+")
+  end
+
+  -- The calls (`{ { name, arguments }, ... }`) made by PyPI's client, and
+  -- what it received (spec/support/mcp_client.py).
+  local function python_calls(python, calls)
+    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s", q(ctl),
+      q(python), q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), q(native.json(calls))))
+    assert.equal(0, rc, err)
+    return assert(native.json_decode(out:match("[^\n]+")), out)
+  end
+
+  it("reports progress while profiler_start with seconds waits (PyPI's client's progress callback)", function()
+    local python = mcp_python()
+    spawn()
+    local r = python_calls(python, { { "profiler_start", { seconds = 1.5 } } })
+    local call1 = r.calls[1]
+    assert.is_false(call1.isError, call1.text)
+    assert.is_number(call1.structured.samples, call1.text)
+    local progress = call1.progress
+    assert.is_true(#progress >= 1, "no notifications/progress arrived")
+    local before = -math.huge
+    for i, p in ipairs(progress) do
+      local done, total, message = p[1], p[2], p[3]
+      assert.is_true(done > before, "progress " .. i .. " does not increase: " .. native.json(progress))
+      assert.equal(1.5, total)
+      assert.is_true(done <= total, native.json(p))
+      assert.matches("pid " .. child.pid, message)
+      before = done
+    end
+    assert.equal(1.5, progress[#progress][1], "the last notification says the wait is over")
+  end)
+
+  it("sends no progress without a progress token, and none for a call that does not wait", function()
+    spawn()
+    local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/call",
+      params = { name = "profiler_start", arguments = { seconds = 0.2 } } },
+      { jsonrpc = "2.0", id = 2, method = "tools/call",
+        params = { name = "list_targets", arguments = setmetatable({}, { __jsontype = "object" }),
+          _meta = { progressToken = "t" } } } })
+    assert.equal(2, #a)
+    assert.equal(1, a[1].id)
+    assert.is_nil(a[1].result.isError, a[1].result.content[1].text)
+    assert.equal(2, a[2].id)
+  end)
+
+  -- The MCP inspector's CLI mode (npm @modelcontextprotocol/inspector,
+  -- installed by scripts/consumers.sh): one method per run, its result as
+  -- JSON on stdout.
+  local INSPECTOR = "build/consumers/node_modules/.bin/mcp-inspector"
+
+  local function inspector(args)
+    assert(run.read(INSPECTOR), "the MCP inspector is not installed (" .. INSPECTOR .. "): run make consumers, "
+      .. "which installs npm's @modelcontextprotocol/inspector into build/consumers")
+    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s --cli %s %s mcp %s", q(ctl), INSPECTOR,
+      q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), args))
+    assert.equal(0, rc, out .. err)
+    local v, why = native.json_decode(out)
+    assert.is_nil(why, out)
+    return v
+  end
+
+  it("works with the MCP inspector's CLI mode: tools/list, list_targets, profiler_start with seconds", function()
+    local listed = inspector("--method tools/list")
+    local schemas = {}
+    for _, t in ipairs(listed.tools) do schemas[t.name] = t.inputSchema end
+    assert.equal("object", schemas.list_targets.type)
+    assert.equal("number", schemas.profiler_start.properties.seconds.type)
+    assert.equal("integer", schemas.profiler_start.properties.target.type)
+    assert.equal("string", schemas.profiler_stop.properties.path.type)
+    assert.same({ "function", "line", "module", "zone", "zonecomponent", "vmstate" }, schemas.report.properties.by.enum)
+    assert.is_table(schemas.trace_start.properties.includeBenign)
+    spawn()
+    local targets = inspector("--method tools/call --tool-name list_targets")
+    assert.is_nil(targets.isError)
+    assert.equal(1, #targets.structuredContent.targets)
+    assert.equal(child.pid, targets.structuredContent.targets[1].pid)
+    assert.equal("luajit", targets.structuredContent.targets[1].kind)
+    local profiled = inspector(string.format("--method tools/call --tool-name profiler_start --tool-arg target=%d "
+      .. "--tool-arg seconds=1", child.pid))
+    assert.is_nil(profiled.isError, profiled.content[1].text)
+    local sc = profiled.structuredContent
+    assert.matches("^/.*%.collapsed$", sc.path)
+    local written = 0
+    for count in assert(run.read(sc.path)):gmatch(" (%d+)\n") do written = written + tonumber(count) end
+    assert.equal(written, sc.samples, "the samples the answer gives are the file's")
+    assert.equal(sc.samples > 0, #sc.top > 0, profiled.content[1].text)
+    local shares = 0
+    for _, f in ipairs(sc.top) do
+      assert.is_string(f.name)
+      shares = shares + f.share
+    end
+    assert.is_true(shares <= 1 + 1e-9, profiled.content[1].text)
+  end)
+
+  it("says how to go on when the target does not poll", function()
+    spawn("deaf")
+    local r = call("profiler_start", {})
+    assert.is_true(r.isError)
+    assert.matches("pid " .. child.pid .. " did not answer", r.content[1].text)
+    assert.matches("not be polling", r.content[1].text)
+    assert.matches("Try again", r.content[1].text)
+  end)
+
   it("tracks trace aborts: trace_start, trace_stop with the CSV written", function()
     spawn()
     local started = call("trace_start", { includeBenign = true })

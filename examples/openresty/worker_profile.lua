@@ -11,12 +11,21 @@
 --   init_worker_by_lua_block { ngx.timer.every(1, require("worker_profile").poll) }
 --   location = /profile/start { content_by_lua_block { require("worker_profile").want(true) } }
 --   location = /profile/stop  { content_by_lua_block { require("worker_profile").want(false) } }
+--
+-- To profile one worker at a time from outside instead (tecs-profile
+-- attach, or an agent through tecs-profile mcp), one line is enough:
+--
+--   init_worker_by_lua_block { require("tecs.profile").listen() }
+--
+-- Both can be configured; a worker runs one session at a time, whichever
+-- asked first (the other is refused, and logged here once).
 
 local profile = require("tecs.profile")
 
 local M = {}
 
 local session -- this worker's running session, if any
+local refused = false -- whether starting one failed since the flag went on
 
 --- Where this worker writes its profile.
 function M.path()
@@ -33,8 +42,17 @@ end
 function M.poll(premature)
   local on = not premature and ngx.shared.tecs_profile:get("on")
   if on and not session then
-    session = profile.sample({ intervalMs = 1 })
-  elseif not on and session then
+    local ok, started = pcall(profile.sample, { intervalMs = 1 })
+    if ok then
+      session = started
+    elseif not refused then
+      refused = true
+      ngx.log(ngx.WARN, started)
+    end
+  elseif not on then
+    refused = false
+  end
+  if not on and session then
     local s = session
     session = nil
     local ok, err = pcall(s.stop, s, M.path())

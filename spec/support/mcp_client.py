@@ -1,7 +1,9 @@
 """Drives `tecs-profile mcp` with the reference MCP client (PyPI's `mcp`):
 the handshake, tools/list, and the tools called with the arguments given
 as JSON on the command line. Prints one JSON object: the protocol version,
-the tool names, and each call's text, structured content and error flag.
+the tool names, and each call's text, structured content, error flag and
+the progress notifications it received (`[progress, total, message]` each:
+every call asks for them with a progress token).
 
     python mcp_client.py LUAJIT TECS_PROFILE_BIN '[["list_targets", {}], ...]'
 """
@@ -27,8 +29,14 @@ async def main(luajit, cli, calls):
             tools = await session.list_tools()
             out["tools"] = [t.name for t in tools.tools]
             for name, args in calls:
-                result = await session.call_tool(name, args)
+                progress = []
+
+                async def on_progress(done, total, message, progress=progress):
+                    progress.append([done, total, message])
+
+                result = await session.call_tool(name, args, progress_callback=on_progress)
                 out["calls"].append({
+                    "progress": progress,
                     "name": name,
                     "text": "".join(c.text for c in result.content if c.type == "text"),
                     "structured": result.structuredContent,

@@ -4,7 +4,8 @@
 --    profile.listen()          -- once, at the start
 --    ...
 --    profile.poll()            -- where the program can spare a moment
---                              -- (a LÖVE game polls once per frame by itself)
+--                              -- (a LÖVE game polls once per frame by itself,
+--                              -- an nginx worker from a timer `listen` starts)
 --
 -- `listen` opens a Unix socket in a directory only this user can enter and
 -- puts a discovery entry beside it; `tecs-profile targets` lists the
@@ -29,6 +30,10 @@ M.TOP = 10
 M.SLOWEST = 3
 M.TOP_IN_FRAME = 3
 
+--- Seconds between two polls of the timer `listen` starts in an nginx
+-- worker: a command waits at most this long.
+M.NGINX_POLL_SECONDS = 0.1
+
 -- The open channel: { native = listener, dir, socket, pid, program, kind },
 -- or nil.
 local channel
@@ -46,10 +51,15 @@ local function kind_of_host()
   return "luajit"
 end
 
-local function program_name()
-  if love_zones.in_love() and love.filesystem and love.filesystem.getIdentity then
+local function program_name(kind)
+  if kind == "love" and love.filesystem and love.filesystem.getIdentity then
     local ok, id = pcall(love.filesystem.getIdentity)
     if ok and type(id) == "string" and id ~= "" then return id end
+  end
+  if kind == "nginx" and type(ngx.worker) == "table" and type(ngx.worker.id) == "function" then
+    local ok, id = pcall(ngx.worker.id)
+    if ok and id then return "nginx worker " .. id end
+    return "nginx"
   end
   return type(arg) == "table" and type(arg[0]) == "string" and arg[0] or "luajit"
 end
@@ -289,15 +299,61 @@ local function unhook_love()
   love_hook = nil
 end
 
---- Open the control channel of this process.
+-- In an nginx worker (lua-nginx-module, OpenResty) the program's thread is
+-- nginx's event loop, which Lua never sees return: a recurring timer polls
+-- instead, in a light thread of its own, between the worker's requests.
+-- Started once per Lua VM, it polls whichever channel is open (none after
+-- `close`: it then costs a function call). When the worker exits (a
+-- reload, a stop), nginx runs it one last time as premature, and the
+-- channel closes then, before the worker is gone: its socket and discovery
+-- entry go with it (closing the Lua state would remove them too, but a
+-- worker that lingers on long requests keeps its state until it ends).
+local nginx_timer = false
+
+local function nginx_tick(premature)
+  if premature then
+    M.close()
+    return
+  end
+  M.poll()
+end
+
+-- Starts the poll timer of an nginx worker, or returns why it cannot.
+local function start_nginx_timer()
+  if nginx_timer then return nil end
+  local phase = type(ngx.get_phase) == "function" and ngx.get_phase()
+  if phase == "init" then
+    -- init_by_lua runs in the master, before the workers are forked: a
+    -- channel opened there would name the master's pid and be shared by
+    -- every worker.
+    return "in nginx, call it in init_worker_by_lua* (init_by_lua* runs in the master process, not in the workers)"
+  end
+  if type(ngx.timer.every) ~= "function" then
+    return "this lua-nginx-module has no ngx.timer.every (0.10.9 or later is needed): call profile.poll() from a timer"
+  end
+  -- A phase that may not make timers raises; a full timer table returns nil.
+  local called, ok, err = pcall(ngx.timer.every, M.NGINX_POLL_SECONDS, nginx_tick)
+  if not (called and ok) then
+    return "cannot start the poll timer in the " .. tostring(phase) .. " phase (ngx.timer.every: "
+      .. tostring(called and err or ok) .. "): call it in init_worker_by_lua*"
+  end
+  nginx_timer = true
+  return nil
+end
+
+--- Open the control channel of this process. In an nginx worker it also
+-- starts a timer that polls every `NGINX_POLL_SECONDS` (so one call in
+-- `init_worker_by_lua*` is all a worker needs); refused in `init_by_lua*`,
+-- which runs in the master.
 -- @tparam[opt] table opts `dir` (the control directory; default
 --   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
 --   user's alone), `program` (the name `targets` shows; default `arg[0]`,
---   or a LÖVE game's identity), `wake` (Linux: a command that arrives runs
---   at the program's next interpreted instruction even if it never polls:
---   SIGIO sets a one-shot count hook, taken off as it runs; refused where
---   the host handles SIGIO itself or has a debug hook set; default false)
+--   a LÖVE game's identity, or "nginx worker N"), `wake` (Linux: a
+--   command that arrives runs at the program's next interpreted
+--   instruction even if it never polls: SIGIO sets a one-shot count hook,
+--   taken off as it runs; refused where the host handles SIGIO itself or
+--   has a debug hook set; default false)
 -- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
 --   with `wake`: `woken` (true, or false and `whyNotWoken`)
 function M.listen(opts)
@@ -312,7 +368,13 @@ function M.listen(opts)
     error("profile.listen: already listening on " .. channel.socket .. " (profile.close() first)", 2)
   end
   if not native.raw.listen then error("profile.listen: this system has no Unix sockets", 2) end
-  local program, kind = opts.program or program_name(), kind_of_host()
+  local kind = kind_of_host()
+  if kind == "nginx" then
+    -- Before the channel opens, so that a refusal leaves nothing behind.
+    local why = start_nginx_timer()
+    if why then error("profile.listen: " .. why, 2) end
+  end
+  local program = opts.program or program_name(kind)
   local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time() })
   if not ok then error("profile.listen: " .. listener, 2) end
   local socket = listener:socket()

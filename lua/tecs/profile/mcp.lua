@@ -13,6 +13,7 @@
 -- @module tecs.profile.mcp
 
 local attach = require("tecs.profile.cli.attach")
+local clock = require("tecs.profile.clock")
 local native = require("tecs.profile.native")
 
 local M = {}
@@ -21,6 +22,9 @@ local M = {}
 M.VERSIONS = { "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
 local STATELESS = "2026-07-28"
 local VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+
+-- Seconds between two progress notifications of a call that waits.
+local PROGRESS_SECONDS = 1
 
 local SERVER_INFO = { name = "tecs-profile", version = "0.1.0" }
 
@@ -151,16 +155,47 @@ local function succeeded(text, structured)
   return { content = { { type = "text", text = text } }, structuredContent = structured }
 end
 
--- The target named by `args.target`, or nil and a failure result.
+-- The target named by `args.target` (or the only one listening), or nil
+-- and a failure result that says how to go on.
 local function target_of(args)
-  local t, err = attach.choose(args.target and math.floor(args.target))
-  if t then return t end
-  return nil, failed(err .. ". Call list_targets to see the programs listening.")
+  local targets, err = attach.targets_list()
+  if not targets then return nil, failed(err) end
+  local pids = {}
+  for i, t in ipairs(targets) do pids[i] = tostring(t.pid) end
+  if args.target then
+    for _, t in ipairs(targets) do
+      if t.pid == args.target then return t end
+    end
+    return nil, failed(string.format("no program with pid %d is listening (%s). Call list_targets and pass one of "
+      .. "its pids as target.", args.target, #pids == 0 and "none is" or "listening: " .. table.concat(pids, ", ")))
+  end
+  if #targets == 0 then
+    return nil, failed("No program is listening. In the program call require(\"tecs.profile\").listen() (in "
+      .. "OpenResty, in init_worker_by_lua*), or start it with tecs-profile run --listen script.lua; then call "
+      .. "list_targets.")
+  elseif #targets > 1 then
+    return nil, failed(string.format("%d programs are listening (pids %s): pass the pid of the one to profile as "
+      .. "target (list_targets says which is which).", #targets, table.concat(pids, ", ")))
+  end
+  return targets[1]
 end
 
 -- Sends one command; nil and a failure result when it has no answer.
+local function sleep(seconds)
+  os.execute(string.format("sleep %.3f", seconds))
+end
+
+-- Seconds between two tries of a command the target answered "busy" (it
+-- serves one client at a time: another `tecs-profile attach`, say).
+local BUSY_RETRY_SECONDS = 0.05
+
 local function send(target, request)
+  local deadline = clock.now() + attach.TIMEOUT
   local answer, err = attach.send(target, request)
+  while answer and not answer.ok and tostring(answer.error):match("^busy:") and clock.now() < deadline do
+    sleep(BUSY_RETRY_SECONDS)
+    answer, err = attach.send(target, request)
+  end
   if not answer then
     return nil, failed(string.format("pid %d did not answer (%s): it may not be polling (a long load, a hitch, "
       .. "or profile.poll() not called); the command runs at its next poll. Try again shortly.", target.pid, err))
@@ -202,10 +237,6 @@ local function stopped(target, a)
     slowest = slowest })
 end
 
-local function sleep(seconds)
-  os.execute(string.format("sleep %.3f", seconds))
-end
-
 local run = {}
 
 function run.list_targets()
@@ -224,7 +255,28 @@ function run.list_targets()
   return succeeded(table.concat(lines, "\n"), { targets = list })
 end
 
-function run.profiler_start(args)
+-- Waits `seconds` while the target samples; with a progress token, sends
+-- `notifications/progress` about once a second (progress and total in
+-- seconds, the samples so far in the message), and a last one at the end.
+local function wait_sampling(target, seconds, progress)
+  local began = clock.now()
+  local elapsed = 0
+  while elapsed < seconds do
+    sleep(math.min(PROGRESS_SECONDS, seconds - elapsed))
+    elapsed = clock.now() - began
+    if progress and elapsed < seconds then
+      -- The samples so far, if the target answers while the wait goes on:
+      -- one that does not poll delays neither the notification nor the stop.
+      local status = attach.send(target, { cmd = "status" }, math.min(PROGRESS_SECONDS / 2, seconds - elapsed))
+      local samples = status and status.ok and status.samples
+      progress(elapsed, seconds, string.format("pid %d: %.0f of %g s%s", target.pid, elapsed, seconds,
+        samples and string.format(", %d samples", samples) or ""))
+    end
+  end
+  if progress then progress(seconds, seconds, string.format("pid %d: %g s done, stopping", target.pid, seconds)) end
+end
+
+function run.profiler_start(args, progress)
   local target, failure = target_of(args)
   if not target then return failure end
   local a
@@ -234,7 +286,7 @@ function run.profiler_start(args)
     return succeeded(string.format("pid %d: sampling every %g ms. Call profiler_stop to stop and read the profile.",
       target.pid, a.intervalMs or 1), { pid = target.pid, intervalMs = a.intervalMs })
   end
-  sleep(args.seconds)
+  wait_sampling(target, args.seconds, progress)
   a, failure = send(target, { cmd = "stop" })
   if not a then return failure end
   return stopped(target, a)
@@ -333,7 +385,7 @@ methods["tools/list"] = function()
   return { tools = M.TOOLS }
 end
 
-methods["tools/call"] = function(params)
+methods["tools/call"] = function(params, notify)
   local tool = type(params) == "table" and by_name[params.name]
   if not tool then
     return nil, { code = -32602, message = "unknown tool: " .. tostring(type(params) == "table" and params.name) }
@@ -341,13 +393,24 @@ methods["tools/call"] = function(params)
   local args = params.arguments or {}
   local bad = check_args(tool, args)
   if bad then return failed(tool.name .. ": " .. bad) end
-  local ok, result = pcall(run[tool.name], args)
+  local meta = type(params._meta) == "table" and params._meta
+  local token = meta and meta.progressToken
+  local progress
+  if notify and (type(token) == "string" or type(token) == "number") then
+    progress = function(done, total, message)
+      notify({ jsonrpc = "2.0", method = "notifications/progress",
+        params = { progressToken = token, progress = done, total = total, message = message } })
+    end
+  end
+  local ok, result = pcall(run[tool.name], args, progress)
   if not ok then return failed(tool.name .. ": " .. tostring(result)) end
   return result
 end
 
 --- The answer to one message (a decoded table), or nil for a notification.
-function M.handle(msg)
+-- @tparam[opt] function notify sends a notification (a table) to the client
+--   while the request runs (progress of a call that waits)
+function M.handle(msg, notify)
   if type(msg) ~= "table" or msg.jsonrpc ~= "2.0" or type(msg.method) ~= "string" then
     return { jsonrpc = "2.0", id = type(msg) == "table" and msg.id or native.null,
       error = { code = -32600, message = "not a JSON-RPC 2.0 request" } }
@@ -357,7 +420,7 @@ function M.handle(msg)
   if not method then
     return { jsonrpc = "2.0", id = msg.id, error = { code = -32601, message = "method not found: " .. msg.method } }
   end
-  local result, err = method(msg.params)
+  local result, err = method(msg.params, notify)
   if err then return { jsonrpc = "2.0", id = msg.id, error = err } end
   local meta = type(msg.params) == "table" and msg.params._meta
   if type(meta) == "table" and meta[VERSION_KEY] == STATELESS then result.resultType = "complete" end
@@ -368,6 +431,10 @@ end
 function M.serve(input, output)
   input, output = input or io.stdin, output or io.stdout
   io.stderr:write("tecs-profile mcp: serving MCP on stdin/stdout\n")
+  local function send_message(message)
+    output:write(native.json(message), "\n")
+    output:flush()
+  end
   for line in input:lines() do
     if line:find("%S") then
       local msg, err = native.json_decode(line)
@@ -375,12 +442,9 @@ function M.serve(input, output)
       if err then
         answer = { jsonrpc = "2.0", id = native.null, error = { code = -32700, message = "parse error: " .. err } }
       else
-        answer = M.handle(msg)
+        answer = M.handle(msg, send_message)
       end
-      if answer then
-        output:write(native.json(answer), "\n")
-        output:flush()
-      end
+      if answer then send_message(answer) end
     end
   end
   return 0
