@@ -71,6 +71,11 @@ function M.run(opts, pos, usage_error)
     usage_error("no game at %q (a folder with main.lua, or a .love file, expected)", game)
   end
   probe:close()
+  if jit.os ~= "Linux" then
+    io.stderr:write("tecs-profile love: runs on Linux only (the game's process is entered through LD_PRELOAD); ",
+      "elsewhere call profile.listen() in the game\n")
+    return 1
+  end
   local files, err = M.files()
   if not files then
     io.stderr:write("tecs-profile love: ", err, "\n")

@@ -179,7 +179,7 @@ local ATTACH = {
 
 local LOVE = {
   { "love", key = "love", arg = "PATH", default = "love",
-    help = "the LÖVE 11 executable (an ELF program linking LuaJIT dynamically, as Debian's); found on PATH" },
+    help = "the LÖVE 11 executable to run: a build that links LuaJIT dynamically, as Debian's" },
   HELP,
 }
 
