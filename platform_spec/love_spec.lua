@@ -1,5 +1,6 @@
--- Runs the LÖVE example (examples/love) and a signal-mask probe with
--- Debian's `love` under `xvfb-run -a`, default conf.lua (audio module on).
+-- Runs the LÖVE example (examples/love), small fixtures and an unmodified
+-- game launched by `tecs-profile love` with Debian's `love` under
+-- `xvfb-run -a`, default conf.lua (audio module on).
 local collapsed = require("spec.support.collapsed")
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")

@@ -81,6 +81,12 @@ function M.run(opts, pos, usage_error)
     io.stderr:write("tecs-profile love: ", err, "\n")
     return 1
   end
+  if files.preload:find("[%s:]") then
+    -- LD_PRELOAD splits its list at spaces and colons.
+    io.stderr:write("tecs-profile love: the LD_PRELOAD library's path has a space or a colon, which LD_PRELOAD ",
+      "cannot hold: ", files.preload, "\n")
+    return 1
+  end
   local command = opts.love or "love"
   local user_preload = os.getenv("LD_PRELOAD")
   local function set(name, value) ffi.C.setenv(name, value, 1) end
