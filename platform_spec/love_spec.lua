@@ -456,6 +456,21 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.matches("^LD_PRELOAD=libc%.so%.6\n", surroundings(launched_out))
   end)
 
+  it("love GAME: a game that calls listen() itself takes the channel over", function()
+    local work = save_root .. "/own-listen"
+    assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
+    local stop = work .. "/stop"
+    run.write(stop, "")
+    local rc, out, err = start_game(launcher(), root .. "/platform_spec/fixtures/love_listen", "",
+      { TECS_PROFILE_DIR = work .. "/ctl", TECS_LISTEN_STOP = stop })
+    assert.equal(0, rc, err)
+    local launched = err:match("tecs%-profile: listening on ([^\n]+%.sock) ")
+    assert.is_string(launched, err)
+    assert.matches("listening " .. launched:gsub("%p", "%%%0") .. "\n", out)
+    assert.is_nil(err:find("stack traceback", 1, true), err)
+    assert.is_nil(err:find("did not open", 1, true), err)
+  end)
+
   it("love GAME.love: the same from an archive, launched by an installed tecs-profile", function()
     local work = save_root .. "/archive-launch"
     local archive = plain_archive(work)

@@ -10,7 +10,8 @@
 -- `package.preload` stay as under plain `love`. The same `__index` opens
 -- the control channel (`profile.listen()`) when LÖVE requires the game's
 -- `main`: `love.timer` is loaded and the game's identity set by then, and
--- the channel polls once per frame from `love.timer.step`. Anything that
+-- the channel polls once per frame from `love.timer.step`; a game that
+-- calls `profile.listen()` itself takes the channel over. Anything that
 -- fails is said on stderr; nothing is raised into the game.
 -- See docs/control.md.
 -- @script tecs.profile.love_boot
@@ -38,7 +39,7 @@ local opened = false
 
 local function open()
   local ok, info = pcall(function()
-    return require("tecs.profile.listen").listen()
+    return require("tecs.profile.listen").listen_launched()
   end)
   if ok then
     io.stderr:write("tecs-profile: listening on ", info.socket, " (tecs-profile targets, attach, mcp)\n")
