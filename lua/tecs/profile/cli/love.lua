@@ -53,8 +53,12 @@ function M.files()
       "(make build, or make install, builds it beside native.so)"
   end
   boot, preload = absolute(boot), absolute(preload)
-  return { boot = boot, luadir = boot:match("^(.*)/tecs/profile/love_boot%.lua$"),
-    preload = preload, libdir = preload:match("^(.*)/tecs/profile/love_preload%.so$") }
+  local luadir = boot:match("^(.*)/tecs/profile/love_boot%.lua$")
+  local libdir = preload:match("^(.*)/tecs/profile/love_preload%.so$")
+  -- The boot chunk finds the package's modules as DIR/?.lua and DIR/?.so.
+  if not luadir then return nil, "the boot chunk " .. boot .. " is not found as DIR/tecs/profile/love_boot.lua" end
+  if not libdir then return nil, "the library " .. preload .. " is not found as DIR/tecs/profile/love_preload.so" end
+  return { boot = boot, luadir = luadir, preload = preload, libdir = libdir }
 end
 
 --- Replaces this process with `love` running `game`; returns only when
