@@ -347,11 +347,20 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
   -- `love` or `tecs-profile love` on `game` under xvfb-run, stdout and
   -- stderr apart: exit code, stdout, stderr. `launcher` is the command
   -- line before the game (nil: plain love).
+  -- xvfb-run with an X authority file of its own in the save root: no
+  -- temporary directory of xvfb-run's to remove at the end, whose removal
+  -- may fail after the game has run.
+  local xauth_files = 0
+  local function xvfb_run()
+    xauth_files = xauth_files + 1
+    return "xvfb-run -a -f " .. sh_quote(save_root .. "/xauth-" .. xauth_files)
+  end
+
   local function start_game(launcher, game, args, env)
     local set = { "XDG_DATA_HOME=" .. sh_quote(save_root) }
     for k, v in pairs(env or {}) do set[#set + 1] = k .. "=" .. sh_quote(v) end
-    return run.run3("env " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a " .. (launcher or "love") .. " " ..
-      sh_quote(game) .. " " .. args)
+    return run.run3("env " .. table.concat(set, " ") .. " timeout 60 " .. xvfb_run() .. " " ..
+      (launcher or "love") .. " " .. sh_quote(game) .. " " .. args)
   end
 
   local function launcher(cli) return (cli or run.cli) .. " love" end
@@ -362,7 +371,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work)) == 0)
     local g = { ctl = work .. "/ctl", stop = work .. "/stop" }
     g.p = assert(io.popen("env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(g.ctl) ..
-      " timeout " .. PATIENCE_SECONDS .. " xvfb-run -a " .. launcher() .. " " .. sh_quote(game) .. " --stop " ..
+      " timeout " .. PATIENCE_SECONDS .. " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " ..
       sh_quote(g.stop) .. " 2>&1"))
     local said, line = {}, nil
     repeat
