@@ -21,9 +21,12 @@ CARGO      ?= cargo
 LUAJIT     ?= luajit
 NATIVE_SO   = target/release/libtecs_profile.so
 BUILD_SO    = build/lib/tecs/profile/native.so
+# The LD_PRELOAD library of `tecs-profile love` (inject/), beside native.so.
+PRELOAD_SO  = target/release/libtecs_profile_love_preload.so
+BUILD_PRELOAD = build/lib/tecs/profile/love_preload.so
 
 LUA_FILES  := $(shell find lua -name '*.lua' | sort)
-RUST_FILES := $(shell find src -name '*.rs' | sort) Cargo.toml
+RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject/Cargo.toml
 
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
@@ -33,17 +36,22 @@ export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
 all: build
 
-build: $(BUILD_SO)
+build: $(BUILD_SO) $(BUILD_PRELOAD)
 
-$(NATIVE_SO): $(RUST_FILES)
+# One cargo build makes both libraries (the workspace's two members).
+$(NATIVE_SO) $(PRELOAD_SO) &: $(RUST_FILES)
 	@echo "building the native module (cargo, about a minute on a first build)"
-	$(CARGO) build --release --locked || $(CARGO) build --release
+	$(CARGO) build --release --workspace --locked || $(CARGO) build --release --workspace
 
 # Copied beside the target and renamed into place: a process that has the
 # old module loaded keeps its mapping instead of seeing the file change.
 $(BUILD_SO): $(NATIVE_SO)
 	mkdir -p $(dir $@)
 	cp $(NATIVE_SO) $@.tmp && mv -f $@.tmp $@
+
+$(BUILD_PRELOAD): $(PRELOAD_SO)
+	mkdir -p $(dir $@)
+	cp $(PRELOAD_SO) $@.tmp && mv -f $@.tmp $@
 
 deps:
 	@bash scripts/deps.sh
@@ -65,6 +73,7 @@ test-lua: deps build
 install: build
 	install -d $(INST_LIBDIR)/tecs/profile $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/utils
 	install -m 0755 $(NATIVE_SO) $(INST_LIBDIR)/tecs/profile/native.so
+	install -m 0755 $(PRELOAD_SO) $(INST_LIBDIR)/tecs/profile/love_preload.so
 	for f in $(LUA_FILES); do \
 	  rel=$${f#lua/}; install -d $(INST_LUADIR)/$$(dirname $$rel); \
 	  install -m 0644 $$f $(INST_LUADIR)/$$rel; done
@@ -73,7 +82,7 @@ install: build
 	chmod 0755 $(INST_BINDIR)/tecs-profile
 
 uninstall:
-	rm -f $(INST_LIBDIR)/tecs/profile/native.so
+	rm -f $(INST_LIBDIR)/tecs/profile/native.so $(INST_LIBDIR)/tecs/profile/love_preload.so
 	rm -rf $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/profile.lua $(INST_LUADIR)/tecs/utils/profile.lua
 	rm -f $(INST_BINDIR)/tecs-profile
 

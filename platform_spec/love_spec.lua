@@ -1,5 +1,6 @@
--- Runs the LÖVE example (examples/love) and a signal-mask probe with
--- Debian's `love` under `xvfb-run -a`, default conf.lua (audio module on).
+-- Runs the LÖVE example (examples/love), small fixtures and an unmodified
+-- game launched by `tecs-profile love` with Debian's `love` under
+-- `xvfb-run -a`, default conf.lua (audio module on).
 local collapsed = require("spec.support.collapsed")
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")
@@ -328,5 +329,210 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     game:close()
     assert(ok, tostring(err) .. "\n" .. rest)
     assert.is_nil(read(ctl .. "/" .. pid .. ".json"), "entry left after the game quit:\n" .. rest)
+  end)
+
+  -- `tecs-profile love`: the fixture love_plain has no profiler code at all.
+  local PLAIN = root .. "/platform_spec/fixtures/love_plain"
+  -- Bounds a wait for the game (it only caps a hang).
+  local PATIENCE_SECONDS = 120
+
+  -- What the game printed of its surroundings, one line a fact; the
+  -- package's own modules, loaded in the game's state by the channel, are
+  -- the one difference `tecs-profile love` leaves (docs/control.md).
+  local function surroundings(out)
+    local block = assert(out:match("ENV%-BEGIN\n(.-)ENV%-END\n"), out)
+    return (block:gsub("tecs%.profile[%w%._]*,", ""))
+  end
+
+  -- `love` or `tecs-profile love` on `game` under xvfb-run, stdout and
+  -- stderr apart: exit code, stdout, stderr. `launcher` is the command
+  -- line before the game (nil: plain love).
+  -- xvfb-run with an X authority file of its own in the save root: no
+  -- temporary directory of xvfb-run's to remove at the end, whose removal
+  -- may fail after the game has run.
+  local xauth_files = 0
+  local function xvfb_run()
+    xauth_files = xauth_files + 1
+    return "xvfb-run -a -f " .. sh_quote(save_root .. "/xauth-" .. xauth_files)
+  end
+
+  local function start_game(launcher, game, args, env)
+    local set = { "XDG_DATA_HOME=" .. sh_quote(save_root) }
+    for k, v in pairs(env or {}) do set[#set + 1] = k .. "=" .. sh_quote(v) end
+    return run.run3("env " .. table.concat(set, " ") .. " timeout 60 " .. xvfb_run() .. " " ..
+      (launcher or "love") .. " " .. sh_quote(game) .. " " .. args)
+  end
+
+  local function launcher(cli) return (cli or run.cli) .. " love" end
+
+  -- A launched game running in the background, once it listens: `{ pid,
+  -- ctl, stop, finish() }`; `finish` makes it quit and returns its output.
+  local function launch(game, work)
+    assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work)) == 0)
+    local g = { ctl = work .. "/ctl", stop = work .. "/stop" }
+    g.p = assert(io.popen("env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(g.ctl) ..
+      " timeout " .. PATIENCE_SECONDS .. " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " ..
+      sh_quote(g.stop) .. " 2>&1"))
+    local said, line = {}, nil
+    repeat
+      line = g.p:read("*l")
+      said[#said + 1] = line
+    until line == nil or line:match("^tecs%-profile: listening on ")
+    g.said = table.concat(said, "\n")
+    g.pid = line and tonumber(line:match("/(%d+)%.sock "))
+    function g.finish()
+      run.write(g.stop, "")
+      local rest = g.p:read("*a")
+      g.p:close()
+      return g.said .. "\n" .. rest
+    end
+    return g
+  end
+
+  local function cli_in(g, args)
+    return run.run3("TECS_PROFILE_DIR=" .. sh_quote(g.ctl) .. " " .. run.cli .. " " .. args)
+  end
+
+  -- The lines of burn_cycles in the fixture, and whether `name` (a
+  -- function of the profile's top) is it: by name where the source is
+  -- readable from the working directory (LÖVE's is not: its files are the
+  -- game's), else by its span of lines.
+  local function is_burn_cycles(name)
+    local first, last, n = nil, nil, 0
+    for line in io.lines(PLAIN .. "/main.lua") do
+      n = n + 1
+      if line:match("^local function burn_cycles") then first = n end
+      if first and not last and line:match("^end") then last = n end
+    end
+    return name == ("burn_cycles (main.lua:%d)"):format(first) or name == ("main.lua:%d-%d"):format(first, last)
+  end
+
+  -- A .love archive of the fixture.
+  local function plain_archive(work)
+    assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work) .. " && (cd " .. sh_quote(PLAIN) ..
+      " && python3 -m zipfile -c " .. sh_quote(work .. "/plain.love") .. " main.lua conf.lua)") == 0)
+    return work .. "/plain.love"
+  end
+
+  it("love GAME: targets lists the unmodified game, attach samples it, the game quits by itself", function()
+    local g = launch(PLAIN, save_root .. "/launch")
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      local rc, out, e = cli_in(g, "targets")
+      assert.equal(0, rc, e)
+      assert.matches("\n" .. g.pid .. " +love +[%d-]+ [%d:]+ +tecs%-profile%-plain\n", out)
+      rc, out, e = cli_in(g, "attach start")
+      assert.equal(0, rc, e)
+      local deadline = os.time() + PATIENCE_SECONDS
+      repeat
+        rc, out, e = cli_in(g, "attach status")
+        assert.equal(0, rc, e)
+        assert.is_true(os.time() < deadline, out)
+      until (tonumber(out:match("(%d+) samples")) or 0) >= 100
+      local file = save_root .. "/launch/game.collapsed"
+      rc, out, e = cli_in(g, "attach stop -o " .. sh_quote(file))
+      assert.equal(0, rc, e)
+      assert.is_string(read(file), out)
+      -- The answer's heaviest function, by self samples.
+      local top = assert(out:match("\n +[%d.]+%%  ([^\n]+)\n"), out)
+      assert.is_true(is_burn_cycles(top), out)
+    end)
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
+    assert.is_nil(read(g.ctl .. "/" .. g.pid .. ".json"), "entry left after the game quit:\n" .. said)
+  end)
+
+  it("love GAME: the game sees what it sees under plain love, and its exit status passes through", function()
+    local stop = save_root .. "/already-stopped"
+    run.write(stop, "")
+    local args = "--stop " .. sh_quote(stop) .. " --exit 3"
+    local rc, plain_out, plain_err = start_game(nil, PLAIN, args)
+    assert.equal(3, rc, plain_err)
+    local launched_out, launched_err
+    rc, launched_out, launched_err = start_game(launcher(), PLAIN, args)
+    assert.equal(3, rc, launched_err)
+    assert.matches("tecs%-profile: listening on [^\n]+%.sock", launched_err)
+    assert.equal(surroundings(plain_out), surroundings(launched_out))
+    assert.matches("^LD_PRELOAD=nil\n", surroundings(launched_out))
+    -- A user's own LD_PRELOAD is given back as it was, and still preloaded.
+    local env = { LD_PRELOAD = "libc.so.6" }
+    rc, plain_out, plain_err = start_game(nil, PLAIN, args, env)
+    assert.equal(3, rc, plain_err)
+    rc, launched_out, launched_err = start_game(launcher(), PLAIN, args, env)
+    assert.equal(3, rc, launched_err)
+    assert.matches("tecs%-profile: listening on ", launched_err)
+    assert.equal(surroundings(plain_out), surroundings(launched_out))
+    assert.matches("^LD_PRELOAD=libc%.so%.6\n", surroundings(launched_out))
+  end)
+
+  it("love GAME: a game that calls listen() itself takes the channel over", function()
+    local work = save_root .. "/own-listen"
+    assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
+    local stop = work .. "/stop"
+    run.write(stop, "")
+    local rc, out, err = start_game(launcher(), root .. "/platform_spec/fixtures/love_listen", "",
+      { TECS_PROFILE_DIR = work .. "/ctl", TECS_LISTEN_STOP = stop })
+    assert.equal(0, rc, err)
+    local launched = err:match("tecs%-profile: listening on ([^\n]+%.sock) ")
+    assert.is_string(launched, err)
+    assert.matches("listening " .. launched:gsub("%p", "%%%0") .. "\n", out)
+    assert.is_nil(err:find("stack traceback", 1, true), err)
+    assert.is_nil(err:find("did not open", 1, true), err)
+  end)
+
+  it("love GAME.love: the same from an archive, launched by an installed tecs-profile", function()
+    local work = save_root .. "/archive-launch"
+    local archive = plain_archive(work)
+    local prefix = work .. "/prefix"
+    local irc, iout = run.run("make -s install PREFIX=" .. sh_quote(prefix))
+    assert.equal(0, irc, iout)
+    local stop = work .. "/stopped"
+    run.write(stop, "")
+    local args = "--stop " .. sh_quote(stop) .. " --exit 0"
+    -- No search path leads to the source tree: the installed copy finds its own files.
+    local env = { LUA_PATH = "/nonexistent/?.lua;;", LUA_CPATH = "/nonexistent/?.so;;" }
+    local rc, plain_out, plain_err = start_game(nil, archive, args, env)
+    assert.equal(0, rc, plain_err)
+    local installed = run.luajit .. " " .. sh_quote(prefix .. "/bin/tecs-profile") .. " love"
+    local launched_out, launched_err
+    rc, launched_out, launched_err = start_game(installed, archive, args, env)
+    assert.equal(0, rc, launched_err)
+    assert.matches("tecs%-profile: listening on [^\n]+%.sock", launched_err)
+    assert.matches("\nidentity=tecs%-profile%-plain\n", plain_out)
+    assert.equal(surroundings(plain_out), surroundings(launched_out))
+    -- The archive listening: targets names it.
+    local g = launch(archive, work .. "/run")
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      local trc, out, e = cli_in(g, "targets")
+      assert.equal(0, trc, e)
+      assert.matches("\n" .. g.pid .. " +love +[%d-]+ [%d:]+ +tecs%-profile%-plain\n", out)
+    end)
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
+  end)
+
+  it("love GAME: the MCP server profiles the launched game (profiler_start with seconds)", function()
+    local rc, python = run.run3("bash scripts/mcp-client.sh")
+    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
+    python = python:match("[^\n]+")
+    local g = launch(PLAIN, save_root .. "/mcp")
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      local native = require("tecs.profile.native")
+      local calls = native.json({ { "profiler_start", { target = g.pid, seconds = 2 } } })
+      local out, e
+      rc, out, e = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s",
+        sh_quote(g.ctl), sh_quote(python), sh_quote(run.luajit:match("^%S+")), sh_quote(root .. "/bin/tecs-profile"),
+        sh_quote(calls)))
+      assert.equal(0, rc, e)
+      local r = assert(native.json_decode(out:match("[^\n]+")), out)
+      local answer = r.calls[1]
+      assert.is_false(answer.isError, answer.text)
+      assert.is_true(answer.structured.samples > 0, answer.text)
+      assert.is_true(is_burn_cycles(answer.structured.top[1].name), answer.text)
+    end)
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
   end)
 end)

@@ -106,6 +106,9 @@ describe("tecs-profile", function()
       { "run --by stack " .. SCRIPT, "option 'by'" },
       { "busted --helper=other", "%-%-helper=other cannot be given" },
       { "busted --lua=lua5.1 spec", "%-%-lua=lua5.1 cannot be given" },
+      { "love", "love needs a game: a folder with main%.lua, or a %.love file" },
+      { "love /nonexistent/game", 'no game at "/nonexistent/game" %(a folder with main%.lua, or a %.love file, expected%)' },
+      { "love --love", "option %-%-love needs a value" },
     }
     for _, c in ipairs(cases) do
       local rc, out, err = run.run3(CLI .. " " .. c[1])
@@ -114,6 +117,19 @@ describe("tecs-profile", function()
       assert.matches("Usage:", err, 1)
       assert.equal("", out, "nothing on stdout for: " .. c[1])
     end
+  end)
+
+  it("love from the source tree finds its boot chunk and LD_PRELOAD library, and says when love cannot start", function()
+    local rc, out, err = run.run3(CLI .. " love --love /nonexistent/love platform_spec/fixtures/love_plain")
+    assert.equal(1, rc, err)
+    assert.equal("", out)
+    assert.equal("tecs-profile love: cannot run /nonexistent/love: No such file or directory\n", err)
+    -- The files it hands to love are the source tree's.
+    local love = require("tecs.profile.cli.love")
+    local files = assert(love.files())
+    assert.equal(run.root .. "/lua", files.luadir)
+    assert.equal(run.root .. "/build/lib", files.libdir)
+    assert.equal(run.root .. "/build/lib/tecs/profile/love_preload.so", files.preload)
   end)
 
   it("run profiles a whole program, passes its arguments, writes the outputs", function()

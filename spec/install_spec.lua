@@ -74,6 +74,12 @@ local function check_cli(tree, launcher)
       assert.is_truthy(frame:match("^prog%.lua:") or frame == "pcall" or builtin_leaf, "not the program's frame: " .. line)
     end
   end
+  -- `love` finds the installed boot chunk and LD_PRELOAD library: it gets
+  -- as far as starting love (here a path that does not exist).
+  rc, out = run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH %s love --love /nonexistent/love %s", command,
+    sh_quote(tree)))
+  assert.equal(1, rc, out)
+  assert.matches("tecs%-profile love: cannot run /nonexistent/love: No such file or directory\n", out)
   -- Every directory the command put on the paths exists (luarocks builds
   -- through a staging directory that is gone once the rock is installed).
   write(tree .. "/paths.lua", "io.write(package.path, ';', package.cpath)")

@@ -364,6 +364,8 @@ function M.listen(opts)
   local ok_opts, err = native.call(native.raw.check_options, "listen", opts)
   if not ok_opts then error("profile.listen: " .. err, 2) end
   opts = opts or {}
+  -- A channel `tecs-profile love` opened gives way to the program's own.
+  if channel and channel.launched then M.close() end
   if channel then
     error("profile.listen: already listening on " .. channel.socket .. " (profile.close() first)", 2)
   end
@@ -383,6 +385,16 @@ function M.listen(opts)
   if kind == "love" then hook_love() end
   local info = { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
   if opts.wake then info.woken, info.whyNotWoken = listener:wake(M.poll) end
+  return info
+end
+
+--- Open the channel for a launcher (`tecs-profile love`), as `listen()`
+-- with no options does; a later `listen` by the program itself closes it
+-- and opens the program's own, instead of failing.
+-- @treturn table as `listen`'s
+function M.listen_launched()
+  local info = M.listen()
+  channel.launched = true
   return info
 end
 

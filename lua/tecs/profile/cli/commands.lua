@@ -1,5 +1,5 @@
 --- What the command line's commands do: `run`, `report`, `flamegraph`,
--- `cover`, `busted`.
+-- `cover`, `busted`, and `love`, `targets`, `attach`, `mcp`.
 -- Each takes the parsed options and positional arguments and returns the
 -- exit code, or raises a usage error through `usage_error`.
 -- @module tecs.profile.cli.commands
@@ -172,6 +172,13 @@ end
 function M.mcp(_, pos)
   if #pos > 0 then usage_error("mcp takes no argument (got %q)", pos[1]) end
   return require("tecs.profile.mcp").serve()
+end
+
+--- `love GAME [args...]`: an unmodified LÖVE game with the control
+-- channel open (see `tecs.profile.cli.love`); returns only if love could
+-- not be started.
+function M.love(opts, pos)
+  return require("tecs.profile.cli.love").run(opts, pos, usage_error)
 end
 
 --- `attach [PID] COMMAND`: one command to a listening program.

@@ -180,6 +180,12 @@ local ATTACH = {
   HELP,
 }
 
+local LOVE = {
+  { "love", key = "love", arg = "PATH", default = "love",
+    help = "the LÖVE 11 executable to run: a build that links LuaJIT dynamically, as Debian's" },
+  HELP,
+}
+
 local COVER = {
   { "output", short = "o", key = "output", arg = "FILE", default = "coverage.info",
     help = "where to write the counts; a name ending in .stats.out gets luacov stats" },
@@ -200,6 +206,17 @@ M.COMMANDS = {
     about = "Runs script.lua with `arg` set as luajit would, sampling it from start to end,\n" ..
       "then prints a text report (functions by self time, like `luajit -jp`).",
     sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
+  { name = "love", synopsis = "love [--love PATH] GAME [args...]",
+    summary = "run an unmodified LÖVE game with the control channel open",
+    usage = "love [options] GAMEDIR|GAME.love [args...]",
+    about = "Runs `love GAME args...` in this process's place (the same pid and exit status)\n" ..
+      "with the profiler's LD_PRELOAD library, which opens the control channel in the\n" ..
+      "game's Lua state when LÖVE loads main.lua: tecs-profile targets lists the game\n" ..
+      "(kind love, its identity), attach and mcp drive it. The game's files are not\n" ..
+      "changed; it polls once per frame (love.timer.step). Where it listens goes to\n" ..
+      "stderr; the control directory is $TECS_PROFILE_DIR's, as for every command.",
+    script = true,
+    sections = { { options = LOVE } } },
   { name = "targets", synopsis = "targets",
     summary = "list the running programs that can be attached",
     usage = "targets",
