@@ -9,6 +9,15 @@ local root = run.root
 local sh_quote, read = run.quote, run.read
 local save_root -- XDG_DATA_HOME of every run: LÖVE's save directories go there
 
+-- xvfb-run with an X authority file of its own in the save root: no
+-- temporary directory of xvfb-run's to remove at the end, whose removal
+-- may fail after the game has run.
+local xauth_files = 0
+local function xvfb_run()
+  xauth_files = xauth_files + 1
+  return "xvfb-run -a -f " .. sh_quote(save_root .. "/xauth-" .. xauth_files)
+end
+
 -- Run love on `game` with `args`; `env` maps variables to values (false
 -- unsets). Returns exit code and output.
 local function love(game, args, env)
@@ -16,8 +25,8 @@ local function love(game, args, env)
   for k, v in pairs(env or {}) do
     if v then set[#set + 1] = k .. "=" .. sh_quote(v) else unset[#unset + 1] = "-u " .. k end
   end
-  return run.run("env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 xvfb-run -a love " ..
-    sh_quote(game) .. " " .. (args or ""))
+  return run.run("env " .. table.concat(unset, " ") .. " " .. table.concat(set, " ") .. " timeout 60 " .. xvfb_run() ..
+    " love " .. sh_quote(game) .. " " .. (args or ""))
 end
 
 local function save_dir(identity) return save_root .. "/love/" .. identity end
@@ -292,7 +301,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
     local ctl, stop = work .. "/ctl", work .. "/stop"
     local game = assert(io.popen("env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(ctl) ..
-      " TECS_LISTEN_STOP=" .. sh_quote(stop) .. " timeout 120 xvfb-run -a love " ..
+      " TECS_LISTEN_STOP=" .. sh_quote(stop) .. " timeout 120 " .. xvfb_run() .. " love " ..
       sh_quote(root .. "/platform_spec/fixtures/love_listen") .. " 2>&1"))
     -- LÖVE's audio may say things first.
     local said, first = {}, nil
@@ -347,15 +356,6 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
   -- `love` or `tecs-profile love` on `game` under xvfb-run, stdout and
   -- stderr apart: exit code, stdout, stderr. `launcher` is the command
   -- line before the game (nil: plain love).
-  -- xvfb-run with an X authority file of its own in the save root: no
-  -- temporary directory of xvfb-run's to remove at the end, whose removal
-  -- may fail after the game has run.
-  local xauth_files = 0
-  local function xvfb_run()
-    xauth_files = xauth_files + 1
-    return "xvfb-run -a -f " .. sh_quote(save_root .. "/xauth-" .. xauth_files)
-  end
-
   local function start_game(launcher, game, args, env)
     local set = { "XDG_DATA_HOME=" .. sh_quote(save_root) }
     for k, v in pairs(env or {}) do set[#set + 1] = k .. "=" .. sh_quote(v) end
