@@ -150,6 +150,21 @@ function commands.report(req)
   return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
 end
 
+-- What the running session (else the last one) has recorded so far,
+-- bounded (see `tecs.profile.snapshot`); the session keeps running.
+function commands.snapshot(req)
+  local s = running and running.session or last and last.session
+  if not s then return failure("no session to look at: start one first") end
+  local snapshot = require("tecs.profile.snapshot")
+  local counts, err = snapshot.counts(req)
+  if not counts then return failure("%s", err) end
+  local answer = snapshot.take(s, counts)
+  answer.ok, answer.running, answer.intervalMs, answer.pid = true, running ~= nil, s.intervalMs, channel.pid
+  answer.program, answer.kind = channel.program, channel.kind
+  answer.elapsedSec = running and clock.now() - running.started or last.answer.elapsedSec
+  return answer
+end
+
 -- The channel's trace-abort tracker, while one runs.
 local tracing
 

@@ -1,0 +1,252 @@
+//! The live page's HTTP server (`tecs-profile live`): blocking `std::net`
+//! on 127.0.0.1 only, one request at a time, each on a connection of its
+//! own. Every address starts with a secret made per run (`/TOKEN/`, 128
+//! random bits): another local user can reach the port, not the page. A
+//! request without the token, with a `Host` other than this address (a
+//! page elsewhere that renamed its host to this one), or with another
+//! method than GET or HEAD is refused here; the others are handed to the
+//! caller, which answers them.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+use crate::sys::process;
+
+/// The longest request head read, in bytes.
+const MAX_HEAD: usize = 16 << 10;
+
+/// How long one connection may take to send its request or read the
+/// answer: the server serves nothing else meanwhile.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A listening server and its secret.
+pub struct HttpServer {
+    listener: TcpListener,
+    port: u16,
+    token: String,
+}
+
+/// A request with the token, waiting for its answer.
+pub struct HttpRequest {
+    /// "GET" or "HEAD".
+    pub method: String,
+    /// The path after the token, from its "/" (the query left out).
+    pub path: String,
+    stream: TcpStream,
+}
+
+/// A new secret: 16 bytes of the kernel's random source, in hex.
+fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom for the page's secret: {}", e))?;
+    Ok(bytes.iter().map(|b| format!("{:02x}", b)).collect())
+}
+
+/// Whether `a` and `b` are equal, in a time that does not depend on where
+/// they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl HttpServer {
+    /// Listens on 127.0.0.1:`port` (0: a free port the system chooses).
+    pub fn bind(port: u16) -> Result<HttpServer, String> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {}", port, e))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(HttpServer { listener, port, token: new_token()? })
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The page's address, secret included.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/{}/", self.port, self.token)
+    }
+
+    /// Waits up to `timeout` for a connection and reads its request. A
+    /// request with the token is returned for the caller to answer;
+    /// others are answered here (and `None` returned), as is a wait that
+    /// ended with nothing, or with a signal.
+    pub fn next(&self, timeout: Duration) -> Result<Option<HttpRequest>, String> {
+        if !process::wait_readable(self.listener.as_raw_fd(), timeout).map_err(|e| e.to_string())? {
+            return Ok(None);
+        }
+        let stream = match self.listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => return Ok(None),
+            Err(e) => return Err(format!("cannot accept a connection: {}", e)),
+        };
+        if stream.set_nonblocking(false).is_err()
+            || stream.set_read_timeout(Some(IO_TIMEOUT)).is_err()
+            || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err()
+        {
+            return Ok(None);
+        }
+        Ok(self.check(stream))
+    }
+
+    /// The request on `stream` if it may be served; else it is answered
+    /// with the refusal.
+    fn check(&self, mut stream: TcpStream) -> Option<HttpRequest> {
+        let Some(head) = read_head(&mut stream) else {
+            answer(&stream, false, 400, "text/plain", b"bad request\n", &[]);
+            return None;
+        };
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next().unwrap_or("").split(' ');
+        let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+        let host = lines
+            .filter_map(|l| l.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default();
+        let head_only = method == "HEAD";
+        let allowed = [format!("127.0.0.1:{}", self.port), format!("localhost:{}", self.port)];
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&host)) {
+            let text = format!("forbidden: this page is served as http://127.0.0.1:{}/ only\n", self.port);
+            answer(&stream, head_only, 403, "text/plain", text.as_bytes(), &[]);
+            return None;
+        }
+        let path = target.split(['?', '#']).next().unwrap_or("");
+        let rest = path
+            .strip_prefix('/')
+            .and_then(|p| {
+                let (secret, rest) = p.split_at(p.find('/').unwrap_or(p.len()));
+                same_secret(secret.as_bytes(), self.token.as_bytes()).then_some(rest)
+            })
+            .map(str::to_string);
+        let Some(rest) = rest else {
+            let text = "forbidden: open the address tecs-profile live printed (it holds the page's secret)\n";
+            answer(&stream, head_only, 403, "text/plain", text.as_bytes(), &[]);
+            return None;
+        };
+        if method != "GET" && !head_only {
+            answer(&stream, false, 405, "text/plain", b"only GET and HEAD\n", &[("Allow", "GET, HEAD")]);
+            return None;
+        }
+        if rest.is_empty() {
+            // Relative addresses in the page resolve under the secret.
+            let location = format!("/{}/", self.token);
+            answer(&stream, head_only, 308, "text/plain", b"", &[("Location", &location)]);
+            return None;
+        }
+        Some(HttpRequest { method: method.to_string(), path: rest, stream })
+    }
+}
+
+impl HttpRequest {
+    /// Sends the answer and closes the connection. A client that went
+    /// away meanwhile is no error.
+    pub fn reply(self, status: u16, content_type: &str, body: &[u8]) {
+        answer(&self.stream, self.method == "HEAD", status, content_type, body, &[]);
+    }
+}
+
+/// The request head (up to the blank line), or `None` when the client
+/// sent something else or nothing in time.
+fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_HEAD {
+            return None;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(head).ok()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// Writes one answer. Nothing is cached or sent on to another site: the
+/// addresses hold the secret.
+fn answer(stream: &TcpStream, head_only: bool, status: u16, content_type: &str, body: &[u8], extra: &[(&str, &str)]) {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+         Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n",
+        status,
+        reason(status),
+        content_type,
+        body.len()
+    );
+    for (name, value) in extra {
+        out.push_str(&format!("{}: {}\r\n", name, value));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(body);
+    }
+    let _ = process::send_all(stream, &bytes);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn get(server: &HttpServer, path: &str, host: &str) -> (Option<HttpRequest>, String) {
+        let mut client = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        write!(client, "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", path, host).unwrap();
+        let request = server.next(Duration::from_secs(60)).unwrap();
+        if let Some(r) = request {
+            let path = r.path.clone();
+            r.reply(200, "text/plain", path.as_bytes());
+        }
+        let mut text = String::new();
+        client.read_to_string(&mut text).unwrap();
+        (None, text)
+    }
+
+    #[test]
+    fn only_requests_with_the_secret_and_this_host_are_served() {
+        let server = HttpServer::bind(0).unwrap();
+        let url = server.url();
+        assert!(url.starts_with("http://127.0.0.1:"), "{}", url);
+        let host = format!("127.0.0.1:{}", server.port());
+        let secret = format!("/{}", server.token);
+        let (_, ok) = get(&server, &format!("{}/data.json?x=1", secret), &host);
+        assert!(ok.starts_with("HTTP/1.1 200 ") && ok.ends_with("\r\n\r\n/data.json"), "{}", ok);
+        let (_, none) = get(&server, "/data.json", &host);
+        assert!(none.starts_with("HTTP/1.1 403 "), "{}", none);
+        let wrong = format!("/{}0/", &server.token[..31]);
+        let (_, bad) = get(&server, &wrong, &host);
+        assert!(bad.starts_with("HTTP/1.1 403 "), "{}", bad);
+        let (_, elsewhere) = get(&server, &format!("{}/", secret), "attacker.example:80");
+        assert!(elsewhere.starts_with("HTTP/1.1 403 "), "{}", elsewhere);
+        let (_, moved) = get(&server, &secret, &host);
+        assert!(
+            moved.starts_with("HTTP/1.1 308 ") && moved.contains(&format!("Location: {}/\r\n", secret)),
+            "{}",
+            moved
+        );
+        assert_eq!(server.next(Duration::from_millis(1)).unwrap().map(|r| r.path), None);
+    }
+}
