@@ -84,8 +84,10 @@ function M.choose(pid)
   return targets[1]
 end
 
--- `path` as an absolute path (the program, which writes it, runs elsewhere).
-local function absolute(path)
+--- `path` as an absolute path (the program, which writes it, runs elsewhere).
+-- @tparam string path
+-- @treturn string
+function M.absolute(path)
   if path:sub(1, 1) == "/" then return path end
   local cwd = os.getenv("PWD")
   if not cwd then
@@ -182,7 +184,7 @@ function M.attach(opts, pos, usage_error)
   if cmd == "start" then
     request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
   elseif cmd == "stop" or cmd == "trace_stop" then
-    request.path = opts.output and absolute(opts.output)
+    request.path = opts.output and M.absolute(opts.output)
   elseif cmd == "report" then
     request.by, request.top = opts.by, opts.top
   end
