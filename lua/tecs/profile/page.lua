@@ -41,6 +41,7 @@ tr.hitch-row:hover, tr.selected { background: #fde2c8; }
 rect.frame-bar { fill: #8ab; } rect.frame-bar.hitch { fill: #d63; } rect.frame-bar.selected { fill: #222; }
 line.abort-mark { stroke: #a0a; stroke-width: 1; }
 #frame-detail { border: 1px solid #ccc; padding: .5em 1em; min-height: 2em; }
+#live-status { margin-left: 1.5em; color: #666; }
 ]]
 
 -- Draws the chart and the tables from the data, again at each `draw` (the
