@@ -182,7 +182,7 @@ local ATTACH = {
 
 local LIVE = {
   { "port", key = "port", arg = "N", number = true, default = 0,
-    help = "the port on 127.0.0.1 (0: a free port the system chooses)" },
+    help = "the port on 127.0.0.1; 0 for a free port the system chooses" },
   { "open", key = "open", help = "also open the page in the desktop's browser (xdg-open)" },
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
     help = "the sampling interval of the session live starts when none runs" },
