@@ -50,6 +50,25 @@ local function heaviest(text, n)
   return table.concat(out, "\n") .. (#out > 0 and "\n" or ""), math.max(0, #rows - n)
 end
 
+-- The function map of `files` for `session`: each file read and compiled
+-- once per session, not once a second (the native side checks the map
+-- against the functions the session recorded, so a file changed since is
+-- caught there as it is in a fresh map).
+local maps = setmetatable({}, { __mode = "k" })
+local function function_map(session, files)
+  local cache = maps[session]
+  if not cache then
+    cache = {}
+    maps[session] = cache
+  end
+  local map = {}
+  for _, file in ipairs(files) do
+    if cache[file] == nil then cache[file] = funcmap.build({ file })[file] end
+    map[file] = cache[file]
+  end
+  return map
+end
+
 --- Checks the fields of a request; returns the counts to take, or nil and
 -- the message naming the field.
 -- @tparam table request `frames`, `hitches`, `stacks` (each optional)
@@ -82,7 +101,7 @@ function M.take(session, counts)
   local native = session._native
   local prof = native:profile()
   -- One function map for the stacks, the frames and the top functions.
-  local map = funcmap.build(prof:files())
+  local map = function_map(session, prof:files())
   -- The frames the answer holds, not a table per frame kept: a long
   -- session keeps up to 100000.
   local last, slowest, kept = native:framesWindow(counts.frames, counts.hitches)

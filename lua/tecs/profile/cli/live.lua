@@ -119,7 +119,9 @@ function M.live(opts, pos, usage_error)
     local a, derr = program.request({ cmd = "snapshot" })
     if not a then return nil, derr end
     if not a.ok then return nil, a.error end
-    return page.live_data(a, { title = title })
+    local ok, d = pcall(page.live_data, a, { title = title })
+    if not ok then return nil, "cannot draw the snapshot: " .. tostring(d) end
+    return d
   end
 
   native.raw.stop_signals("catch")
