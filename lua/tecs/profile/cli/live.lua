@@ -152,19 +152,24 @@ function M.live(opts, pos, usage_error)
       end
     end
   end)
-  native.raw.stop_signals("release")
   if not ok then
     io.stderr:write("tecs-profile: live: ", tostring(loop_err), "\n")
   end
   if ended then
+    native.raw.stop_signals("release")
     program.close()
     say("pid %d has stopped listening: live ends", target.pid)
     return ok and 0 or 1
   end
-  if signal then say("%s: live ends", signal) end
   local code = ok and 0 or 1
+  -- The session is stopped before anything is printed: a terminal that
+  -- went away (SIGHUP) may take the output with it.
+  local a, serr
+  if started then a, serr = program.request({ cmd = "stop", path = opts.output and attach.absolute(opts.output) }) end
+  -- Caught until now: a second Ctrl-C does not cut the stop short.
+  native.raw.stop_signals("release")
+  if signal then say("%s: live ends", signal) end
   if started then
-    local a, serr = program.request({ cmd = "stop", path = opts.output and attach.absolute(opts.output) })
     if a and a.ok then
       say("pid %d: the session live started: %d samples in %.2f s; written to %s", target.pid, a.samples,
         a.elapsedSec or 0, a.path)
