@@ -72,8 +72,8 @@ describe("the live page in chromium", function()
       run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(stop_file))))
     local first = child:read("*l")
     assert.matches("^listening ", first)
-    live = { p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live & echo \"pid=$!\"; wait $!) 2>&1",
-      q(ctl), run.cli))) }
+    live = { p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live --timeout %d & echo \"pid=$!\"; " ..
+      "wait $!) 2>&1", q(ctl), run.cli, PATIENCE_SECONDS))) }
     live.pid = tonumber(live.p:read("*l"):match("^pid=(%d+)$"))
     repeat
       local line = live.p:read("*l")

@@ -38,8 +38,8 @@ describe("the live page", function()
   -- up to the page's address (`url`, `port`) or its end.
   local function live(args)
     local l = {}
-    l.p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live %s & echo \"pid=$!\"; wait $!; " ..
-      "echo \"rc=$?\") 2>&1", q(ctl), run.cli, args)))
+    l.p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live --timeout %d %s & echo \"pid=$!\"; " ..
+      "wait $!; echo \"rc=$?\") 2>&1", q(ctl), run.cli, PATIENCE_SECONDS, args)))
     l.pid = tonumber(l.p:read("*l"):match("^pid=(%d+)$"))
     l.lines = {}
     while true do

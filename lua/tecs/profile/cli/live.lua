@@ -83,30 +83,31 @@ function M.live(opts, pos, usage_error)
   local target, err = attach.choose(pid)
   if not target then return say_error(err) end
   local native = require("tecs.profile.native")
+  -- Caught from here on: a signal at any later point ends live through
+  -- its one way out, which stops a session it started.
+  native.raw.stop_signals("catch")
   local program = channel(native, target, timeout)
-  local status, why = program.request({ cmd = "status" })
-  if not status then return say_error(string.format("live: pid %d: %s", target.pid, why)) end
-  if not status.ok then
+  local function give_up(msg)
+    native.raw.stop_signals("release")
     program.close()
-    return say_error(string.format("pid %d: %s", target.pid, status.error))
+    return say_error(msg)
   end
+  local status, why = program.request({ cmd = "status" })
+  if not status then return give_up(string.format("live: pid %d: %s", target.pid, why)) end
+  if not status.ok then return give_up(string.format("pid %d: %s", target.pid, status.error)) end
+  local sok, server = native.call(native.raw.http_serve, port)
+  if not sok then return give_up("live: " .. server) end
   local started = false
   if not status.running then
     local a, serr = program.request({ cmd = "start", intervalMs = opts.intervalMs })
     if not a or not a.ok then
-      program.close()
-      return say_error(string.format("pid %d: cannot start a session: %s", target.pid, a and a.error or serr))
+      return give_up(string.format("pid %d: cannot start a session: %s", target.pid, a and a.error or serr))
     end
     started = true
     say("pid %d: no session was running: started one, sampling every %g ms (stopped and written when live ends)",
       target.pid, a.intervalMs)
   else
     say("pid %d: following the session that runs (live leaves it running)", target.pid)
-  end
-  local sok, server = native.call(native.raw.http_serve, port)
-  if not sok then
-    program.close()
-    return say_error("live: " .. server)
   end
   local title = string.format("pid %d: %s", target.pid, target.program)
   say("live page: %s", server:url())
@@ -124,7 +125,6 @@ function M.live(opts, pos, usage_error)
     return d
   end
 
-  native.raw.stop_signals("catch")
   local ended, signal
   local ok, loop_err = pcall(function()
     local quiet = 0
