@@ -1,6 +1,8 @@
-//! The live page's HTTP server (`tecs-profile live`): blocking `std::net`
-//! on 127.0.0.1 only, one request at a time, each on a connection of its
-//! own. Every address starts with a secret made per run (`/TOKEN/`, 128
+//! The live page's HTTP server (`tecs-profile live`): `std::net` on
+//! 127.0.0.1 only, one request answered at a time, each on a connection of
+//! its own. Connections are read as their bytes come (a browser opens some
+//! ahead of time and sends nothing on them: they must not hold the
+//! others up). Every address starts with a secret made per run (`/TOKEN/`, 128
 //! random bits): another local user can reach the port, not the page. A
 //! request without the token, with a `Host` other than this address (a
 //! page elsewhere that renamed its host to this one), or with another
@@ -11,22 +13,33 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::sys::process;
 
 /// The longest request head read, in bytes.
 const MAX_HEAD: usize = 16 << 10;
 
-/// How long one connection may take to send its request or read the
-/// answer: the server serves nothing else meanwhile.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection may take to send its request (it waits beside
+/// the others), and to read its answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The connections read at once; one more is closed at once.
+const MAX_WAITING: usize = 64;
+
+/// A connection whose request has not all come.
+struct Waiting {
+    stream: TcpStream,
+    head: Vec<u8>,
+    since: Instant,
+}
 
 /// A listening server and its secret.
 pub struct HttpServer {
     listener: TcpListener,
     port: u16,
     token: String,
+    waiting: Vec<Waiting>,
 }
 
 /// A request with the token, waiting for its answer.
@@ -60,7 +73,7 @@ impl HttpServer {
             .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {}", port, e))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        Ok(HttpServer { listener, port, token: new_token()? })
+        Ok(HttpServer { listener, port, token: new_token()?, waiting: Vec::new() })
     }
 
     /// The port listened on.
@@ -73,32 +86,69 @@ impl HttpServer {
         format!("http://127.0.0.1:{}/{}/", self.port, self.token)
     }
 
-    /// Waits up to `timeout` for a connection and reads its request. A
-    /// request with the token is returned for the caller to answer;
-    /// others are answered here (and `None` returned), as is a wait that
-    /// ended with nothing, or with a signal.
-    pub fn next(&self, timeout: Duration) -> Result<Option<HttpRequest>, String> {
-        if !process::wait_readable(self.listener.as_raw_fd(), timeout).map_err(|e| e.to_string())? {
+    /// Waits up to `timeout` for a request. A request with the token is
+    /// returned for the caller to answer; others are answered here (and
+    /// `None` returned), as is a wait that ended with nothing, or with a
+    /// signal.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<HttpRequest>, String> {
+        let mut fds = vec![self.listener.as_raw_fd()];
+        fds.extend(self.waiting.iter().map(|w| w.stream.as_raw_fd()));
+        let wait = self
+            .waiting
+            .iter()
+            .map(|w| (w.since + IO_TIMEOUT).saturating_duration_since(Instant::now()))
+            .fold(timeout, Duration::min);
+        if !process::wait_readable(&fds, wait).map_err(|e| e.to_string())? {
+            self.drop_stale();
             return Ok(None);
         }
-        let stream = match self.listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => return Ok(None),
-            Err(e) => return Err(format!("cannot accept a connection: {}", e)),
-        };
-        if stream.set_nonblocking(false).is_err()
-            || stream.set_read_timeout(Some(IO_TIMEOUT)).is_err()
-            || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err()
-        {
-            return Ok(None);
+        self.accept_all()?;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            match read_more(&mut self.waiting[i]) {
+                Progress::Partial => i += 1,
+                Progress::Gone => drop(self.waiting.swap_remove(i)),
+                Progress::Head(head) => {
+                    let w = self.waiting.swap_remove(i);
+                    if let Some(request) = self.check(w.stream, head) {
+                        return Ok(Some(request));
+                    }
+                }
+            }
         }
-        Ok(self.check(stream))
+        self.drop_stale();
+        Ok(None)
+    }
+
+    /// Takes every connection waiting to be accepted.
+    fn accept_all(&mut self) -> Result<(), String> {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(format!("cannot accept a connection: {}", e)),
+            };
+            if self.waiting.len() >= MAX_WAITING || stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            self.waiting.push(Waiting { stream, head: Vec::new(), since: Instant::now() });
+        }
+    }
+
+    /// Closes the connections that took too long to send their request.
+    fn drop_stale(&mut self) {
+        let now = Instant::now();
+        self.waiting.retain(|w| now.duration_since(w.since) < IO_TIMEOUT);
     }
 
     /// The request on `stream` if it may be served; else it is answered
     /// with the refusal.
-    fn check(&self, mut stream: TcpStream) -> Option<HttpRequest> {
-        let Some(head) = read_head(&mut stream) else {
+    fn check(&self, stream: TcpStream, head: Option<String>) -> Option<HttpRequest> {
+        if stream.set_nonblocking(false).is_err() || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err() {
+            return None;
+        }
+        let Some(head) = head else {
             answer(&stream, false, 400, "text/plain", b"bad request\n", &[]);
             return None;
         };
@@ -152,23 +202,35 @@ impl HttpRequest {
     }
 }
 
-/// The request head (up to the blank line), or `None` when the client
-/// sent something else or nothing in time.
-fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
+/// What reading a waiting connection gave.
+enum Progress {
+    /// Its request head is not all there yet.
+    Partial,
+    /// It closed or failed before sending one.
+    Gone,
+    /// The head (up to the blank line), or `None` when what came is not one.
+    Head(Option<String>),
+}
+
+/// Reads what `w`'s client has sent so far.
+fn read_more(w: &mut Waiting) -> Progress {
     let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > MAX_HEAD {
-            return None;
+    loop {
+        if let Some(end) = w.head.windows(4).position(|x| x == b"\r\n\r\n") {
+            w.head.truncate(end + 4);
+            return Progress::Head(String::from_utf8(std::mem::take(&mut w.head)).ok());
         }
-        match stream.read(&mut buf) {
-            Ok(0) => return None,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
+        if w.head.len() > MAX_HEAD {
+            return Progress::Head(None);
+        }
+        match w.stream.read(&mut buf) {
+            Ok(0) => return Progress::Gone,
+            Ok(n) => w.head.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Progress::Partial,
+            Err(_) => return Progress::Gone,
         }
     }
-    String::from_utf8(head).ok()
 }
 
 fn reason(status: u16) -> &'static str {
@@ -214,36 +276,46 @@ mod tests {
 
     /// What `server` answers a GET of `path` with `host`; a request it
     /// hands out is answered with its path.
-    fn get(server: &HttpServer, path: &str, host: &str) -> String {
+    fn get(server: &mut HttpServer, path: &str, host: &str) -> String {
         let mut client = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
         write!(client, "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", path, host).unwrap();
-        let request = server.next(Duration::from_secs(60)).unwrap();
-        if let Some(r) = request {
-            let path = r.path.clone();
-            r.reply(200, "text/plain", path.as_bytes());
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            client.read_to_string(&mut text).unwrap();
+            text
+        });
+        // Requests are taken as their bytes come: ask until this one is
+        // answered (a minute bounds a hang, not the speed).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !reader.is_finished() {
+            assert!(Instant::now() < deadline, "no answer");
+            if let Some(r) = server.next(Duration::from_millis(50)).unwrap() {
+                let path = r.path.clone();
+                r.reply(200, "text/plain", path.as_bytes());
+            }
         }
-        let mut text = String::new();
-        client.read_to_string(&mut text).unwrap();
-        text
+        reader.join().unwrap()
     }
 
     #[test]
     fn only_requests_with_the_secret_and_this_host_are_served() {
-        let server = HttpServer::bind(0).unwrap();
+        let mut server = HttpServer::bind(0).unwrap();
+        // A connection that sends nothing holds no other up.
+        let _idle = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
         let url = server.url();
         assert!(url.starts_with("http://127.0.0.1:"), "{}", url);
         let host = format!("127.0.0.1:{}", server.port());
         let secret = format!("/{}", server.token);
-        let ok = get(&server, &format!("{}/data.json?x=1", secret), &host);
+        let ok = get(&mut server, &format!("{}/data.json?x=1", secret), &host);
         assert!(ok.starts_with("HTTP/1.1 200 ") && ok.ends_with("\r\n\r\n/data.json"), "{}", ok);
-        let none = get(&server, "/data.json", &host);
+        let none = get(&mut server, "/data.json", &host);
         assert!(none.starts_with("HTTP/1.1 403 "), "{}", none);
         let wrong = format!("/{}0/", &server.token[..31]);
-        let bad = get(&server, &wrong, &host);
+        let bad = get(&mut server, &wrong, &host);
         assert!(bad.starts_with("HTTP/1.1 403 "), "{}", bad);
-        let elsewhere = get(&server, &format!("{}/", secret), "attacker.example:80");
+        let elsewhere = get(&mut server, &format!("{}/", secret), "attacker.example:80");
         assert!(elsewhere.starts_with("HTTP/1.1 403 "), "{}", elsewhere);
-        let moved = get(&server, &secret, &host);
+        let moved = get(&mut server, &secret, &host);
         assert!(
             moved.starts_with("HTTP/1.1 308 ") && moved.contains(&format!("Location: {}/\r\n", secret)),
             "{}",

@@ -55,15 +55,17 @@ pub fn send_all(stream: &impl AsRawFd, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Waits up to `timeout` for descriptor `fd` to become readable (for a
-/// listening socket: a connection to accept). False when the time passed
-/// or a signal came first (its handler has run; the caller looks at what
-/// it set).
-pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut entry = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+/// Waits up to `timeout` for one of the descriptors `fds` to become
+/// readable (for a listening socket: a connection to accept). False when
+/// the time passed or a signal came first (its handler has run; the caller
+/// looks at what it set).
+pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut entries: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `entry` is one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&mut entry, 1, ms) };
+    // SAFETY: `entries` holds `entries.len()` valid pollfd structs for the
+    // duration of the call.
+    let rc = unsafe { libc::poll(entries.as_mut_ptr(), entries.len() as libc::nfds_t, ms) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
