@@ -112,7 +112,12 @@ function M.live(opts, pos, usage_error)
   local title = string.format("pid %d: %s", target.pid, target.program)
   say("live page: %s", server:url())
   if opts.open then
-    os.execute("xdg-open " .. string.format("'%s'", server:url()) .. " >/dev/null 2>&1 &")
+    local found = os.execute("command -v xdg-open >/dev/null 2>&1")
+    if found == 0 or found == true then -- Lua 5.1's status, or 5.2's
+      os.execute("xdg-open '" .. server:url() .. "' >/dev/null 2>&1 &")
+    else
+      say("--open: no xdg-open here: open the address in a browser")
+    end
   end
 
   -- The page's data, or nil and why there is none.
@@ -135,7 +140,10 @@ function M.live(opts, pos, usage_error)
       if path == "/" or path == "/data.json" then
         quiet = 0
         local d, derr = data()
-        if not d then
+        if not d and path == "/" then
+          server:reply(503, "text/plain; charset=utf-8", "no answer from pid " .. target.pid .. ": " .. derr .. "\n")
+          if not listening(target.pid) then ended = true return end
+        elseif not d then
           server:reply(503, "application/json", native.json({ error = derr }))
           if not listening(target.pid) then ended = true return end
         elseif path == "/" then
