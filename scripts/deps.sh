@@ -14,6 +14,8 @@ have_cmd cc          || need+=(gcc)
 have_cmd go          || need+=(golang-go)
 # `genhtml` reads the coverage lcov files back in the coverage tests.
 have_cmd genhtml     || need+=(lcov)
+# `curl` asks the live page's HTTP server in spec/live_spec.lua.
+have_cmd curl        || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   if ! have_cmd apt-get; then
     echo "missing: ${need[*]} (install them with your package manager)" >&2

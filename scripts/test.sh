@@ -83,6 +83,8 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/page_spec.lua >"$logdir/report-page.log" 2>&1
   record_tap "report page (chromium)" "$logdir/report-page.log" $?
+  timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/live_page_spec.lua >"$logdir/live-page.log" 2>&1
+  record_tap "live page (chromium)" "$logdir/live-page.log" $?
   # Off Linux the module builds without the signal timer and the tick
   # notes (LuaJIT's own timer runs the session): type-checked for macOS,
   # warnings included, so that code behind `cfg(not(target_os = "linux"))`

@@ -35,7 +35,16 @@ impl Connection {
         let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
         line.push(b'\n');
         self.stream.set_write_timeout(Some(timeout.max(Duration::from_millis(1)))).map_err(|e| e.to_string())?;
-        process::send_all(&self.stream, &line).map_err(|e| format!("cannot send the request: {}", e))?;
+        if let Err(e) = process::send_all(&self.stream, &line) {
+            // A program that refused this client (busy) may have answered
+            // and closed before the request went out: its answer says why.
+            return match self.read_line(deadline, timeout) {
+                Ok(answer) => {
+                    serde_json::from_str::<Response>(&answer).map_err(|_| format!("cannot send the request: {}", e))
+                }
+                Err(_) => Err(format!("cannot send the request: {}", e)),
+            };
+        }
         let answer = self.read_line(deadline, timeout)?;
         serde_json::from_str::<Response>(&answer).map_err(|e| format!("bad answer from the program: {}", e))
     }

@@ -9,8 +9,10 @@
 //! and runs them itself; [`client::request`] is the other end.
 
 pub mod client;
+pub mod http;
 pub mod server;
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -72,6 +74,18 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
+    /// What the running session (else the last one) has recorded so far,
+    /// without stopping it: the last `frames` frames, the `hitches`
+    /// slowest with their functions, the `stacks` heaviest stacks by
+    /// function (the others summed into one), the heaviest functions.
+    Snapshot {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        frames: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hitches: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stacks: Option<u32>,
+    },
 }
 
 /// A trace-abort site of a trace report: where, why and how often.
@@ -95,21 +109,47 @@ pub struct Share {
     pub share: f64,
 }
 
-/// One of the slowest frames a session marked (`profile.frame()`), and the
-/// functions that ran most in it.
+/// One frame of a session's time line, as `SampleSession:frames` gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SlowFrame {
+#[serde(rename_all = "camelCase")]
+pub struct FrameTime {
     pub index: u64,
+    /// From the session's start.
+    pub start_ms: f64,
     pub ms: f64,
-    /// By self samples; each share of the frame's samples.
-    pub top: Vec<FrameShare>,
+    pub samples: u64,
+    pub gc_samples: u64,
 }
 
-/// A function's share of one frame's samples.
+/// A function's share of the samples of one frame.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FrameShare {
+pub struct FrameFunction {
     pub name: String,
+    /// Of the frame's samples, 0 to 1.
     pub share: f64,
+}
+
+/// One of the slowest frames, with what ran in it (`SampleSession:hitches`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlowFrame {
+    pub index: u64,
+    pub start_ms: f64,
+    pub ms: f64,
+    pub samples: u64,
+    pub gc_samples: u64,
+    pub top: Vec<FrameFunction>,
+}
+
+/// An event of a session's time line (a trace abort).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimedEvent {
+    /// From the session's start.
+    pub t_ms: f64,
+    pub name: String,
+    #[serde(default)]
+    pub details: BTreeMap<String, String>,
 }
 
 /// The answer to one request. `ok` false carries `error`; the other fields
@@ -146,11 +186,9 @@ pub struct Response {
     /// Zone paths by samples (stop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<Share>>,
-    /// Frames marked in all, and the slowest of them (stop).
+    /// Frames the session marked in all (stop; the slowest are `hitches`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frames: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slowest: Option<Vec<SlowFrame>>,
+    pub frames_marked: Option<u64>,
     /// The report's text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -159,6 +197,23 @@ pub struct Response {
     pub aborts: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<Vec<AbortSite>>,
+    /// The last frames marked (snapshot), and how many are kept in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Vec<FrameTime>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_kept: Option<u64>,
+    /// The slowest frames, slowest first (snapshot, stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hitches: Option<Vec<SlowFrame>>,
+    /// Collapsed stacks with frames named by function (snapshot), the
+    /// heaviest; `stacksLeftOut` stacks more are summed into one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks_left_out: Option<u64>,
+    /// The time line's events (snapshot: trace aborts), the last ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<TimedEvent>>,
 }
 
 impl Response {

@@ -13,7 +13,9 @@ use serde_json::{Map, Number, Value as Json};
 use super::json::to_lua;
 use super::options::describe;
 use super::runtime;
+use crate::control::http::{HttpRequest, HttpServer};
 use crate::control::{self, client, server::Server, Request, Response, Target};
+use crate::sys::stop_signals;
 
 /// A Lua value as JSON: a table with keys 1..n is an array (an empty table
 /// too), another one an object with string keys.
@@ -155,17 +157,77 @@ impl Drop for Listener {
     }
 }
 
-/// A client's connection held open (`native.raw.control_connect`).
-pub struct Connection(client::Connection);
+/// A client's connection held open (`native.raw.control_connect`);
+/// `close` ends it (the program's channel then takes another client).
+pub struct Connection(Option<client::Connection>);
 
 impl UserData for Connection {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_method_mut("request", |lua, this, (request, timeout): (Value, f64)| {
             let request = request_from(&request)?;
-            let answer = this.0.request(&request, timeout_of(timeout)?).map_err(runtime)?;
+            let Some(c) = this.0.as_mut() else { return Err(runtime("the connection is closed")) };
+            let answer = c.request(&request, timeout_of(timeout)?).map_err(runtime)?;
             lua_of(lua, &answer)
         });
+        methods.add_method_mut("close", |_, this, ()| {
+            this.0 = None;
+            Ok(())
+        });
     }
+}
+
+/// The live page's server (`native.raw.http_serve`), and the request it
+/// handed out that waits for its answer.
+pub struct LiveServer(HttpServer, Option<HttpRequest>);
+
+impl UserData for LiveServer {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_method("url", |_, this, ()| Ok(this.0.url()));
+        methods.add_method("port", |_, this, ()| Ok(this.0.port()));
+        // `next(timeout)`: the path (after the secret) of the next request
+        // to answer, or nil when none came in `timeout` seconds (or a
+        // signal came). A request not answered yet is answered 503 first.
+        methods.add_method_mut("next", |_, this, timeout: f64| {
+            if let Some(r) = this.1.take() {
+                r.reply(503, "text/plain", b"not answered\n");
+            }
+            let request = this.0.next(timeout_of(timeout)?).map_err(runtime)?;
+            let path = request.as_ref().map(|r| r.path.clone());
+            this.1 = request;
+            Ok(path)
+        });
+        // `reply(status, contentType, body)`: answers the request `next`
+        // returned.
+        methods.add_method_mut("reply", |_, this, (status, content_type, body): (u16, String, mlua::LuaString)| {
+            let Some(r) = this.1.take() else { return Err(runtime("no request waits for an answer")) };
+            r.reply(status, &content_type, &body.as_bytes());
+            Ok(())
+        });
+    }
+}
+
+/// `native.raw.http_serve(port)`: the live page's server on
+/// 127.0.0.1:`port` (0: any free port).
+fn http_serve(_: &Lua, port: u16) -> mlua::Result<LiveServer> {
+    Ok(LiveServer(HttpServer::bind(port).map_err(runtime)?, None))
+}
+
+/// `native.raw.stop_signals(what)`: "catch" SIGINT, SIGTERM and SIGHUP
+/// (recorded, not acted on), "release" them, or "caught": the name of the
+/// one that came since catching, or nil.
+fn stop_signals_fn(_: &Lua, what: String) -> mlua::Result<Option<&'static str>> {
+    match what.as_str() {
+        "catch" => stop_signals::catch().map_err(|e| runtime(format!("cannot catch the stop signals: {}", e)))?,
+        "release" => stop_signals::release(),
+        "caught" => return Ok(stop_signals::caught()),
+        other => {
+            return Err(runtime(format!(
+                "bad argument 'what' (\"catch\", \"release\" or \"caught\" expected, got {:?})",
+                other
+            )))
+        }
+    }
+    Ok(None)
 }
 
 fn directory_arg(dir: Option<String>) -> PathBuf {
@@ -214,7 +276,7 @@ fn control_request(lua: &Lua, (socket, request, timeout): (String, Value, f64)) 
 
 /// `native.raw.control_connect(socket)`: a connection kept open.
 fn control_connect(_: &Lua, socket: String) -> mlua::Result<Connection> {
-    Ok(Connection(client::Connection::open(Path::new(&socket)).map_err(runtime)?))
+    Ok(Connection(Some(client::Connection::open(Path::new(&socket)).map_err(runtime)?)))
 }
 
 /// Adds the functions to `native.raw`.
@@ -224,5 +286,7 @@ pub fn register(lua: &Lua, raw: &Table) -> mlua::Result<()> {
     raw.set("control_targets", lua.create_function(control_targets)?)?;
     raw.set("control_request", lua.create_function(control_request)?)?;
     raw.set("control_connect", lua.create_function(control_connect)?)?;
+    raw.set("http_serve", lua.create_function(http_serve)?)?;
+    raw.set("stop_signals", lua.create_function(stop_signals_fn)?)?;
     Ok(())
 }

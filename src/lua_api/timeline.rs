@@ -205,6 +205,35 @@ impl NativeSession {
         }
     }
 
+    /// `framesWindow(last, slowest)`: the last `last` kept frames in order,
+    /// the `slowest` slowest (the longest first, the earlier of two equal),
+    /// each as `frames()` gives it, and how many frames are kept: what a
+    /// view of a running session needs, without a table per frame.
+    fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
+        let spans = self.sampler.with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let start = self.frame_marks.start_ns;
+        let record = |f: &crate::record::timeline::FrameSpan| -> mlua::Result<Table> {
+            let r = lua.create_table_with_capacity(0, 5)?;
+            r.set("index", f.index)?;
+            r.set("startMs", ms_between(start, f.start_ns))?;
+            r.set("ms", ms_between(f.start_ns, f.end_ns))?;
+            r.set("samples", f.samples)?;
+            r.set("gcSamples", f.gc_samples)?;
+            Ok(r)
+        };
+        let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
+        for (i, f) in spans[spans.len().saturating_sub(last)..].iter().enumerate() {
+            recent.raw_set(i + 1, record(f)?)?;
+        }
+        let mut order: Vec<&crate::record::timeline::FrameSpan> = spans.iter().collect();
+        order.sort_by(|a, b| (b.end_ns - b.start_ns).cmp(&(a.end_ns - a.start_ns)).then(a.index.cmp(&b.index)));
+        let slow = lua.create_table_with_capacity(slowest.min(spans.len()), 0)?;
+        for (i, f) in order.into_iter().take(slowest).enumerate() {
+            slow.raw_set(i + 1, record(f)?)?;
+        }
+        Ok((recent, slow, spans.len()))
+    }
+
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
@@ -270,6 +299,9 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method("frames", |lua, this, alloc: Option<mlua::AnyUserData>| {
         let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
         this.frames_table(lua, alloc.as_deref())
+    });
+    methods.add_method("framesWindow", |lua, this, (last, slowest): (usize, usize)| {
+        this.frames_window(lua, last, slowest)
     });
     // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
     methods.add_method("events", |lua, this, ()| {

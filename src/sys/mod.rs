@@ -19,6 +19,8 @@ mod functions;
 pub mod large_pages;
 #[cfg(unix)]
 pub mod process;
+#[cfg(unix)]
+pub mod stop_signals;
 mod tick_note;
 #[cfg(target_os = "linux")]
 pub mod wake;

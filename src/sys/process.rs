@@ -1,12 +1,14 @@
 //! What the control channel asks of the system beyond `std`: the user's
 //! id, whether a process still exists, writes to a socket that raise no
-//! SIGPIPE, and files removed when the process exits.
+//! SIGPIPE, waiting for a socket with a time limit, and files removed
+//! when the process exits.
 
 use std::io;
 use std::os::unix::io::AsRawFd;
-use std::os::unix::net::UnixStream;
+use std::os::unix::io::RawFd;
 use std::path::PathBuf;
 use std::sync::{Mutex, Once};
+use std::time::Duration;
 
 /// The real user id of this process.
 pub fn user_id() -> u32 {
@@ -29,7 +31,7 @@ pub fn process_alive(pid: u32) -> bool {
 /// Writes `buf` to `stream` as `write` would, except that a peer that has
 /// gone gives an error (EPIPE) instead of SIGPIPE, whose default action
 /// would end the program being profiled.
-pub fn send_no_signal(stream: &UnixStream, buf: &[u8]) -> io::Result<usize> {
+pub fn send_no_signal(stream: &impl AsRawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the
     // call and the descriptor belongs to `stream`, alive while borrowed.
     let n = unsafe { libc::send(stream.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
@@ -41,7 +43,7 @@ pub fn send_no_signal(stream: &UnixStream, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `buf` with [`send_no_signal`].
-pub fn send_all(stream: &UnixStream, mut buf: &[u8]) -> io::Result<()> {
+pub fn send_all(stream: &impl AsRawFd, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match send_no_signal(stream, buf) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -51,6 +53,24 @@ pub fn send_all(stream: &UnixStream, mut buf: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Waits up to `timeout` for one of the descriptors `fds` to become
+/// readable (for a listening socket: a connection to accept). False when
+/// the time passed or a signal came first (its handler has run; the caller
+/// looks at what it set).
+pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut entries: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `entries` holds `entries.len()` valid pollfd structs for the
+    // duration of the call.
+    let rc = unsafe { libc::poll(entries.as_mut_ptr(), entries.len() as libc::nfds_t, ms) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(rc > 0)
 }
 
 /// Files removed when the process exits without closing what made them

@@ -117,7 +117,8 @@ local function slowest_frames(session, n)
       if j > M.TOP_IN_FRAME then break end
       top[j] = { name = f.name, share = f.share }
     end
-    slow[i] = { index = h.index, ms = h.ms, top = top }
+    slow[i] = { index = h.index, startMs = h.startMs, ms = h.ms, samples = h.samples, gcSamples = h.gcSamples,
+      top = top }
   end
   return slow, #frames
 end
@@ -138,7 +139,7 @@ local function finish(path)
   local answer = { ok = true, running = false, intervalMs = r.session.intervalMs, elapsedSec = elapsed }
   answer.top, answer.samples = top_functions(r.session, M.TOP)
   answer.zones = top_zones(r.session, M.TOP)
-  answer.slowest, answer.frames = slowest_frames(r.session, M.SLOWEST)
+  answer.hitches, answer.framesMarked = slowest_frames(r.session, M.SLOWEST)
   last = { session = r.session, answer = answer }
   path = path or default_path()
   local wok, werr = pcall(r.session.write, r.session, path)
@@ -205,6 +206,21 @@ function commands.report(req)
     limit = req.top })
   if not ok then return failure("%s", clean(text)) end
   return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
+end
+
+-- What the running session (else the last one) has recorded so far,
+-- bounded (see `tecs.profile.snapshot`); the session keeps running.
+function commands.snapshot(req)
+  local s = running and running.session or last and last.session
+  if not s then return failure("no session to look at: start one first") end
+  local snapshot = require("tecs.profile.snapshot")
+  local counts, err = snapshot.counts(req)
+  if not counts then return failure("%s", err) end
+  local answer = snapshot.take(s, counts)
+  answer.ok, answer.running, answer.intervalMs, answer.pid = true, running ~= nil, s.intervalMs, channel.pid
+  answer.program, answer.kind = channel.program, channel.kind
+  answer.elapsedSec = running and clock.now() - running.started or last.answer.elapsedSec
+  return answer
 end
 
 -- The channel's trace-abort tracker, while one runs.

@@ -223,10 +223,10 @@ local function stopped(target, a)
     zones = {}
     for i, z in ipairs(a.zones) do zones[i] = share_line(z) end
   end
-  if a.slowest then
-    lines[#lines + 1] = string.format("Slowest of %d frames:", a.frames or #a.slowest)
+  if a.hitches then
+    lines[#lines + 1] = string.format("Slowest of %d frames:", a.framesMarked or #a.hitches)
     slowest = {}
-    for i, f in ipairs(a.slowest) do
+    for i, f in ipairs(a.hitches) do
       lines[#lines + 1] = "  " .. attach.slow_frame_text(f)
       slowest[i] = { index = f.index, ms = f.ms, top = f.top }
     end

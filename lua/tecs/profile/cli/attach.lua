@@ -84,8 +84,10 @@ function M.choose(pid)
   return targets[1]
 end
 
--- `path` as an absolute path (the program, which writes it, runs elsewhere).
-local function absolute(path)
+--- `path` as an absolute path (the program, which writes it, runs elsewhere).
+-- @tparam string path
+-- @treturn string
+function M.absolute(path)
   if path:sub(1, 1) == "/" then return path end
   local cwd = os.getenv("PWD")
   if not cwd then
@@ -131,9 +133,9 @@ local function answer_text(cmd, a)
       out[#out + 1] = "zones:\n"
       for _, z in ipairs(a.zones) do out[#out + 1] = string.format("  %s  %s\n", percent(z.share), z.name) end
     end
-    if a.slowest and #a.slowest > 0 then
-      out[#out + 1] = string.format("slowest of %d frames:\n", a.frames or #a.slowest)
-      for _, f in ipairs(a.slowest) do out[#out + 1] = "  " .. M.slow_frame_text(f) .. "\n" end
+    if a.hitches and #a.hitches > 0 then
+      out[#out + 1] = string.format("slowest of %d frames:\n", a.framesMarked or #a.hitches)
+      for _, f in ipairs(a.hitches) do out[#out + 1] = "  " .. M.slow_frame_text(f) .. "\n" end
     end
   elseif cmd == "trace_start" then
     out[1] = string.format("pid %d: tracking trace aborts\n", a.pid)
@@ -201,7 +203,7 @@ function M.attach(opts, pos, usage_error)
   if cmd == "start" then
     request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
   elseif cmd == "stop" or cmd == "trace_stop" then
-    request.path = opts.output and absolute(opts.output)
+    request.path = opts.output and M.absolute(opts.output)
   elseif cmd == "report" then
     request.by, request["then"], request.top, request.hitches = opts.by, opts["then"], opts.top, opts.hitches
   end

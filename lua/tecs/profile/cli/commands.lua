@@ -181,6 +181,12 @@ function M.love(opts, pos)
   return require("tecs.profile.cli.love").run(opts, pos, usage_error)
 end
 
+--- `live [PID]`: a page on 127.0.0.1 that follows a listening program
+-- (see `tecs.profile.cli.live`).
+function M.live(opts, pos)
+  return require("tecs.profile.cli.live").live(opts, pos, usage_error)
+end
+
 --- `attach [PID] COMMAND`: one command to a listening program.
 function M.attach(opts, pos)
   return require("tecs.profile.cli.attach").attach(opts, pos, usage_error)

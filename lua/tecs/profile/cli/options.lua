@@ -159,6 +159,11 @@ local FLAMEGRAPH = {
   HELP,
 }
 
+-- Shared by the commands that talk to a running program.
+local TIMEOUT = { "timeout", key = "timeout", arg = "S", number = true, default = 10,
+  help = "seconds to wait for the program's answer; a command not answered in time still " ..
+    "runs at the program's next poll" }
+
 local ATTACH = {
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
     help = "start: sampling interval in milliseconds" },
@@ -174,9 +179,20 @@ local ATTACH = {
   { "top", key = "top", arg = "N", number = true, help = "report: at most N rows" },
   { "hitches", key = "hitches", arg = "N", number = true,
     help = "report: the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
-  { "timeout", key = "timeout", arg = "S", number = true, default = 10,
-    help = "seconds to wait for the program's answer; a command not answered in time still " ..
-      "runs at the program's next poll" },
+  TIMEOUT,
+  HELP,
+}
+
+local LIVE = {
+  { "port", key = "port", arg = "N", number = true, default = 0,
+    help = "the port on 127.0.0.1; 0 for a free port the system chooses" },
+  { "open", key = "open", help = "also open the page in the desktop's browser (xdg-open)" },
+  { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
+    help = "the sampling interval of the session live starts when none runs" },
+  { "output", short = "o", key = "output", arg = "FILE",
+    help = "where the program writes the session live started, when live ends (formats as attach stop -o); " ..
+      "without it, a new file in the control directory" },
+  TIMEOUT,
   HELP,
 }
 
@@ -244,6 +260,18 @@ M.COMMANDS = {
       "sites printed). The program runs commands where it polls (profile.poll(); a\n" ..
       "LÖVE game once per frame).",
     sections = { { options = ATTACH } } },
+  { name = "live", synopsis = "live [PID] [--port N] [--open]",
+    summary = "a page in the browser that follows a running program",
+    usage = "live [PID] [options]",
+    about = "Serves a page on 127.0.0.1 that follows the program PID (may be left out when\n" ..
+      "one program is listening) and updates itself each second: the frame times, the\n" ..
+      "slowest frames with what ran in them, the flamegraph and the heaviest functions\n" ..
+      "of its session so far. Prints the page's address, which holds a secret made for\n" ..
+      "this run: requests without it are refused. Starts a session when none runs, and\n" ..
+      "when it ends (Ctrl-C, SIGTERM) stops that session and prints where the program\n" ..
+      "wrote it; the program goes on. It holds the program's channel meanwhile: another\n" ..
+      "client (live, attach) is told it is busy.",
+    sections = { { options = LIVE } } },
   { name = "report", synopsis = "report [options] FILE",
     summary = "text views of a collapsed-stack file, or the frames of a time line",
     usage = "report [options] FILE",

@@ -1,0 +1,326 @@
+//! The live page's HTTP server (`tecs-profile live`): `std::net` on
+//! 127.0.0.1 only, one request answered at a time, each on a connection of
+//! its own. Connections are read as their bytes come (a browser opens some
+//! ahead of time and sends nothing on them: they must not hold the
+//! others up). Every address starts with a secret made per run (`/TOKEN/`, 128
+//! random bits): another local user can reach the port, not the page. A
+//! request without the token, with a `Host` other than this address (a
+//! page elsewhere that renamed its host to this one), or with another
+//! method than GET or HEAD is refused here; the others are handed to the
+//! caller, which answers them.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::io::AsRawFd;
+use std::time::{Duration, Instant};
+
+use crate::sys::process;
+
+/// The longest request head read, in bytes.
+const MAX_HEAD: usize = 16 << 10;
+
+/// How long a connection may take to send its request (it waits beside
+/// the others), and to read its answer.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The connections read at once; one more is closed at once.
+const MAX_WAITING: usize = 64;
+
+/// A connection whose request has not all come.
+struct Waiting {
+    stream: TcpStream,
+    head: Vec<u8>,
+    since: Instant,
+}
+
+/// A listening server and its secret.
+pub struct HttpServer {
+    listener: TcpListener,
+    port: u16,
+    token: String,
+    waiting: Vec<Waiting>,
+}
+
+/// A request with the token, waiting for its answer.
+pub struct HttpRequest {
+    /// "GET" or "HEAD".
+    pub method: String,
+    /// The path after the token, from its "/" (the query left out).
+    pub path: String,
+    stream: TcpStream,
+}
+
+/// A new secret: 16 bytes of the kernel's random source, in hex.
+fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot read /dev/urandom for the page's secret: {}", e))?;
+    Ok(bytes.iter().map(|b| format!("{:02x}", b)).collect())
+}
+
+/// Whether `a` and `b` are equal, in a time that does not depend on where
+/// they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl HttpServer {
+    /// Listens on 127.0.0.1:`port` (0: a free port the system chooses).
+    pub fn bind(port: u16) -> Result<HttpServer, String> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {}", port, e))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(HttpServer { listener, port, token: new_token()?, waiting: Vec::new() })
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The page's address, secret included.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/{}/", self.port, self.token)
+    }
+
+    /// Waits up to `timeout` for a request. A request with the token is
+    /// returned for the caller to answer; others are answered here (and
+    /// `None` returned), as is a wait that ended with nothing, or with a
+    /// signal.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<HttpRequest>, String> {
+        let mut fds = vec![self.listener.as_raw_fd()];
+        fds.extend(self.waiting.iter().map(|w| w.stream.as_raw_fd()));
+        let wait = self
+            .waiting
+            .iter()
+            .map(|w| (w.since + IO_TIMEOUT).saturating_duration_since(Instant::now()))
+            .fold(timeout, Duration::min);
+        if !process::wait_readable(&fds, wait).map_err(|e| e.to_string())? {
+            self.drop_stale();
+            return Ok(None);
+        }
+        self.accept_all()?;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            match read_more(&mut self.waiting[i]) {
+                Progress::Partial => i += 1,
+                Progress::Gone => drop(self.waiting.swap_remove(i)),
+                Progress::Head(head) => {
+                    let w = self.waiting.swap_remove(i);
+                    if let Some(request) = self.check(w.stream, head) {
+                        return Ok(Some(request));
+                    }
+                }
+            }
+        }
+        self.drop_stale();
+        Ok(None)
+    }
+
+    /// Takes every connection waiting to be accepted.
+    fn accept_all(&mut self) -> Result<(), String> {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(format!("cannot accept a connection: {}", e)),
+            };
+            if self.waiting.len() >= MAX_WAITING || stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            self.waiting.push(Waiting { stream, head: Vec::new(), since: Instant::now() });
+        }
+    }
+
+    /// Closes the connections that took too long to send their request.
+    fn drop_stale(&mut self) {
+        let now = Instant::now();
+        self.waiting.retain(|w| now.duration_since(w.since) < IO_TIMEOUT);
+    }
+
+    /// The request on `stream` if it may be served; else it is answered
+    /// with the refusal.
+    fn check(&self, stream: TcpStream, head: Option<String>) -> Option<HttpRequest> {
+        if stream.set_nonblocking(false).is_err() || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err() {
+            return None;
+        }
+        let Some(head) = head else {
+            answer(&stream, false, 400, "text/plain", b"bad request\n", &[]);
+            return None;
+        };
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next().unwrap_or("").split(' ');
+        let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+        let host = lines
+            .filter_map(|l| l.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default();
+        let head_only = method == "HEAD";
+        let allowed = [format!("127.0.0.1:{}", self.port), format!("localhost:{}", self.port)];
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&host)) {
+            let text = format!("forbidden: this page is served as http://127.0.0.1:{}/ only\n", self.port);
+            answer(&stream, head_only, 403, "text/plain", text.as_bytes(), &[]);
+            return None;
+        }
+        let path = target.split(['?', '#']).next().unwrap_or("");
+        let rest = path
+            .strip_prefix('/')
+            .and_then(|p| {
+                let (secret, rest) = p.split_at(p.find('/').unwrap_or(p.len()));
+                same_secret(secret.as_bytes(), self.token.as_bytes()).then_some(rest)
+            })
+            .map(str::to_string);
+        let Some(rest) = rest else {
+            let text = "forbidden: open the address tecs-profile live printed (it holds the page's secret)\n";
+            answer(&stream, head_only, 403, "text/plain", text.as_bytes(), &[]);
+            return None;
+        };
+        if method != "GET" && !head_only {
+            answer(&stream, false, 405, "text/plain", b"only GET and HEAD\n", &[("Allow", "GET, HEAD")]);
+            return None;
+        }
+        if rest.is_empty() {
+            // Relative addresses in the page resolve under the secret.
+            let location = format!("/{}/", self.token);
+            answer(&stream, head_only, 308, "text/plain", b"", &[("Location", &location)]);
+            return None;
+        }
+        Some(HttpRequest { method: method.to_string(), path: rest, stream })
+    }
+}
+
+impl HttpRequest {
+    /// Sends the answer and closes the connection. A client that went
+    /// away meanwhile is no error.
+    pub fn reply(self, status: u16, content_type: &str, body: &[u8]) {
+        answer(&self.stream, self.method == "HEAD", status, content_type, body, &[]);
+    }
+}
+
+/// What reading a waiting connection gave.
+enum Progress {
+    /// Its request head is not all there yet.
+    Partial,
+    /// It closed or failed before sending one.
+    Gone,
+    /// The head (up to the blank line), or `None` when what came is not one.
+    Head(Option<String>),
+}
+
+/// Reads what `w`'s client has sent so far.
+fn read_more(w: &mut Waiting) -> Progress {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = w.head.windows(4).position(|x| x == b"\r\n\r\n") {
+            w.head.truncate(end + 4);
+            return Progress::Head(String::from_utf8(std::mem::take(&mut w.head)).ok());
+        }
+        if w.head.len() > MAX_HEAD {
+            return Progress::Head(None);
+        }
+        match w.stream.read(&mut buf) {
+            Ok(0) => return Progress::Gone,
+            Ok(n) => w.head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Progress::Partial,
+            Err(_) => return Progress::Gone,
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// Writes one answer. Nothing is cached or sent on to another site: the
+/// addresses hold the secret.
+fn answer(stream: &TcpStream, head_only: bool, status: u16, content_type: &str, body: &[u8], extra: &[(&str, &str)]) {
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+         Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n",
+        status,
+        reason(status),
+        content_type,
+        body.len()
+    );
+    for (name, value) in extra {
+        out.push_str(&format!("{}: {}\r\n", name, value));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(body);
+    }
+    let _ = process::send_all(stream, &bytes);
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// What `server` answers a GET of `path` with `host`; a request it
+    /// hands out is answered with its path.
+    fn get(server: &mut HttpServer, path: &str, host: &str) -> String {
+        let mut client = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        write!(client, "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", path, host).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            client.read_to_string(&mut text).unwrap();
+            text
+        });
+        // Requests are taken as their bytes come: ask until this one is
+        // answered (a minute bounds a hang, not the speed).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !reader.is_finished() {
+            assert!(Instant::now() < deadline, "no answer");
+            if let Some(r) = server.next(Duration::from_millis(50)).unwrap() {
+                let path = r.path.clone();
+                r.reply(200, "text/plain", path.as_bytes());
+            }
+        }
+        reader.join().unwrap()
+    }
+
+    #[test]
+    fn only_requests_with_the_secret_and_this_host_are_served() {
+        let mut server = HttpServer::bind(0).unwrap();
+        // A connection that sends nothing holds no other up.
+        let _idle = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+        let url = server.url();
+        assert!(url.starts_with("http://127.0.0.1:"), "{}", url);
+        let host = format!("127.0.0.1:{}", server.port());
+        let secret = format!("/{}", server.token);
+        let ok = get(&mut server, &format!("{}/data.json?x=1", secret), &host);
+        assert!(ok.starts_with("HTTP/1.1 200 ") && ok.ends_with("\r\n\r\n/data.json"), "{}", ok);
+        let none = get(&mut server, "/data.json", &host);
+        assert!(none.starts_with("HTTP/1.1 403 "), "{}", none);
+        let wrong = format!("/{}0/", &server.token[..31]);
+        let bad = get(&mut server, &wrong, &host);
+        assert!(bad.starts_with("HTTP/1.1 403 "), "{}", bad);
+        let elsewhere = get(&mut server, &format!("{}/", secret), "attacker.example:80");
+        assert!(elsewhere.starts_with("HTTP/1.1 403 "), "{}", elsewhere);
+        let moved = get(&mut server, &secret, &host);
+        assert!(
+            moved.starts_with("HTTP/1.1 308 ") && moved.contains(&format!("Location: {}/\r\n", secret)),
+            "{}",
+            moved
+        );
+        assert_eq!(server.next(Duration::from_millis(1)).unwrap().map(|r| r.path), None);
+    }
+}
