@@ -512,7 +512,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert(ok, tostring(err) .. "\n" .. said)
   end)
 
-  it("love GAME: the MCP server profiles the launched game (profiler_start with seconds)", function()
+  it("love GAME: the MCP server profiles the launched game (PyPI's client, the MCP inspector)", function()
     local rc, python = run.run3("bash scripts/mcp-client.sh")
     assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
     python = python:match("[^\n]+")
@@ -531,6 +531,18 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
       assert.is_false(answer.isError, answer.text)
       assert.is_true(answer.structured.samples > 0, answer.text)
       assert.is_true(is_burn_cycles(answer.structured.top[1].name), answer.text)
+      -- The MCP inspector's CLI mode (npm, installed by scripts/consumers.sh)
+      -- reads the same profile by zone: LÖVE's callbacks are zones with no
+      -- change to the game, and love.update is where it burns.
+      local inspector = root .. "/build/consumers/node_modules/.bin/mcp-inspector"
+      assert(run.read(inspector), "the MCP inspector is not installed: run make consumers")
+      rc, out, e = run.run3(string.format("TECS_PROFILE_DIR=%s %s --cli %s %s mcp --method tools/call "
+        .. "--tool-name report --tool-arg target=%d --tool-arg by=zone", sh_quote(g.ctl), sh_quote(inspector),
+        sh_quote(run.luajit:match("^%S+")), sh_quote(root .. "/bin/tecs-profile"), g.pid))
+      assert.equal(0, rc, out .. e)
+      local report = assert(native.json_decode(out), out)
+      assert.is_nil(report.isError, out)
+      assert.matches("%d+%.%d%% ±[%d.]+%s+love%.update\n", report.content[1].text)
     end)
     local said = g.finish()
     assert(ok, tostring(err) .. "\n" .. said)

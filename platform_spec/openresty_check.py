@@ -280,6 +280,28 @@ try:
             after = [fetch(conn, "/work") for _ in range(3)] + [(200, get(port, "/work")) for _ in range(3)]
             check("the workers serve the same answers after the session",
                   all(a == (200, baseline) for a in after), "after: %s, before: %r" % (after, baseline))
+            # The MCP inspector's CLI mode (npm, installed by scripts/consumers.sh)
+            # lists the workers and reads the profile just taken.
+            inspector = repo + "/build/consumers/node_modules/.bin/mcp-inspector"
+            check("the MCP inspector is installed (make consumers)", os.path.isfile(inspector), inspector)
+            if os.path.isfile(inspector):
+                def inspect(*args):
+                    rc = subprocess.run([inspector, "--cli", "luajit", repo + "/bin/tecs-profile", "mcp"] + list(args),
+                                        env=cli_env, capture_output=True, text=True, timeout=PATIENCE_SECONDS)
+                    try:
+                        return json.loads(rc.stdout), rc.stdout + rc.stderr
+                    except ValueError:
+                        return None, rc.stdout + rc.stderr
+                listed, said = inspect("--method", "tools/call", "--tool-name", "list_targets")
+                kinds = sorted((t["pid"], t["kind"]) for t in ((listed or {}).get("structuredContent") or {})
+                               .get("targets", []))
+                check("the MCP inspector's list_targets lists both workers", kinds == [(p, "nginx") for p in pids],
+                      said)
+                report, said = inspect("--method", "tools/call", "--tool-name", "report", "--tool-arg",
+                                       "target=%d" % target, "--tool-arg", "by=function")
+                text = ((report or {}).get("content") or [{}])[0].get("text", "")
+                check("the MCP inspector's report names the handler's function",
+                      report and not report.get("isError") and re.search(r"\bhandler\.lua:\d+", text), said)
         conn.close()
         conn.close()
 
