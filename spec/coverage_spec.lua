@@ -332,6 +332,51 @@ describe("profile.coverage", function()
       assert.is_truthy(info:find("LF:6\nLH:5\n", 1, true))
       os.execute("rm -rf " .. run.quote(dir))
     end)
+
+    it("coverPreloaded=yes counts the Penlight modules busted loads before the helper", function()
+      -- A project's own Penlight first on the path: busted's runner loads
+      -- its pl.utils before any helper or spec, and the spec uses that copy.
+      local dir = run.tmpdir()
+      os.execute("mkdir -p " .. run.quote(dir .. "/spec") .. " " .. run.quote(dir .. "/lua"))
+      assert.is_true(os.execute("cp -r /usr/share/lua/5.1/pl " .. run.quote(dir .. "/lua/")) == 0)
+      run.write(dir .. "/spec/utils_spec.lua", "describe('pl.utils', function()\n" ..
+        "  it('binds', function()\n    local utils = require('pl.utils')\n" ..
+        "    for i = 1, 3 do assert.are.equal(i + 1, utils.bind1(function(a, b) return a + b end, 1)(i)) end\n" ..
+        "  end)\nend)\n")
+      local with_path = string.format("LUA_PATH=%s LUA_CPATH=%s",
+        run.quote("lua/?.lua;" .. run.root .. "/lua/?.lua;" .. (os.getenv("LUA_PATH") or ";")),
+        run.quote(run.root .. "/build/lib/?.so;" .. (os.getenv("LUA_CPATH") or ";")))
+      local jit_bin = run.quote(run.luajit:find("^[^/].*/") and (run.root .. "/" .. run.luajit) or run.luajit)
+      local function busted(helper_args)
+        return run.run3(string.format("cd %s && %s %s %s busted -Xhelper %s spec", run.quote(dir), with_path, jit_bin,
+          run.quote(run.root .. "/bin/tecs-profile"), helper_args))
+      end
+      local rc, out, err = busted("cover=early.info,coverPreloaded=yes")
+      assert.are.equal(0, rc, out .. err)
+      local info = run.read(dir .. "/early.info")
+      local utils_record = info:match("SF:lua/pl/utils%.lua\n(.-)end_of_record")
+      assert.is_truthy(utils_record, info)
+      -- Exact counts: the spec's three calls (busted never calls bind1).
+      assert.is_truthy(utils_record:find("\nFNDA:3,utils.bind1\n", 1, true), utils_record)
+      assert.is_truthy(info:find("SF:lua/pl/path.lua\n", 1, true))
+      assert.is_falsy(err:find("pl/utils.lua: loaded before the session", 1, true), err)
+      -- Without it the module is named as not counted, and why.
+      rc, out, err = busted("cover=late.info")
+      assert.are.equal(0, rc, out .. err)
+      assert.is_falsy(run.read(dir .. "/late.info"):find("SF:lua/pl/utils.lua", 1, true))
+      assert.is_truthy(err:find("not counted: lua/pl/utils.lua: loaded before the session (module pl.utils;", 1, true),
+        err)
+      -- The helper alone cannot start before busted: it says so.
+      rc, out, err = run.run3(string.format("cd %s && %s %s %s --helper=tecs.profile.busted -Xhelper %s spec",
+        run.quote(dir), with_path, jit_bin,
+        run.quote(io.popen("command -v busted"):read("*l")), "cover=x.info,coverPreloaded=yes"))
+      assert.are_not.equal(0, rc)
+      assert.is_truthy((out .. err):find("coverPreloaded=yes needs tecs-profile busted", 1, true), out .. err)
+      rc, out, err = busted("cover=x.info,coverPreloaded=maybe")
+      assert.are.equal(2, rc)
+      assert.is_truthy(err:find("coverPreloaded must be yes or no", 1, true), err)
+      os.execute("rm -rf " .. run.quote(dir))
+    end)
   end)
 
   describe("on Debian's Lua libraries", function()
