@@ -284,8 +284,18 @@ impl Parser<'_> {
                     }
                     if self.is("=") {
                         self.advance();
+                        // The values are what runs: `local a, b =` ending a
+                        // line has no code of its own there, so the
+                        // statement counts on the line its values start on.
+                        self.out.sites[here].line = self.tok().line;
                         self.hint = if count == 1 { Some(first) } else { None };
                         self.explist()?;
+                    } else {
+                        // `local x` alone declares; it is no counted line
+                        // (LuaJIT often emits no code for it, and luacov
+                        // leaves it out), though its counter still counts a
+                        // function's entries when it comes first.
+                        self.out.statement[here] = false;
                     }
                 }
             }

@@ -272,3 +272,16 @@ fn while_loops_count_iterations_and_long_elseif_chains_still_load() {
     let counts = same(&src);
     assert_eq!(counts.iter().find(|c| c.0 == 9).map(|c| c.1), Some(3), "the 7th elseif: g(7), g(119) and g(500)");
 }
+
+#[test]
+fn local_declarations_count_where_their_values_run() {
+    let src = "local a, b =\n  1, 2\nlocal c\nlocal function f()\n  local d\n  return a + b\nend\nreturn f(), c\n";
+    let counts = same(src);
+    let r = rewrite(src.as_bytes(), 1).unwrap();
+    let lines: Vec<(u32, bool)> = r.lines.iter().copied().zip(r.statement.iter().copied()).collect();
+    // `local a, b =` counts on line 2, where its values are; `local c` and
+    // `local d` are no counted lines, though d's counter is f's entry count.
+    assert_eq!(lines, vec![(2, true), (3, false), (4, true), (5, false), (6, true), (8, true)]);
+    assert_eq!(counts, vec![(2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (8, 1)]);
+    assert_eq!(r.functions[0].entry, 3);
+}

@@ -15,6 +15,7 @@
 
 local profile = require("tecs.profile")
 local check = require("tecs.profile.check")
+local busted_args = require("tecs.profile.busted_args")
 
 -- Run by `tecs-profile busted`: the specs see the arguments of a plain
 -- `luajit busted ...` once busted has parsed ours (the helper is loaded
@@ -22,26 +23,19 @@ local check = require("tecs.profile.check")
 require("tecs.profile.cli.program").settle()
 
 -- Helper arguments (`-Xhelper k=v,k=v`) arrive in the global `arg`.
-local settings = { out = os.getenv("TECS_PROFILE"), intervalMs = os.getenv("TECS_PROFILE_INTERVAL_MS") }
-for _, a in ipairs(type(arg) == "table" and arg or {}) do
-  local k, v = tostring(a):match("^([%w_]+)=(.*)$")
-  if k == "out" or k == "intervalMs" or k == "stackDepth" or k == "cover" or k == "coverInclude"
-      or k == "coverExclude" then
-    settings[k] = v
-  else
-    error(string.format("tecs.profile.busted: unknown helper argument %s"
-      .. " (expected out=PATH, intervalMs=N, stackDepth=N, cover=PATH, coverInclude=PATTERN"
-      .. " or coverExclude=PATTERN)", check.describe(a)), 0)
-  end
-end
+local settings = busted_args.parse(arg)
 
 -- `-Xhelper cover=coverage.info`: line coverage of the run instead of a
--- profile (the two would measure each other).
-if settings.cover and settings.cover ~= "" then
-  return require("tecs.profile.coverage").busted(require("busted"), settings.cover,
-    { include = settings.coverInclude,
-      -- Spec files and the system's Lua libraries (busted's own modules load during the run).
-      exclude = { "_spec%.lua$", "^/usr/share/lua/", "^/usr/local/share/lua/", settings.coverExclude } })
+-- profile (the two would measure each other). With coverPreloaded=yes,
+-- `tecs-profile busted` started the session before busted loaded anything.
+if busted_args.covers(settings) then
+  local coverage = require("tecs.profile.coverage")
+  local early = coverage.current()
+  if settings.coverPreloaded == "yes" and not early then
+    error("tecs.profile.busted: coverPreloaded=yes needs tecs-profile busted (busted has loaded its modules"
+      .. " before the helper runs; the command starts the coverage session before that)", 0)
+  end
+  return coverage.busted(require("busted"), settings.cover, busted_args.coverage_options(settings), early)
 end
 if settings.out == nil or settings.out == "" then settings.out = "busted.collapsed" end
 

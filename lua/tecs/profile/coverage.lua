@@ -13,7 +13,9 @@
 -- cannot be rewritten (a syntax the rewriter refuses, or a rewrite that does
 -- not load: LuaJIT's 200-local and 60-upvalue limits) runs unchanged and is
 -- listed in `stats().skipped`. Chunks already loaded, and chunks loaded with
--- their own environment (`load`/`loadfile` with `env`), are not counted.
+-- their own environment (`load`/`loadfile` with `env`), are not counted;
+-- modules already loaded from `package.path` are listed in
+-- `stats().preloaded`.
 -- @module tecs.profile.coverage
 
 local native = require("tecs.profile.native")
@@ -116,17 +118,18 @@ function coverage.start(opts)
   if running then
     check.fail(2, "%s: a coverage session is already running (stop it first)", NAME)
   end
-  local self = setmetatable({ chunks = {}, skipped = {}, files = nil }, CoverageSession)
+  local self = setmetatable({ chunks = {}, skipped = {}, preloaded = {}, files = nil }, CoverageSession)
+  local function counted(name)
+    return not ((#include > 0 and not matches_any(name, include)) or matches_any(name, exclude)
+      or matches_any(name, ALWAYS_EXCLUDED))
+  end
   local counters = {}
   rawset(_G, native.cover_global, counters)
   local pending -- the chunk the last prepare() rewrote, until it loads
 
   local function prepare(source, chunkname)
     local name, is_file = display_name(chunkname)
-    if (#include > 0 and not matches_any(name, include)) or matches_any(name, exclude)
-        or matches_any(name, ALWAYS_EXCLUDED) then
-      return nil
-    end
+    if not counted(name) then return nil end
     local id = #self.chunks + 1
     local code, info = native.cover_rewrite(source, id)
     if not code then
@@ -150,10 +153,26 @@ function coverage.start(opts)
     pending = nil
   end
 
+  -- Modules already loaded keep running their unmodified closures, which
+  -- no rewrite can reach: they are named, so that a report missing them
+  -- says why.
+  for modname in pairs(package.loaded) do
+    local path = type(modname) == "string" and package.searchpath and package.searchpath(modname, package.path)
+    if path and counted(path) then
+      self.preloaded[#self.preloaded + 1] = { name = path, module = modname }
+    end
+  end
+  table.sort(self.preloaded, function(a, b) return a.name < b.name end)
+
   if jit and jit.opt and jit.opt.start then jit.opt.start(unpack(JIT_LIMITS)) end
   self.restore = loaders.install(prepare, loaded)
   running = self
   return self
+end
+
+--- The running session, or nil.
+function coverage.current()
+  return running
 end
 
 --- Counts by chunk name: name -> { file = whether the name is a file's
@@ -253,7 +272,9 @@ function CoverageSession:write(filename, format)
 end
 
 --- Numbers about the session: chunks counted, lines and functions found
--- and hit, and the chunks left uncounted with the reason.
+-- and hit, the chunks left uncounted with the reason, and the modules the
+-- filters would count that were loaded before the session (`preloaded`:
+-- `name` the file, `module`).
 function CoverageSession:stats()
   check.self(self, CoverageSession, NAME, "stats", 1)
   local st = { chunks = #self.chunks, lines = 0, linesHit = 0, functions = 0, functionsHit = 0, skipped = {} }
@@ -268,6 +289,8 @@ function CoverageSession:stats()
     end
   end
   for i, s in ipairs(self.skipped) do st.skipped[i] = { name = s.name, reason = s.reason } end
+  st.preloaded = {}
+  for i, p in ipairs(self.preloaded) do st.preloaded[i] = { name = p.name, module = p.module } end
   return st
 end
 
@@ -276,10 +299,15 @@ end
 -- @param busted the busted module
 -- @param out the file to write (lcov, or luacov stats for `*.stats.out`)
 -- @param opts `profile.coverage` options
+-- @param session optional: the session `tecs-profile busted` started before
+-- busted loaded anything (then `opts` are not used)
 -- @return the session
-function coverage.busted(busted, out, opts)
-  local ok, session = pcall(coverage.start, opts)
-  if not ok then error("tecs.profile.busted: " .. tostring(session):gsub("^.-: profile%.coverage: ", NAME .. ": "), 0) end
+function coverage.busted(busted, out, opts, session)
+  if not session then
+    local ok, started = pcall(coverage.start, opts)
+    if not ok then error("tecs.profile.busted: " .. tostring(started):gsub("^.-: profile%.coverage: ", NAME .. ": "), 0) end
+    session = started
+  end
   busted.subscribe({ "exit" }, function()
     if session:isRunning() then
       session:stop()
@@ -287,6 +315,13 @@ function coverage.busted(busted, out, opts)
       local st = session:stats()
       io.stderr:write(wok and string.format("tecs.profile.busted: coverage of %d of %d lines in %d chunks written to %s\n",
         st.linesHit, st.lines, st.chunks, out) or ("tecs.profile.busted: " .. tostring(err) .. "\n"))
+      for _, s in ipairs(st.skipped) do
+        io.stderr:write("tecs.profile.busted: not counted: ", s.name, ": ", s.reason, "\n")
+      end
+      for _, p in ipairs(st.preloaded) do
+        io.stderr:write("tecs.profile.busted: not counted: ", p.name, ": loaded before the session (module ",
+          p.module, "; coverPreloaded=yes under tecs-profile busted counts it)\n")
+      end
     end
     return nil, true
   end)

@@ -465,6 +465,17 @@ function M.busted(opts, pos)
       usage_error("busted runs in this LuaJIT here: %s cannot be given", a)
     end
   end
+  -- coverPreloaded=yes: the coverage session starts before busted's runner
+  -- loads its modules (Penlight's pl.* among them), so a module busted and
+  -- the specs share is rewritten at its one load and every call counts.
+  -- The helper finds the session running and writes it at busted's exit.
+  local busted_args = require("tecs.profile.busted_args")
+  local ok_args, settings = pcall(busted_args.parse, busted_args.from_command_line(pos))
+  if not ok_args then usage_error("%s", tostring(settings)) end
+  if settings.coverPreloaded == "yes" and busted_args.covers(settings) then
+    local ok_cov, err = pcall(require("tecs.profile").coverage, busted_args.coverage_options(settings))
+    if not ok_cov then usage_error("%s", clean(err)) end
+  end
   local found, runner = pcall(require, "busted.runner")
   if not found then
     -- LUA_PATH may hold a rock tree alone: busted installed where this

@@ -304,6 +304,9 @@ M.COMMANDS = {
       "built-in path) in this LuaJIT with the tecs.profile.busted helper: one profile\n" ..
       "of the whole run, split by spec file into zones, written to ./busted.collapsed,\n" ..
       "$TECS_PROFILE or -Xhelper out=FILE (also -Xhelper intervalMs=N,stackDepth=N).\n" ..
+      "-Xhelper cover=FILE counts lines instead (coverInclude=, coverExclude= patterns);\n" ..
+      "with coverPreloaded=yes the count starts before busted loads anything, so the\n" ..
+      "modules busted itself loads (Penlight's pl.*) are counted too.\n" ..
       "Every argument is busted's, except --help alone; `tecs-profile busted -- --help`\n" ..
       "shows busted's own help. The exit status is busted's.",
     passthrough = true,
