@@ -111,6 +111,10 @@ describe("the report page in chromium", function()
 
   it("holds the flamegraph, the top functions and the zones", function()
     assert.matches('<iframe class="flamegraph"[^>]*srcdoc="[^"]*&lt;svg', dom)
+    -- The flamegraph's boxes are functions, named as the tables name them.
+    local svg = assert(dom:match('<iframe class="flamegraph"[^>]*srcdoc="([^"]*)"'))
+    assert.matches("M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", svg)
+    assert.is_nil(svg:match("frames_work%.lua:%d+[^%d)]"), "a box named by its line")
     assert.matches("M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", assert(dom:match('<pre id="functions">(.-)</pre>')))
     assert.matches("zone path", assert(dom:match('<pre id="zones">(.-)</pre>')))
     local png = run.read(run.root .. "/build/test-logs/report-page.png")

@@ -279,7 +279,8 @@ function M.render(session, opts)
     if e.name == "trace abort" then aborts[#aborts + 1] = e end
   end
   local st = session:stats()
-  local flamegraph, height = flamegraph_document(report.flamegraph(session, { title = title }))
+  -- Boxes by function, named as the tables and the live page name them.
+  local flamegraph, height = flamegraph_document(report.flamegraph(session, { title = title, frames = "function" }))
   return document({
     title = title,
     summary = string.format("%d samples, %.3f s, %d frames, %d trace aborts.", st.samples, st.durationSec,
