@@ -8,6 +8,9 @@
 -- Run once (not per LuaJIT): busted platform_spec/live_page_spec.lua
 local native = require("tecs.profile.native")
 local run = require("spec.support.run")
+local browser = require("spec.support.browser")
+
+local chromium, count = browser.chromium, browser.count
 
 local FIXTURE = "spec/fixtures/live_child.lua"
 local QUICK = "M%.quick_work %(spec/fixtures/frames_work%.lua:15%)"
@@ -19,16 +22,6 @@ local VIRTUAL_MS = 4000
 
 local q = run.quote
 
-local function chromium(args)
-  -- --no-sandbox: the test may run as root, where chromium's sandbox refuses to start.
-  return run.run3("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars " .. args)
-end
-
-local function count(text, pattern)
-  local n = 0
-  for _ in text:gmatch(pattern) do n = n + 1 end
-  return n
-end
 
 local function samples_in(dom)
   local samples = dom:match('<p id="summary">(%d+) samples in')

@@ -5,20 +5,12 @@
 -- and the trace aborts. A screenshot goes to build/test-logs/report-page.png.
 -- Run once (not per LuaJIT): busted platform_spec/page_spec.lua
 local run = require("spec.support.run")
+local browser = require("spec.support.browser")
+
+local chromium, count = browser.chromium, browser.count
 
 local FIXTURE = "spec/fixtures/frames_page.lua"
 local SLOW_FRAME = 8 -- the fixture's slow frame, which also aborts traces
-
-local function chromium(args)
-  -- --no-sandbox: the test may run as root, where chromium's sandbox refuses to start.
-  return run.run3("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars " .. args)
-end
-
-local function count(text, pattern)
-  local n = 0
-  for _ in text:gmatch(pattern) do n = n + 1 end
-  return n
-end
 
 describe("the report page in chromium", function()
   local dir, page, csv, dom

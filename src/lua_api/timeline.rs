@@ -12,7 +12,7 @@ use crate::output::timed::{
 use crate::profile::frames::FunctionMap;
 use crate::profile::{FrameNamer, Profile};
 use crate::record::stack_table::{StackTable, VM_STATES};
-use crate::record::timeline::OVERFLOW_ENTRY;
+use crate::record::timeline::{FrameSpan, OVERFLOW_ENTRY};
 use crate::sys;
 
 /// Milliseconds between two times of the monotonic clock.
@@ -212,20 +212,12 @@ impl NativeSession {
     fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
         let spans = self.sampler.with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
         let start = self.frame_marks.start_ns;
-        let record = |f: &crate::record::timeline::FrameSpan| -> mlua::Result<Table> {
-            let r = lua.create_table_with_capacity(0, 5)?;
-            r.set("index", f.index)?;
-            r.set("startMs", ms_between(start, f.start_ns))?;
-            r.set("ms", ms_between(f.start_ns, f.end_ns))?;
-            r.set("samples", f.samples)?;
-            r.set("gcSamples", f.gc_samples)?;
-            Ok(r)
-        };
+        let record = |f: &FrameSpan| frame_record(lua, start, f);
         let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
         for (i, f) in spans[spans.len().saturating_sub(last)..].iter().enumerate() {
             recent.raw_set(i + 1, record(f)?)?;
         }
-        let mut order: Vec<&crate::record::timeline::FrameSpan> = spans.iter().collect();
+        let mut order: Vec<&FrameSpan> = spans.iter().collect();
         order.sort_by(|a, b| (b.end_ns - b.start_ns).cmp(&(a.end_ns - a.start_ns)).then(a.index.cmp(&b.index)));
         let slow = lua.create_table_with_capacity(slowest.min(spans.len()), 0)?;
         for (i, f) in order.into_iter().take(slowest).enumerate() {
@@ -245,12 +237,7 @@ impl NativeSession {
         });
         let list = lua.create_table_with_capacity(spans.len(), 0)?;
         for (i, f) in spans.iter().enumerate() {
-            let r = lua.create_table_with_capacity(0, 5)?;
-            r.set("index", f.index)?;
-            r.set("startMs", ms_between(start, f.start_ns))?;
-            r.set("ms", ms_between(f.start_ns, f.end_ns))?;
-            r.set("samples", f.samples)?;
-            r.set("gcSamples", f.gc_samples)?;
+            let r = frame_record(lua, start, f)?;
             if let Some(a) = &allocated {
                 r.set("allocatedBytes", a[i])?;
             }
@@ -258,6 +245,18 @@ impl NativeSession {
         }
         Ok(list)
     }
+}
+
+/// A frame as `frames()` gives it: `{ index, startMs, ms, samples,
+/// gcSamples }`, `startMs` from `start` (the session's start).
+fn frame_record(lua: &Lua, start: u64, f: &FrameSpan) -> mlua::Result<Table> {
+    let r = lua.create_table_with_capacity(0, 6)?;
+    r.set("index", f.index)?;
+    r.set("startMs", ms_between(start, f.start_ns))?;
+    r.set("ms", ms_between(f.start_ns, f.end_ns))?;
+    r.set("samples", f.samples)?;
+    r.set("gcSamples", f.gc_samples)?;
+    Ok(r)
 }
 
 impl NativeSession {
