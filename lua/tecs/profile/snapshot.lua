@@ -63,8 +63,11 @@ local function function_map(session, files)
   end
   local map = {}
   for _, file in ipairs(files) do
-    if cache[file] == nil then cache[file] = funcmap.build({ file })[file] end
-    map[file] = cache[file]
+    -- A file that cannot be read or compiled (LÖVE's own chunks, C
+    -- frames' libraries) is remembered as such, not tried again a second
+    -- later.
+    if cache[file] == nil then cache[file] = funcmap.build({ file })[file] or false end
+    map[file] = cache[file] or nil
   end
   return map
 end
