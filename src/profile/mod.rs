@@ -194,6 +194,20 @@ pub fn sanitize(raw: &[u8]) -> String {
 /// or a line of its Lua files (`.../tecs/profile.lua:N`,
 /// `.../tecs/profile/<module>.lua:N`, as any path the package was loaded
 /// from writes them).
+/// Whether a frame is a line or a span of Lua code (`file:N`,
+/// `file:N-M`, `[string "..."]:N`): its name ends in a line number.
+fn is_lua_frame(name: &[u8]) -> bool {
+    let Some(colon) = memchr::memrchr(b':', name) else { return false };
+    let tail = &name[colon + 1..];
+    let mut parts = tail.splitn(2, |&b| b == b'-');
+    let number = |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
+    let first = parts.next();
+    match parts.next() {
+        None => number(first),
+        last => number(first) && number(last),
+    }
+}
+
 fn is_own_frame(name: &[u8]) -> bool {
     if name == OWN_C_FRAME.as_bytes() {
         return true;
@@ -295,7 +309,8 @@ impl Profile {
     }
 
     /// Drops the frames no profile shows, and merges the rows that become
-    /// equal: the profiler's own (its Lua files, its native module), where
+    /// equal: the profiler's own (its Lua files, its native module, and the
+    /// C functions its code called with no program code above them), where
     /// a sample interrupted a call into it, so that the time goes to the
     /// line that called it; and the C frames below a stack's first other
     /// frame, the host's entry (`pmain` of the `luajit` executable, the C
@@ -321,8 +336,18 @@ impl Profile {
         let mut frames: Vec<u32> = large_vec(self.frames.len());
         let mut rows = Vec::with_capacity(self.rows.len());
         for row in &self.rows {
-            let stack = self.stack(row);
+            let full = self.stack(row);
             let start = frames.len();
+            // The functions the profiler's own code called (`pcall`,
+            // `loadstring`, a C function of its native module) are its own
+            // work too, unless the program's Lua code runs above them (a
+            // callback the profiler called): then they stay.
+            let stack = match full.iter().rposition(|&f| own[f as usize]) {
+                Some(last_own) if !full[last_own + 1..].iter().any(|&f| is_lua_frame(self.names.bytes(f))) => {
+                    &full[..last_own]
+                }
+                _ => full,
+            };
             let kept = stack.iter().copied().filter(|&f| !own[f as usize]);
             // The host's C frames: those before the first kept frame that is
             // not one (a stack cut at its depth starts with its marker).
@@ -330,7 +355,7 @@ impl Profile {
             let entry = if kept.clone().count() > entry { entry } else { 0 };
             frames.extend(kept.skip(entry));
             if frames.len() == start {
-                frames.extend_from_slice(stack);
+                frames.extend_from_slice(full);
             }
             let text = frames[start..].iter().map(|&f| self.names.bytes(f).len() + 1).sum::<usize>().saturating_sub(1);
             rows.push(Row { zone: row.zone, start, len: (frames.len() - start) as u32, text, counts: row.counts });
@@ -426,6 +451,33 @@ mod tests {
              main.lua:3;lua/tecs/profile.lua:10;work.lua:7 1\n",
         );
         assert_eq!(rows, vec![("main.lua:3".to_string(), 7), ("main.lua:3;work.lua:7".to_string(), 1)]);
+    }
+
+    #[test]
+    fn what_the_profilers_own_code_calls_is_its_own_unless_program_code_runs_above() {
+        // The control channel's poll, run from the game's loop: its pcall
+        // and loadstring go with it, to the line that called it.
+        let rows = dropped(
+            "[love \"callbacks.lua\"]:150;lua/tecs/profile/listen.lua:230;lua/tecs/profile/listen.lua:200;pcall 4\n\
+             [love \"callbacks.lua\"]:150;lua/tecs/profile/snapshot.lua:60;loadstring;[C:love+0x10] 2\n\
+             [love \"callbacks.lua\"]:150;love.graphics.present 3\n",
+        );
+        assert_eq!(
+            rows,
+            vec![
+                ("[love \"callbacks.lua\"]:150".to_string(), 6),
+                ("[love \"callbacks.lua\"]:150;love.graphics.present".to_string(), 3)
+            ]
+        );
+        // A LÖVE callback the profiler's zone wrapper calls is the
+        // program's: it and what it calls stay.
+        let wrapped = "[love \"callbacks.lua\"]:162;lua/tecs/profile/love_zones.lua:40;main.lua:9;pcall 5\n";
+        assert_eq!(dropped(wrapped), vec![("[love \"callbacks.lua\"]:162;main.lua:9;pcall".to_string(), 5)]);
+        // The profiler's work alone (a poll timer) keeps its frames.
+        let alone = "lua/tecs/profile/listen.lua:90;pcall 1\n";
+        assert_eq!(dropped(alone), vec![("lua/tecs/profile/listen.lua:90;pcall".to_string(), 1)]);
+        assert!(is_lua_frame(b"a.lua:3") && is_lua_frame(b"a.lua:3-9") && is_lua_frame(b"[string \"x\"]:2"));
+        assert!(!is_lua_frame(b"pcall") && !is_lua_frame(b"[C:love+0x10]") && !is_lua_frame(b"a.lua:3-"));
     }
 
     #[test]
