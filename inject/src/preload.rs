@@ -32,7 +32,6 @@ type ToLString = unsafe extern "C" fn(*mut LuaState, c_int, *mut usize) -> *cons
 
 /// The Lua C functions the boot calls, from the LuaJIT `love` links.
 struct LuaApi {
-    openlibs: OpenLibs,
     loadfile: LoadFile,
     pcall: PCall,
     pushstring: PushString,
@@ -43,6 +42,7 @@ struct LuaApi {
 
 static BOOT_REQUEST: OnceLock<Option<Boot>> = OnceLock::new();
 static API: OnceLock<Option<LuaApi>> = OnceLock::new();
+static OPENLIBS: OnceLock<Option<OpenLibs>> = OnceLock::new();
 
 fn say(message: &str) {
     let _ = writeln!(std::io::stderr(), "tecs-profile: {message}");
@@ -99,10 +99,27 @@ fn next_symbol(name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
 }
 
+/// The `luaL_openlibs` this library stands in front of: whatever else the
+/// process has, the caller always gets its libraries opened.
+fn real_openlibs() -> Option<OpenLibs> {
+    *OPENLIBS.get_or_init(|| {
+        let f = next_symbol(c"luaL_openlibs");
+        if f.is_null() {
+            say("found no other luaL_openlibs in this process");
+            return None;
+        }
+        // SAFETY: the address is the Lua C API's `luaL_openlibs` (lauxlib.h)
+        // of the library after this one, of the type transmuted to.
+        Some(unsafe { std::mem::transmute::<*mut c_void, OpenLibs>(f) })
+    })
+}
+
+/// The functions the boot calls; None (and the boot skipped, never the
+/// libraries) where the process's Lua lacks one, as a Lua 5.2+ `lua_pcall`
+/// (a macro there).
 fn lua_api() -> Option<&'static LuaApi> {
     API.get_or_init(|| {
-        let names: [&CStr; 7] = [
-            c"luaL_openlibs",
+        let names: [&CStr; 6] = [
             c"luaL_loadfile",
             c"lua_pcall",
             c"lua_pushstring",
@@ -110,7 +127,7 @@ fn lua_api() -> Option<&'static LuaApi> {
             c"lua_settop",
             c"lua_tolstring",
         ];
-        let mut found = [std::ptr::null_mut(); 7];
+        let mut found = [std::ptr::null_mut(); 6];
         for (slot, name) in found.iter_mut().zip(names) {
             *slot = next_symbol(name);
             if slot.is_null() {
@@ -123,13 +140,12 @@ fn lua_api() -> Option<&'static LuaApi> {
         // are the types transmuted to.
         unsafe {
             Some(LuaApi {
-                openlibs: std::mem::transmute::<*mut c_void, OpenLibs>(found[0]),
-                loadfile: std::mem::transmute::<*mut c_void, LoadFile>(found[1]),
-                pcall: std::mem::transmute::<*mut c_void, PCall>(found[2]),
-                pushstring: std::mem::transmute::<*mut c_void, PushString>(found[3]),
-                gettop: std::mem::transmute::<*mut c_void, GetTop>(found[4]),
-                settop: std::mem::transmute::<*mut c_void, SetTop>(found[5]),
-                tolstring: std::mem::transmute::<*mut c_void, ToLString>(found[6]),
+                loadfile: std::mem::transmute::<*mut c_void, LoadFile>(found[0]),
+                pcall: std::mem::transmute::<*mut c_void, PCall>(found[1]),
+                pushstring: std::mem::transmute::<*mut c_void, PushString>(found[2]),
+                gettop: std::mem::transmute::<*mut c_void, GetTop>(found[3]),
+                settop: std::mem::transmute::<*mut c_void, SetTop>(found[4]),
+                tolstring: std::mem::transmute::<*mut c_void, ToLString>(found[5]),
             })
         }
     })
@@ -188,14 +204,16 @@ fn run_boot(api: &LuaApi, state: *mut LuaState, boot: &Boot) {
 #[no_mangle]
 pub unsafe extern "C" fn luaL_openlibs(state: *mut LuaState) {
     let request = BOOT_REQUEST.get_or_init(take_request);
-    let Some(api) = lua_api() else {
+    let Some(openlibs) = real_openlibs() else {
         return;
     };
     // SAFETY: the caller's contract is LuaJIT's own, which this forwards.
-    unsafe { (api.openlibs)(state) };
+    unsafe { openlibs(state) };
     if let Some(boot) = request {
         if on_main_thread() {
-            run_boot(api, state, boot);
+            if let Some(api) = lua_api() {
+                run_boot(api, state, boot);
+            }
         }
     }
 }

@@ -320,14 +320,22 @@ end
 -- instead, in a light thread of its own, between the worker's requests.
 -- Started once per Lua VM, it polls whichever channel is open (none after
 -- `close`: it then costs a function call). When the worker exits (a
--- reload, a stop), nginx runs it one last time as premature, and the
--- channel closes then, before the worker is gone: its socket and discovery
+-- reload, a stop), nginx runs it one last time as premature: a session
+-- the channel started is written then (its path in the error log) and the
+-- channel closes, before the worker is gone: its socket and discovery
 -- entry go with it (closing the Lua state would remove them too, but a
 -- worker that lingers on long requests keeps its state until it ends).
 local nginx_timer = false
 
 local function nginx_tick(premature)
   if premature then
+    -- A session the channel started is stopped and written, as at the
+    -- end of a program run with --listen, not lost with the worker.
+    local path, err = M.finish_session()
+    if path or err then
+      ngx.log(ngx.NOTICE, "tecs-profile: ", path and ("the running session was written to " .. path)
+        or ("the running session could not be written: " .. tostring(err)))
+    end
     M.close()
     return
   end

@@ -271,6 +271,8 @@ local function wait_sampling(target, seconds, progress)
       local samples = status and status.ok and status.samples
       progress(elapsed, seconds, string.format("pid %d: %.0f of %g s%s", target.pid, elapsed, seconds,
         samples and string.format(", %d samples", samples) or ""))
+      -- The status took time of its own: the next sleep is what is left.
+      elapsed = clock.now() - began
     end
   end
   if progress then progress(seconds, seconds, string.format("pid %d: %g s done, stopping", target.pid, seconds)) end
