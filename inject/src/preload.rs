@@ -119,14 +119,8 @@ fn real_openlibs() -> Option<OpenLibs> {
 /// (a macro there).
 fn lua_api() -> Option<&'static LuaApi> {
     API.get_or_init(|| {
-        let names: [&CStr; 6] = [
-            c"luaL_loadfile",
-            c"lua_pcall",
-            c"lua_pushstring",
-            c"lua_gettop",
-            c"lua_settop",
-            c"lua_tolstring",
-        ];
+        let names: [&CStr; 6] =
+            [c"luaL_loadfile", c"lua_pcall", c"lua_pushstring", c"lua_gettop", c"lua_settop", c"lua_tolstring"];
         let mut found = [std::ptr::null_mut(); 6];
         for (slot, name) in found.iter_mut().zip(names) {
             *slot = next_symbol(name);

@@ -21,10 +21,15 @@ use crate::sys::process;
 const MAX_HEAD: usize = 16 << 10;
 
 /// How long a connection may take to send its request (it waits beside
-/// the others), and to read its answer.
+/// the others).
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may take to read its answer.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The connections read at once; one more is closed at once.
+/// The connections read at once. One more closes the one waiting longest:
+/// idle connections (another local user's, which need no secret) cannot
+/// keep the page's own requests out.
 const MAX_WAITING: usize = 64;
 
 /// A connection whose request has not all come.
@@ -96,7 +101,7 @@ impl HttpServer {
         let wait = self
             .waiting
             .iter()
-            .map(|w| (w.since + IO_TIMEOUT).saturating_duration_since(Instant::now()))
+            .map(|w| (w.since + HEAD_TIMEOUT).saturating_duration_since(Instant::now()))
             .fold(timeout, Duration::min);
         if !process::wait_readable(&fds, wait).map_err(|e| e.to_string())? {
             self.drop_stale();
@@ -129,8 +134,13 @@ impl HttpServer {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(format!("cannot accept a connection: {}", e)),
             };
-            if self.waiting.len() >= MAX_WAITING || stream.set_nonblocking(true).is_err() {
+            if stream.set_nonblocking(true).is_err() {
                 continue;
+            }
+            if self.waiting.len() >= MAX_WAITING {
+                if let Some(oldest) = (0..self.waiting.len()).min_by_key(|&i| self.waiting[i].since) {
+                    drop(self.waiting.swap_remove(oldest));
+                }
             }
             self.waiting.push(Waiting { stream, head: Vec::new(), since: Instant::now() });
         }
@@ -139,7 +149,7 @@ impl HttpServer {
     /// Closes the connections that took too long to send their request.
     fn drop_stale(&mut self) {
         let now = Instant::now();
-        self.waiting.retain(|w| now.duration_since(w.since) < IO_TIMEOUT);
+        self.waiting.retain(|w| now.duration_since(w.since) < HEAD_TIMEOUT);
     }
 
     /// The request on `stream` if it may be served; else it is answered
@@ -322,5 +332,25 @@ mod tests {
             moved
         );
         assert_eq!(server.next(Duration::from_millis(1)).unwrap().map(|r| r.path), None);
+    }
+
+    #[test]
+    fn idle_connections_past_the_bound_do_not_keep_a_request_out() {
+        let mut server = HttpServer::bind(0).unwrap();
+        let host = format!("127.0.0.1:{}", server.port());
+        let secret = format!("/{}", server.token);
+        // Another local user's connections, more than are read at once,
+        // taken in before the page's request comes.
+        let idle: Vec<TcpStream> =
+            (0..MAX_WAITING + 8).map(|_| TcpStream::connect(("127.0.0.1", server.port())).unwrap()).collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.waiting.len() < MAX_WAITING {
+            assert!(Instant::now() < deadline, "the idle connections were not taken in");
+            server.next(Duration::from_millis(10)).unwrap();
+        }
+        let ok = get(&mut server, &format!("{}/data.json", secret), &host);
+        assert!(ok.starts_with("HTTP/1.1 200 "), "{}", ok);
+        assert!(server.waiting.len() <= MAX_WAITING);
+        drop(idle);
     }
 }
