@@ -333,27 +333,34 @@ impl Profile {
         if !self.rows.iter().any(droppable) {
             return;
         }
+        let lua: Vec<bool> = (0..self.names.len() as u32).map(|id| is_lua_frame(self.names.bytes(id))).collect();
         let mut frames: Vec<u32> = large_vec(self.frames.len());
         let mut rows = Vec::with_capacity(self.rows.len());
+        let mut kept: Vec<u32> = Vec::new();
         for row in &self.rows {
             let full = self.stack(row);
             let start = frames.len();
-            // The functions the profiler's own code called (`pcall`,
-            // `loadstring`, a C function of its native module) are its own
-            // work too, unless the program's Lua code runs above them (a
-            // callback the profiler called): then they stay.
-            let stack = match full.iter().rposition(|&f| own[f as usize]) {
-                Some(last_own) if !full[last_own + 1..].iter().any(|&f| is_lua_frame(self.names.bytes(f))) => {
-                    &full[..last_own]
+            // The functions the profiler's own code calls (`pcall`,
+            // `loadstring` around a control command, its native module) are
+            // its own work too, up to the program's next Lua frame (a
+            // callback the profiler called), which is the program's again.
+            let mut in_own = false;
+            kept.clear();
+            for &f in full {
+                if own[f as usize] {
+                    in_own = true;
+                } else if lua[f as usize] {
+                    in_own = false;
+                    kept.push(f);
+                } else if !in_own {
+                    kept.push(f);
                 }
-                _ => full,
-            };
-            let kept = stack.iter().copied().filter(|&f| !own[f as usize]);
+            }
             // The host's C frames: those before the first kept frame that is
             // not one (a stack cut at its depth starts with its marker).
-            let entry = kept.clone().take_while(|&f| host_c(f)).count();
-            let entry = if kept.clone().count() > entry { entry } else { 0 };
-            frames.extend(kept.skip(entry));
+            let entry = kept.iter().take_while(|&&f| host_c(f)).count();
+            let entry = if kept.len() > entry { entry } else { 0 };
+            frames.extend_from_slice(&kept[entry..]);
             if frames.len() == start {
                 frames.extend_from_slice(full);
             }
@@ -469,6 +476,10 @@ mod tests {
                 ("[love \"callbacks.lua\"]:150;love.graphics.present".to_string(), 3)
             ]
         );
+        // A sample in the profiler's Lua code, under a pcall it made.
+        let middle =
+            "[love \"callbacks.lua\"]:150;lua/tecs/profile/listen.lua:200;pcall;lua/tecs/profile/snapshot.lua:60 2\n";
+        assert_eq!(dropped(middle), vec![("[love \"callbacks.lua\"]:150".to_string(), 2)]);
         // A LÖVE callback the profiler's zone wrapper calls is the
         // program's: it and what it calls stay.
         let wrapped = "[love \"callbacks.lua\"]:162;lua/tecs/profile/love_zones.lua:40;main.lua:9;pcall 5\n";
