@@ -512,6 +512,65 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert(ok, tostring(err) .. "\n" .. said)
   end)
 
+  it("love GAME: the live page's data names LÖVE's C functions as the report of its session does", function()
+    -- love_cfuncs spends its frames in love.data.hash and love.data.compress.
+    local g = launch(root .. "/platform_spec/fixtures/love_cfuncs", save_root .. "/live-names")
+    local written = save_root .. "/live-names/live.collapsed"
+    local live, data
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      live = { p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live %d --timeout %d --output %s & " ..
+        "echo \"pid=$!\"; wait $!) 2>&1", sh_quote(g.ctl), run.cli, g.pid, PATIENCE_SECONDS, sh_quote(written)))) }
+      live.pid = tonumber(live.p:read("*l"):match("^pid=(%d+)$"))
+      local url
+      repeat
+        local line = live.p:read("*l")
+        url = line and line:match("^live page: (http://%S+)$")
+      until url or not line
+      assert.is_string(url, "live printed no address")
+      -- data.json, what the page draws, until it holds enough samples.
+      local deadline = os.time() + PATIENCE_SECONDS
+      repeat
+        local rc, body, e = run.run3("curl -s " .. sh_quote(url .. "data.json"))
+        assert.equal(0, rc, e)
+        data = assert(require("tecs.profile.native").json_decode(body), body)
+        assert.is_true(os.time() < deadline, body)
+      until (data.samples or 0) >= 200
+    end)
+    -- live stops the session it started and writes it: what the report reads.
+    if live then
+      os.execute("kill -TERM " .. live.pid)
+      live.said = live.p:read("*a")
+      live.p:close()
+    end
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
+    assert.matches("written to ", live.said)
+    local frames = {}
+    for _, r in ipairs(collapsed.parse(assert(read(written), live.said))) do
+      for _, f in ipairs(r.frames) do frames[f] = true end
+    end
+    -- The top functions: the two C functions by their Lua paths, and every
+    -- function that is not Lua code named as the written profile names it.
+    local top = {}
+    for name in data.functions:gmatch("\n +[%d.]+%% +%d+  ([^\n]+)") do
+      top[name] = true
+      if not name:find(":%d") then assert.is_true(frames[name], name .. " is not in the report:\n" .. data.functions) end
+    end
+    assert.is_true(top["love.data.hash"] and top["love.data.compress"], data.functions)
+    assert.is_true(frames["love.data.hash"] and frames["love.data.compress"], read(written))
+    -- The flamegraph and the slowest frames name them the same way.
+    assert.matches("love%.data%.hash", data.flamegraph)
+    for name in data.flamegraph:gmatch("%[C:[^%]]*%]") do
+      assert.is_true(frames[name], name .. " is not in the report:\n" .. data.functions)
+    end
+    local in_hitches = false
+    for _, h in ipairs(data.hitches) do
+      for _, t in ipairs(h.top) do in_hitches = in_hitches or t.name:find("^love%.data%.") ~= nil end
+    end
+    assert.is_true(in_hitches, data.functions)
+  end)
+
   it("love GAME: the MCP server profiles the launched game (PyPI's client, the MCP inspector)", function()
     local rc, python = run.run3("bash scripts/mcp-client.sh")
     assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))

@@ -64,6 +64,8 @@ function M.start(opts)
   -- The clock's first reading sets it up (allocating): done before the
   -- wrapper counts, so the session's own start is not charged.
   local started = clock.now()
+  -- Functions named by their Lua paths in every view (see profile.sample).
+  native.raw.set_function_paths(cfuncs.paths)
   local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
     zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
@@ -100,12 +102,6 @@ end
 
 function lifecycle.finish(self)
   self._native:stop()
-  -- Lua paths for C functions and recorded Lua functions; a failed walk
-  -- changes nothing.
-  local ok, list = pcall(cfuncs.collect)
-  if ok then pcall(self._native.nameCFunctions, self._native, list) end
-  ok, list = pcall(cfuncs.collect_lua)
-  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
   if active == self then active = nil end
   return self._native:collapsed()
 end

@@ -6,7 +6,9 @@
 -- is what a user wants to read there: this module walks the loaded modules
 -- (`package.loaded`) and the globals, a few tables deep, and lists every C
 -- function it meets with the first path that reaches it. The native side
--- turns each function into its address once per session.
+-- turns each function into its address, and asks again only when a
+-- session has recorded a function no walk looked for (every view of a
+-- session, the live page's included, names frames through it).
 --
 -- The walk reads tables with `next` and `rawget` only (no metamethod runs),
 -- skips builtins (named by `jit.vmdef` already) and stops after a bounded
@@ -118,6 +120,15 @@ function M.collect_lua()
     list[#list + 1] = { entry[1], info.short_src, info.linedefined, info.lastlinedefined }
   end
   return list
+end
+
+--- What a session asks when it has recorded functions it has no name for
+-- (set with `native.raw.set_function_paths`; see
+-- src/lua_api/frame_names.rs): `collect()` and `collect_lua()`.
+-- @treturn table the C functions, as `collect`
+-- @treturn table the Lua functions, as `collect_lua`
+function M.paths()
+  return M.collect(), M.collect_lua()
 end
 
 return M

@@ -60,6 +60,10 @@ function M.start(opts)
   end
   local handle, settings
   local zones = jitinfo.zone()
+  -- Every view of the session, running or stopped, names C functions
+  -- (`love.graphics.points`) and Lua functions by the Lua paths this walk
+  -- finds, when it has recorded one it has no name for.
+  native.raw.set_function_paths(cfuncs.paths)
   ok, handle, settings = native.call(native.raw.start, opts, {
     zones = zones,
     ffnames = jitinfo.ffnames(),
@@ -96,19 +100,6 @@ end
 -- Stops sampling; returns the final text. Data lost to another sampler
 -- taking LuaJIT's profiler over is reported once, here; stats().warning
 -- keeps the text.
--- C functions of the modules loaded by now get their Lua paths
--- (`love.graphics.present`), once, when the session stops: snapshots of a
--- running session leave them to dladdr. Lua functions recorded while
--- sampling get theirs too. A failed walk changes nothing.
-local function name_c_functions(self)
-  local ok, list = pcall(cfuncs.collect)
-  if ok then pcall(self._native.nameCFunctions, self._native, list) end
-  -- Lua functions the same way: recorded functions found there take the
-  -- path as their name.
-  ok, list = pcall(cfuncs.collect_lua)
-  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
-end
-
 function lifecycle.finish(self)
   -- An allocation session attached to this one stops with it (its samples
   -- come through this session's profiler callback): its recording ends
@@ -120,7 +111,6 @@ function lifecycle.finish(self)
   love_zones.uninstall()
   self._native:stop()
   if alloc then alloc:stop() end
-  name_c_functions(self)
   local warning = self._native:stats().warning
   if warning then
     self.warning = warning
