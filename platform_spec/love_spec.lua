@@ -480,6 +480,43 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_nil(err:find("did not open", 1, true), err)
   end)
 
+  it("love GAME: a game made for LÖVE 0.10.1 waits on LÖVE's dialog: stderr says so and how to go on", function()
+    local game = root .. "/platform_spec/fixtures/love_oldversion"
+    local work = save_root .. "/oldversion"
+    assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
+    local stop = work .. "/stop"
+    run.write(stop, "")
+    -- LÖVE waits on its dialog for good: the game is ended once the
+    -- message is read (timeout bounds the wait for it; its TERM ends the
+    -- whole process group, xvfb-run's server and the game).
+    local p = assert(io.popen("(env XDG_DATA_HOME=" .. sh_quote(save_root) .. " timeout -k 5 " .. PATIENCE_SECONDS ..
+      " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " .. sh_quote(stop) ..
+      " 2>&1 & echo \"pid=$!\"; wait $!) 2>&1"))
+    local pid = tonumber(p:read("*l"):match("^pid=(%d+)$"))
+    local said, message = {}, nil
+    repeat
+      local line = p:read("*l")
+      said[#said + 1] = line
+      message = line and line:match("^tecs%-profile: this game declares LÖVE 0%.10%.1 .*")
+    until message or not line
+    os.execute("kill -TERM " .. pid .. " 2>/dev/null")
+    said[#said + 1] = p:read("*a")
+    p:close()
+    said = table.concat(said, "\n")
+    assert.is_string(message, said)
+    assert.matches("compatibility dialog", message)
+    assert.matches('set t%.version = "%d+%.%d+[%.%d]*" in conf%.lua', message)
+    assert.matches("tecs%-profile love %-%-skip%-version%-check", message)
+    assert.is_nil(said:find("main.lua runs", 1, true), said)
+    -- With the option, LÖVE shows no dialog: the channel opens, main.lua
+    -- runs and the game quits by itself (its stop file is there).
+    local rc, out, err = start_game(launcher() .. " --skip-version-check", game, "--stop " .. sh_quote(stop))
+    assert.equal(0, rc, err)
+    assert.matches("tecs%-profile: this game declares LÖVE 0%.10%.1 [^\n]*%-%-skip%-version%-check", err)
+    assert.matches("tecs%-profile: listening on ", err)
+    assert.matches("main.lua runs\n", out)
+  end)
+
   it("love GAME.love: the same from an archive, launched by an installed tecs-profile", function()
     local work = save_root .. "/archive-launch"
     local archive = plain_archive(work)

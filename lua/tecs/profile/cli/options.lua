@@ -199,6 +199,9 @@ local LIVE = {
 local LOVE = {
   { "love", key = "love", arg = "PATH", default = "love",
     help = "the LÖVE 11 executable to run: a build that links LuaJIT dynamically, as Debian's" },
+  { "skip-version-check", key = "skipVersionCheck",
+    help = "run a game made for an older LÖVE (t.version in its conf.lua) as made for this one: " ..
+      "LÖVE shows no compatibility dialog, which waits for a click before main.lua loads" },
   HELP,
 }
 
@@ -222,7 +225,7 @@ M.COMMANDS = {
     about = "Runs script.lua with `arg` set as luajit would, sampling it from start to end,\n" ..
       "then prints a text report (functions by self time, like `luajit -jp`).",
     sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
-  { name = "love", synopsis = "love [--love PATH] GAME [args...]",
+  { name = "love", synopsis = "love [options] GAME [args...]",
     summary = "run an unmodified LÖVE game with the control channel open",
     usage = "love [options] GAMEDIR|GAME.love [args...]",
     about = "Runs `love GAME args...` in this process's place (the same pid and exit status)\n" ..
