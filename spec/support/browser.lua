@@ -57,4 +57,24 @@ function M.legend_box(document, width)
   return { left = tonumber(left), right = tonumber(right), width = tonumber(graph) }
 end
 
+--- The window widths the legend is checked at: the pages' screenshots'
+-- window, a narrower one, and one narrower than the legend's longest line.
+M.LEGEND_WIDTHS = { 1100, 700, 420 }
+
+--- Where the legend of the flamegraph `document` (as for `legend_box`)
+-- does not lie inside the graph, at each of `LEGEND_WIDTHS`: nil when it
+-- always does, else what was measured.
+-- @treturn string|nil
+function M.legend_misfit(document)
+  for _, width in ipairs(M.LEGEND_WIDTHS) do
+    local box, err = M.legend_box(document, width)
+    if not box then return err end
+    if box.width <= 0.5 * width or box.left < 0 or box.right > box.width then
+      return string.format("at %d px: legend from %.1f to %.1f in a graph %.1f wide", width, box.left, box.right,
+        box.width)
+    end
+  end
+  return nil
+end
+
 return M
