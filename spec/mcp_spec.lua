@@ -27,10 +27,11 @@ describe("tecs-profile mcp", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
+  -- A child listening in `ctl`, its outputDir `dir`.
   local function spawn(mode)
     child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
-      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
+      q(ctl), q(dir), run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
     assert.is_number(child.pid, child.first)
