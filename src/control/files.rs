@@ -28,7 +28,7 @@
 //! rename by another user who may write in that directory) a name of
 //! theirs goes, never the content of a file.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{CString, OsStr};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -48,6 +48,11 @@ pub const TRACE_ENDING: &str = ".csv";
 
 /// The longest path a request may name, in bytes (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
+
+/// How many of the files it wrote the channel remembers (the latest): past
+/// them, an older one is not written over again (a client that stops
+/// sessions for ever does not grow the program's memory for ever).
+pub const REMEMBERED: usize = 4096;
 
 /// What a file holds, which decides the endings its name may have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +117,9 @@ pub struct Confined {
     /// Where a bare file name goes: outputDir when the program named one.
     default: usize,
     /// The files this channel wrote, by directory and name, as they were
-    /// once written.
+    /// once written; and their keys, oldest first.
     written: HashMap<(usize, Vec<u8>), Entry>,
+    order: VecDeque<(usize, Vec<u8>)>,
     /// The last temporary name's number.
     temporary: u64,
 }
@@ -146,7 +152,7 @@ impl Confined {
             }
         }
         let default = dirs.len() - 1;
-        Ok(Confined { dirs, default, written: HashMap::new(), temporary: 0 })
+        Ok(Confined { dirs, default, written: HashMap::new(), order: VecDeque::new(), temporary: 0 })
     }
 
     /// The directories, bare names' first.
@@ -275,8 +281,20 @@ impl Confined {
             }
             return Err(cannot(e));
         }
-        self.written.insert((place.dir, place.name.to_bytes().to_vec()), entry);
+        self.remember((place.dir, place.name.to_bytes().to_vec()), entry);
         Ok(place.path.clone())
+    }
+
+    /// Records a file written, forgetting the oldest past [`REMEMBERED`].
+    fn remember(&mut self, key: (usize, Vec<u8>), entry: Entry) {
+        if self.written.insert(key.clone(), entry).is_none() {
+            self.order.push_back(key);
+            if self.order.len() > REMEMBERED {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.written.remove(&oldest);
+                }
+            }
+        }
     }
 
     /// A new temporary file in directory `dir`, and its name.

@@ -211,3 +211,17 @@ fn a_directory_that_cannot_be_opened_is_an_error_naming_it() {
     let err = Confined::new(&t.p("ctl"), Some(&t.p("outside/victim"))).err().unwrap();
     assert!(err.contains("cannot use outputDir"), "{}", err);
 }
+
+#[test]
+fn the_record_of_files_written_is_bounded() {
+    let t = Tree::new("record");
+    let mut c = Confined::new(&t.p("ctl"), None).unwrap();
+    for i in 0..REMEMBERED + 1 {
+        write(&mut c, &format!("{}.svg", i), Kind::Profile, "x").unwrap();
+    }
+    assert_eq!(c.written.len(), REMEMBERED);
+    // The latest is written over again, the oldest is now refused.
+    write(&mut c, &format!("{}.svg", REMEMBERED), Kind::Profile, "y").unwrap();
+    assert!(write(&mut c, "0.svg", Kind::Profile, "y").unwrap_err().contains("not a file this channel wrote"));
+    assert_eq!(fs::read_to_string(t.p("ctl/0.svg")).unwrap(), "x");
+}

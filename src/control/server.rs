@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use super::{paths_for, write_entry, Request, Response, Target, IDLE_LIMIT, MAX_REQUEST_LINE};
 use crate::sys::process;
 
-/// How long a reply may wait for a client that reads nothing: the
-/// program's frame stalls for at most this long.
+/// How long a reply may take in all, for a client that reads slowly or
+/// not at all: the program's frame stalls for at most this long.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
 struct Client {
@@ -131,7 +131,7 @@ impl Server {
     }
 
     /// Answers the request [`next_request`](Self::next_request) returned. A client that
-    /// went away, or reads nothing for [`REPLY_TIMEOUT`], is dropped; the
+    /// went away, or has not read it all within [`REPLY_TIMEOUT`], is dropped; the
     /// program goes on.
     pub fn reply(&mut self, response: &Response) {
         let Some(client) = &self.client else { return };
@@ -229,10 +229,35 @@ fn abbreviate(text: &str) -> String {
     text.chars().take(77).collect::<String>() + "..."
 }
 
-fn write_blocking(stream: &UnixStream, bytes: &[u8]) -> io::Result<()> {
+/// Writes all of `bytes` within [`REPLY_TIMEOUT`] in all (a client that
+/// reads a byte now and then does not hold the program's thread longer).
+fn write_blocking(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
-    let result = process::send_all(stream, bytes);
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    let mut result = Ok(());
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            result = Err(io::ErrorKind::TimedOut.into());
+            break;
+        }
+        if let Err(e) = stream.set_write_timeout(Some(left)) {
+            result = Err(e);
+            break;
+        }
+        match process::send_no_signal(stream, bytes) {
+            Ok(0) => {
+                result = Err(io::ErrorKind::WriteZero.into());
+                break;
+            }
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
     let _ = stream.set_nonblocking(true);
     result
 }

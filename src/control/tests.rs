@@ -278,3 +278,40 @@ fn a_client_idle_past_the_limit_is_closed_without_an_answer_and_the_next_is_serv
     drop(server);
     fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_client_that_reads_slowly_holds_a_reply_for_the_reply_limit_at_most() {
+    let d = directory(&fresh_dir("slow")).unwrap();
+    let mut server = Server::open(&d, target()).unwrap();
+    let socket = server.socket().to_path_buf();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A client that sends a request, then reads a byte now and then.
+    let slow = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            use std::io::{Read, Write};
+            let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            s.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+            let mut byte = [0u8; 1];
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                if s.read(&mut byte).unwrap_or(0) == 0 {
+                    break;
+                }
+            }
+        }
+    });
+    assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
+    // An answer far larger than the socket's buffers.
+    let big = Response { ok: true, text: Some("x".repeat(16 << 20)), ..Response::default() };
+    let began = Instant::now();
+    server.reply(&big);
+    let took = began.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(!server.has_client(), "a client that did not read its answer in time is dropped");
+    // The bound is on the program's stall; the margin only absorbs a busy machine's scheduling.
+    assert!(took < Duration::from_secs(30), "the reply held the program for {:?}", took);
+    slow.join().unwrap();
+    drop(server);
+    fs::remove_dir_all(&d).unwrap();
+}

@@ -315,12 +315,15 @@ fn control_connect(_: &Lua, socket: String) -> mlua::Result<Connection> {
 
 /// `native.raw.control_fields`: the bounds of the requests' fields
 /// (`control::FIELDS`), by command and field: `{ start = { seconds = {
-/// type = "number", minimum, maximum, what } }, stop = { path = { type =
-/// "string", maxLength, what } }, ... }`, as the MCP tools' schemas say
-/// them; and `native.raw.control_limits`: `requestLine` (bytes),
-/// `idleSeconds`, `profileEndings`, `traceEnding`.
+/// type = "number", minimum, maximum, what, expected } }, stop = { path = {
+/// type = "string", maxLength, what, expected } }, ... }`, as the MCP
+/// tools' schemas say them; `native.raw.control_field_list`, the same in
+/// their declared order, each with `command` and `name`; and
+/// `native.raw.control_limits`: `requestLine` (bytes), `idleSeconds`,
+/// `profileEndings`, `traceEnding`.
 fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
     let fields = lua.create_table()?;
+    let list = lua.create_table()?;
     for f in control::FIELDS {
         let command = match fields.get::<Option<Table>>(f.command)? {
             Some(t) => t,
@@ -344,9 +347,18 @@ fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
         }
         t.set("what", f.what)?;
         t.set("expected", f.accepts.expected())?;
-        command.set(f.name, t)?;
+        command.set(f.name, t.clone())?;
+        let listed = lua.create_table()?;
+        for pair in t.pairs::<String, Value>() {
+            let (k, v) = pair?;
+            listed.set(k, v)?;
+        }
+        listed.set("command", f.command)?;
+        listed.set("name", f.name)?;
+        list.raw_set(list.raw_len() + 1, listed)?;
     }
     raw.set("control_fields", fields)?;
+    raw.set("control_field_list", list)?;
     let limits = lua.create_table()?;
     limits.set("requestLine", control::MAX_REQUEST_LINE)?;
     limits.set("idleSeconds", control::IDLE_LIMIT.as_secs_f64())?;
