@@ -6,8 +6,10 @@
 //!
 //! - in the control directory or in the directory the program named
 //!   (`listen{ outputDir = ... }`): a bare file name goes to the latter
-//!   (else to the control directory), an absolute path must have one of
-//!   them as its parent (whatever links led there);
+//!   (else to the control directory), an absolute path must name a file
+//!   right in one of them, as the program named it or with its links
+//!   resolved (compared as text: nothing a client names outside is looked
+//!   up; `..` is refused);
 //! - under a name without control characters, with a profile format's ending (the format registry's,
 //!   and [`COLLAPSED_ENDINGS`] for collapsed text, whose declaration has
 //!   none: any other name is collapsed), or [`TRACE_ENDING`] for a trace
@@ -32,7 +34,6 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::{CString, OsStr};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::output::REGISTRY;
@@ -93,8 +94,12 @@ pub fn profile_endings() -> impl Iterator<Item = &'static str> {
 
 /// A directory a client may have the program write in.
 struct Allowed {
-    /// As the program named it, made absolute: how answers name its files.
+    /// As the program named it, made absolute (with links resolved when
+    /// it had `..` in it): how answers name its files.
     path: PathBuf,
+    /// The components of the paths that name it for a client: `path`'s,
+    /// and its links resolved.
+    spellings: Vec<Vec<Vec<u8>>>,
     dir: Dir,
     id: (u64, u64),
     /// What it is, for messages: "the control directory", "outputDir".
@@ -124,12 +129,37 @@ pub struct Confined {
     temporary: u64,
 }
 
+/// The components of an absolute path, empty ones and `.` left out; None
+/// when one is `..` (whose meaning depends on the links before it).
+fn components(path: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for c in path.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => return None,
+            c => out.push(c.to_vec()),
+        }
+    }
+    Some(out)
+}
+
 fn allowed(path: &Path, role: &'static str) -> Result<Allowed, String> {
     let cannot = |e: io::Error| format!("cannot use {} {}: {}", role, path.display(), e);
     let absolute = std::path::absolute(path).map_err(cannot)?;
-    let dir = Dir::open(&absolute).map_err(cannot)?;
+    let resolved = std::fs::canonicalize(&absolute).map_err(cannot)?;
+    let dir = Dir::open(&resolved).map_err(cannot)?;
     let id = dir.identity().map_err(cannot)?;
-    Ok(Allowed { path: absolute, dir, id, role })
+    let mut spellings = Vec::new();
+    let shown = match components(absolute.as_os_str().as_bytes()) {
+        Some(c) => {
+            spellings.push(c);
+            absolute
+        }
+        None => resolved.clone(),
+    };
+    spellings.extend(components(resolved.as_os_str().as_bytes()));
+    spellings.dedup();
+    Ok(Allowed { path: shown, spellings, dir, id, role })
 }
 
 /// `text` cut to at most 200 characters, for a message.
@@ -207,11 +237,13 @@ impl Confined {
                 return Err(self.refuse(path, "a relative path (a bare file name or an absolute path expected)", kind))
             }
             Some(at) => {
-                let parent = if at == 0 { &path[..1] } else { &path[..at] };
-                let meta = std::fs::metadata(Path::new(OsStr::from_bytes(parent)))
-                    .map_err(|e| self.refuse(path, format!("its directory: {}", e), kind))?;
-                let id = (meta.dev(), meta.ino());
-                let Some(dir) = self.dirs.iter().position(|d| d.id == id) else {
+                // Compared as written, never looked up: a client's path
+                // leads the program nowhere outside the two directories
+                // (not even to a stat on an automounted or hung file system).
+                let Some(parent) = components(&path[..at]) else {
+                    return Err(self.refuse(path, "a path with .. in it", kind));
+                };
+                let Some(dir) = self.dirs.iter().position(|d| d.spellings.contains(&parent)) else {
                     return Err(self.refuse(path, "not in a directory a client may write in", kind));
                 };
                 (dir, &path[at + 1..])

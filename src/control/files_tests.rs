@@ -71,10 +71,14 @@ fn a_bare_name_goes_to_the_output_directory_and_an_absolute_path_to_either() {
     assert_eq!(fs::read_to_string(t.p("out/a.svg")).unwrap(), "svg");
     assert_eq!(write(&mut c, &t.s("ctl/b.collapsed"), Kind::Profile, "x 1\n").unwrap(), t.p("ctl/b.collapsed"));
     assert_eq!(write(&mut c, &t.s("out/c.PB.GZ"), Kind::Profile, "gz").unwrap(), t.p("out/c.PB.GZ"));
-    // A path through a link to an allowed directory lands in it.
+    // Spelled with empty and `.` components, or with links resolved.
+    assert_eq!(write(&mut c, &format!("{}//./d.folded", t.s("out")), Kind::Profile, "d").unwrap(), t.p("out/d.folded"));
+    let resolved = fs::canonicalize(t.p("out")).unwrap().join("e.html");
+    assert_eq!(write(&mut c, &resolved.to_string_lossy(), Kind::Profile, "e").unwrap(), t.p("out/e.html"));
+    // A path through a link to an allowed directory is not looked up.
     symlink(t.p("out"), t.p("outside/to-out")).unwrap();
-    assert_eq!(write(&mut c, &t.s("outside/to-out/d.folded"), Kind::Profile, "d").unwrap(), t.p("out/d.folded"));
-    assert_eq!(write(&mut c, &t.s("ctl/../out/e.html"), Kind::Profile, "e").unwrap(), t.p("out/e.html"));
+    assert!(write(&mut c, &t.s("outside/to-out/f.svg"), Kind::Profile, "f").is_err());
+    assert!(write(&mut c, &t.s("ctl/../out/f.svg"), Kind::Profile, "f").unwrap_err().contains("a path with .. in it"));
     assert_eq!(write(&mut c, "t.csv", Kind::TraceReport, "csv").unwrap(), t.p("out/t.csv"));
     assert_eq!(
         write(&mut c, &t.s("out/a.collapsed.functions.json"), Kind::Functions, "{}").unwrap(),
@@ -111,7 +115,8 @@ fn hostile_paths_are_refused_and_nothing_outside_changes() {
         ("/etc/passwd".into(), "not in a directory"),
         ("/dev/null".into(), "not in a directory"),
         ("/proc/self/fd/1".into(), "not in a directory"),
-        (t.s("out/../outside/v.svg"), "not in a directory"),
+        (t.s("out/../outside/v.svg"), "a path with .. in it"),
+        (t.s("out/../out/v.svg"), "a path with .. in it"),
         (t.s("out/sub/v.svg"), "not in a directory"),
         (t.s("out/link.svg"), "exists and is not a regular file"),
         (t.s("out/dangling.svg"), "exists and is not a regular file"),
@@ -132,7 +137,8 @@ fn hostile_paths_are_refused_and_nothing_outside_changes() {
         ("new\n.svg".into(), "a control character"),
         ("new\x1b[2J.svg".into(), "a control character"),
         (long, "bytes (at most 4096)"),
-        (t.s("missing/x.svg"), "its directory"),
+        (t.s("missing/x.svg"), "not in a directory"),
+        ("/net/host/x.svg".into(), "not in a directory"),
     ];
     for (path, why) in &cases {
         let err = write(&mut c, path, Kind::Profile, "EVIL\n").unwrap_err();
@@ -193,13 +199,14 @@ fn the_directories_are_held_open_not_looked_up_again() {
     let t = Tree::new("held");
     let mut c = t.confined();
     // The output directory moved away and a link to elsewhere put in its
-    // place: bare names still go to the directory opened, and the link's
-    // path is not one a client may write in.
+    // place: its files, by a bare name or by its path, still go to the
+    // directory opened.
     fs::rename(t.p("out"), t.p("moved")).unwrap();
     symlink(t.p("outside"), t.p("out")).unwrap();
     write(&mut c, "a.svg", Kind::Profile, "a").unwrap();
     assert_eq!(fs::read_to_string(t.p("moved/a.svg")).unwrap(), "a");
-    assert!(write(&mut c, &t.s("out/b.svg"), Kind::Profile, "EVIL").is_err());
+    write(&mut c, &t.s("out/b.svg"), Kind::Profile, "b").unwrap();
+    assert_eq!(fs::read_to_string(t.p("moved/b.svg")).unwrap(), "b");
     assert!(!t.p("outside/a.svg").exists() && !t.p("outside/b.svg").exists());
 }
 

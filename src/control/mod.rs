@@ -486,13 +486,23 @@ pub fn targets(dir: &Path) -> Result<Vec<Target>, String> {
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+        // Only `PID.json`: the other files there (profiles a client had
+        // written, `.trace.json` ones among them) are not entries.
+        let Some(stem) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
         let Ok(text) = fs::read_to_string(&path) else { continue };
         let Ok(target) = serde_json::from_str::<Target>(&text) else { continue };
+        if stem != target.pid.to_string() {
+            continue;
+        }
         if !process::process_alive(target.pid) {
-            let _ = fs::remove_file(&target.socket);
+            // Its own socket only, whatever the entry says.
+            let (socket, _) = paths_for(dir, target.pid);
+            let _ = fs::remove_file(socket);
             let _ = fs::remove_file(&path);
             continue;
         }

@@ -19,6 +19,9 @@ use crate::sys::process;
 /// not at all: the program's frame stalls for at most this long.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The connections one call of [`Server::next_request`] takes at most.
+const ACCEPTS_PER_CALL: usize = 16;
+
 struct Client {
     stream: UnixStream,
     /// Bytes read and not yet taken as a line.
@@ -104,7 +107,9 @@ impl Server {
         if let Some(line) = self.read_client() {
             return Some(line);
         }
-        loop {
+        // Connections past these wait in the socket's backlog for the next
+        // poll: a flood of them does not hold the program's thread.
+        for _ in 0..ACCEPTS_PER_CALL {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -209,9 +214,10 @@ impl Server {
 /// Parses one request line and checks its fields' bounds; the error names
 /// what is wrong.
 pub fn parse_request(text: &str) -> Incoming {
-    let request =
-        serde_json::from_str::<Request>(text).map_err(|e| format!("bad request {}: {}", abbreviate(text), e))?;
-    request.check().map_err(|e| format!("bad request {}: {}", abbreviate(text), e))?;
+    // serde's message may quote the request (an unknown field's name): cut.
+    let bad = |e: String| format!("bad request {}: {}", abbreviate(text), abbreviate_to(&e, 300));
+    let request = serde_json::from_str::<Request>(text).map_err(|e| bad(e.to_string()))?;
+    request.check().map_err(bad)?;
     Ok(request)
 }
 
@@ -223,10 +229,15 @@ fn too_long(client: &mut Client) -> String {
 }
 
 fn abbreviate(text: &str) -> String {
-    if text.chars().count() <= 80 {
+    abbreviate_to(text, 80)
+}
+
+/// `text` cut to at most `n` characters.
+fn abbreviate_to(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
         return text.to_string();
     }
-    text.chars().take(77).collect::<String>() + "..."
+    text.chars().take(n - 3).collect::<String>() + "..."
 }
 
 /// Writes all of `bytes` within [`REPLY_TIMEOUT`] in all (a client that

@@ -123,6 +123,19 @@ fn entries_of_dead_processes_are_skipped_and_removed() {
     write_entry(&entry, &dead).unwrap();
     assert!(targets(&d).unwrap().is_empty());
     assert!(!entry.exists());
+    // An entry naming another file as its socket, and a file that is not
+    // an entry (a profile a client had written there): the one removed
+    // is the dead process's own socket, nothing else.
+    let elsewhere = d.join("precious.collapsed");
+    fs::write(&elsewhere, "x 1\n").unwrap();
+    let (socket, entry) = paths_for(&d, dead.pid);
+    fs::write(&socket, "").unwrap();
+    let lying = Target { socket: elsewhere.to_string_lossy().into(), ..dead.clone() };
+    write_entry(&entry, &lying).unwrap();
+    write_entry(&d.join("profile.trace.json"), &lying).unwrap();
+    assert!(targets(&d).unwrap().is_empty());
+    assert!(elsewhere.exists() && !socket.exists() && !entry.exists());
+    assert!(d.join("profile.trace.json").exists());
     fs::remove_dir_all(&d).unwrap();
 }
 
