@@ -24,11 +24,14 @@
 //! rename on the way to it later changes nothing. The text goes to a new
 //! temporary file (`O_EXCL | O_NOFOLLOW`) in the directory and is renamed
 //! to its name there: without replacing anything for a new name (the
-//! kernel refuses when something appeared meanwhile), and over the
-//! channel's own file otherwise. A rename never writes into the file it
-//! replaces: at worst (something swapped in between the check and the
-//! rename by another user who may write in that directory) a name of
-//! theirs goes, never the content of a file.
+//! kernel refuses when something appeared meanwhile), and in the place of
+//! the channel's own file otherwise: the two names swapped atomically
+//! (`RENAME_EXCHANGE`), then the file swapped out checked, and swapped
+//! back if it is not the channel's (something put there meanwhile). A
+//! rename never writes into a file; where a system cannot swap, the check
+//! made just before stands, and at worst (something put there between the
+//! check and the rename by someone who may write in that directory) a name
+//! of theirs goes, never the content of a file.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{CString, OsStr};
@@ -104,6 +107,18 @@ struct Allowed {
     id: (u64, u64),
     /// What it is, for messages: "the control directory", "outputDir".
     role: &'static str,
+}
+
+/// Why a rename did not happen: the rules, or the system.
+enum Failure {
+    Refused(String),
+    System(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        Failure::System(e)
+    }
 }
 
 /// Where one file goes: a directory of [`Confined`] and a name in it.
@@ -303,15 +318,24 @@ impl Confined {
                 return Err(cannot(e));
             }
         };
-        let renamed =
-            if replace { dir.rename_over(&temporary, &place.name) } else { dir.rename_new(&temporary, &place.name) };
+        let renamed = if replace {
+            self.replace_own(place, &temporary)
+        } else {
+            dir.rename_new(&temporary, &place.name).map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => {
+                    Failure::Refused(format!("{} appeared meanwhile", place.path.display()))
+                }
+                _ => Failure::System(e),
+            })
+        };
         if let Err(e) = renamed {
-            let _ = dir.remove(&temporary);
-            if e.kind() == io::ErrorKind::AlreadyExists {
-                let why = format!("{} appeared meanwhile (nothing is written over it)", place.path.display());
-                return Err(self.refuse(&shown_path, why, kind));
-            }
-            return Err(cannot(e));
+            let _ = self.dirs[place.dir].dir.remove(&temporary);
+            return Err(match e {
+                Failure::Refused(why) => {
+                    self.refuse(&shown_path, format!("{} (nothing is written over it)", why), kind)
+                }
+                Failure::System(e) => cannot(e),
+            });
         }
         self.remember((place.dir, place.name.to_bytes().to_vec()), entry);
         Ok(place.path.clone())
@@ -327,6 +351,26 @@ impl Confined {
                 }
             }
         }
+    }
+
+    /// Puts `temporary` in the place of the channel's own file at `place`:
+    /// the names swapped atomically, then what was there checked (still
+    /// the file the channel wrote: removed; else swapped back, kept);
+    /// where the system cannot swap, the check made before stands and
+    /// `temporary` is renamed over it.
+    fn replace_own(&self, place: &Place, temporary: &CString) -> Result<(), Failure> {
+        let dir = &self.dirs[place.dir].dir;
+        if !dir.exchange(temporary, &place.name)? {
+            return Ok(dir.rename_over(temporary, &place.name)?);
+        }
+        let was = dir.entry(temporary).ok().flatten();
+        if was.is_some() && self.written.get(&(place.dir, place.name.to_bytes().to_vec())) == was.as_ref() {
+            return Ok(dir.remove(temporary)?);
+        }
+        // Something else came there between the check and the swap: it
+        // goes back to its name.
+        dir.exchange(temporary, &place.name)?;
+        Err(Failure::Refused(format!("{} was replaced meanwhile", place.path.display())))
     }
 
     /// A new temporary file in directory `dir`, and its name.

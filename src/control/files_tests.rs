@@ -1,4 +1,5 @@
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -231,4 +232,26 @@ fn the_record_of_files_written_is_bounded() {
     write(&mut c, &format!("{}.svg", REMEMBERED), Kind::Profile, "y").unwrap();
     assert!(write(&mut c, "0.svg", Kind::Profile, "y").unwrap_err().contains("not a file this channel wrote"));
     assert_eq!(fs::read_to_string(t.p("ctl/0.svg")).unwrap(), "x");
+}
+
+#[test]
+fn a_file_swapped_in_after_the_check_is_swapped_back_not_replaced() {
+    let t = Tree::new("swap");
+    let mut c = t.confined();
+    let place = c.place(b"own.svg", Kind::Profile).unwrap();
+    c.write(&place, b"ours", Kind::Profile).unwrap();
+    // As if between write's check and its swap: someone's file there now.
+    fs::remove_file(t.p("out/own.svg")).unwrap();
+    fs::write(t.p("out/own.svg"), b"theirs").unwrap();
+    let (temporary, mut f) = c.temporary_file(place.dir).unwrap();
+    std::io::Write::write_all(&mut f, b"new").unwrap();
+    drop(f);
+    match c.replace_own(&place, &temporary) {
+        Err(Failure::Refused(why)) => assert!(why.contains("was replaced meanwhile"), "{}", why),
+        Err(Failure::System(e)) => panic!("{}", e),
+        Ok(()) => panic!("replaced a file the channel did not write"),
+    }
+    assert_eq!(fs::read_to_string(t.p("out/own.svg")).unwrap(), "theirs");
+    let left = t.p("out").join(std::ffi::OsStr::from_bytes(temporary.to_bytes()));
+    assert_eq!(fs::read_to_string(left).unwrap(), "new", "the channel's text is swapped back to its own name");
 }

@@ -135,6 +135,38 @@ impl Dir {
         self.remove(from)
     }
 
+    /// Swaps the names `a` and `b` of the directory, atomically: Ok(false)
+    /// where the system or the file system cannot.
+    pub fn exchange(&self, a: &CStr, b: &CStr) -> io::Result<bool> {
+        let fd = self.0.as_raw_fd();
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: the descriptor is this handle's, open while borrowed;
+            // both names are NUL-terminated.
+            let rc = unsafe { libc::renameat2(fd, a.as_ptr(), fd, b.as_ptr(), libc::RENAME_EXCHANGE) };
+            match check(rc) {
+                Ok(()) => Ok(true),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        #[cfg(target_os = "macos")]
+        {
+            // SAFETY: as above.
+            let rc = unsafe { libc::renameatx_np(fd, a.as_ptr(), fd, b.as_ptr(), libc::RENAME_SWAP) };
+            match check(rc) {
+                Ok(()) => Ok(true),
+                Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+        {
+            let _ = (fd, a, b);
+            Ok(false)
+        }
+    }
+
     /// Renames `from` over `to` within the directory (`to` replaced if it
     /// exists: the name, never the file it named, which is left untouched).
     pub fn rename_over(&self, from: &CStr, to: &CStr) -> io::Result<()> {

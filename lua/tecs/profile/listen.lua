@@ -141,6 +141,13 @@ local function place(path, kind)
   end
   local ok, where = native.call(channel.native.place, channel.native, path, kind)
   if not ok then return nil, where end
+  -- Collapsed text has its functions file beside it: both may be written,
+  -- or neither is.
+  if kind == "profile" and native.formatFor(where) == "collapsed" then
+    local side_ok, side = native.call(channel.native.place, channel.native, where .. native.functionsFileEnding,
+      "functions")
+    if not side_ok then return nil, side end
+  end
   return where
 end
 
