@@ -23,7 +23,8 @@ describe("the control channel", function()
   -- said so on stdout.
   local function spawn(mode, command)
     local child = { stop = string.format("%s/stop-%d", dir, #children + 1) }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
+    child.p = assert(io.popen(string.format(
+      "TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
       q(ctl), q(dir), run.TIMEOUT_SECONDS, command or run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))

@@ -30,7 +30,8 @@ describe("tecs-profile mcp", function()
   -- A child listening in `ctl`, its outputDir `output` (default `dir`).
   local function spawn(mode, output)
     child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
+    child.p = assert(io.popen(string.format(
+      "TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
       q(ctl), q(output or dir), run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))

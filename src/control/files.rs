@@ -200,6 +200,11 @@ impl Confined {
         Ok(Confined { dirs, default, written: HashMap::new(), order: VecDeque::new(), temporary: 0 })
     }
 
+    /// The control directory, absolute.
+    pub fn control_directory(&self) -> &Path {
+        &self.dirs[0].path
+    }
+
     /// The directories, bare names' first.
     pub fn directories(&self) -> Vec<&Path> {
         let mut v: Vec<&Path> = vec![&self.dirs[self.default].path];

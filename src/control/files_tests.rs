@@ -187,10 +187,15 @@ fn a_file_that_appears_between_the_check_and_the_write_is_not_written_over() {
     fs::write(t.p("out/late.svg"), b"theirs").unwrap();
     let err = c.write(&place, b"EVIL", Kind::Profile).unwrap_err();
     assert!(err.contains("not a file this channel wrote"), "{}", err);
-    // Even when it appears after the second check: the rename refuses.
+    // Even when it appears after write's own check: the rename that puts
+    // the text in place refuses to replace it.
     let place = c.place(b"later.svg", Kind::Profile).unwrap();
+    let (temporary, f) = c.temporary_file(place.dir).unwrap();
+    drop(f);
     symlink(t.p("outside/victim"), t.p("out/later.svg")).unwrap();
-    assert!(c.write(&place, b"EVIL", Kind::Profile).is_err());
+    let err = c.dirs[place.dir].dir.rename_new(&temporary, &place.name).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(fs::read_link(t.p("out/later.svg")).unwrap(), t.p("outside/victim"));
     assert_eq!(fs::read_to_string(t.p("outside/victim")).unwrap(), "precious\n");
     assert_eq!(fs::read_to_string(t.p("out/late.svg")).unwrap(), "theirs");
 }

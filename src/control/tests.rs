@@ -206,6 +206,15 @@ fn every_bounded_field_is_a_field_of_its_command() {
     }
 }
 
+/// Checks that a client connecting now is answered.
+fn serves_the_next_client(server: &mut Server) {
+    let socket = server.socket().to_path_buf();
+    let t = std::thread::spawn(move || client::request(&socket, &Request::Status {}, Duration::from_secs(60)));
+    assert_eq!(next_request(server).unwrap(), Request::Status {});
+    server.reply(&Response { ok: true, ..Response::default() });
+    assert!(t.join().unwrap().unwrap().ok);
+}
+
 /// The answer a raw client gets to `bytes`, sent at once, read to the end.
 fn raw_exchange(server: &mut Server, bytes: Vec<u8>) -> (Incoming, Vec<u8>) {
     use std::io::{Read, Write};
@@ -249,12 +258,7 @@ fn a_request_line_too_long_is_answered_with_an_error_and_the_connection_closed()
         let answer: Response = serde_json::from_slice(answer.split(|&b| b == b'\n').next().unwrap()).unwrap();
         assert_eq!(answer.error.as_deref(), Some(err.as_str()));
     }
-    // The next client is served.
-    let socket = server.socket().to_path_buf();
-    let t = std::thread::spawn(move || client::request(&socket, &Request::Status {}, Duration::from_secs(60)));
-    assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
-    server.reply(&Response { ok: true, ..Response::default() });
-    assert!(t.join().unwrap().unwrap().ok);
+    serves_the_next_client(&mut server);
     drop(server);
     fs::remove_dir_all(&d).unwrap();
 }
@@ -284,10 +288,7 @@ fn a_client_idle_past_the_limit_is_closed_without_an_answer_and_the_next_is_serv
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(idle.join().unwrap().is_empty(), "nothing is written to a connection closed for idling");
-    let t = std::thread::spawn(move || client::request(&socket, &Request::Status {}, Duration::from_secs(60)));
-    assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
-    server.reply(&Response { ok: true, ..Response::default() });
-    assert!(t.join().unwrap().unwrap().ok);
+    serves_the_next_client(&mut server);
     drop(server);
     fs::remove_dir_all(&d).unwrap();
 }

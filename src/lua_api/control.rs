@@ -133,6 +133,8 @@ impl UserData for Listener {
             let written = this.2.write(&place, &text.as_bytes(), kind).map_err(runtime)?;
             Ok(written.to_string_lossy().into_owned())
         });
+        // The control directory, absolute.
+        methods.add_method("controlDir", |_, this, ()| Ok(this.2.control_directory().to_string_lossy().into_owned()));
         // The directories clients may have the program write in, the one
         // bare names go to first.
         methods.add_method("outputDirs", |_, this, ()| {

@@ -125,9 +125,12 @@ local function slowest_frames(session, n)
   return slow, #frames
 end
 
+-- A new name in the control directory (absolute: a relative
+-- $TECS_PROFILE_DIR is made absolute when the channel opens).
 local function default_path()
   written = written + 1
-  return string.format("%s/%d-%s-%d.collapsed", channel.dir, channel.pid, os.date("!%Y%m%dT%H%M%S"), written)
+  return string.format("%s/%d-%s-%d.collapsed", channel.native:controlDir(), channel.pid,
+    os.date("!%Y%m%dT%H%M%S"), written)
 end
 
 -- Where a file of `kind` ("profile", "trace") a client named `path` goes
@@ -337,8 +340,9 @@ end
 local function poll_now()
   if running and running.seconds and clock.now() - running.started >= running.seconds then
     -- Its answer is the next `stop`'s (`tecs-profile mcp` waits, then stops).
+    local before = last
     finish_by_default()
-    if last then last.by_itself = true end
+    if last ~= before then last.by_itself = true end
   end
   local n = 0
   -- Every command waiting runs now, but a bound keeps a flooding client

@@ -195,7 +195,9 @@ function M.live(opts, pos, usage_error)
   -- The session is stopped before anything is printed: a terminal that
   -- went away (SIGHUP) may take the output with it.
   local a, serr
-  if started then a, serr = program.request({ cmd = "stop", path = opts.output and attach.output_path(opts.output) }) end
+  if started then
+    a, serr = program.request({ cmd = "stop", path = opts.output and attach.output_path(opts.output) })
+  end
   -- Caught until now: a second Ctrl-C does not cut the stop short.
   native.raw.stop_signals("release")
   if signal then say("%s: live ends", signal) end

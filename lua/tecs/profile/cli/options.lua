@@ -171,8 +171,9 @@ local ATTACH = {
   { "seconds", key = "seconds", arg = "S", number = true,
     help = "start: stop by itself after S seconds (at the program's first poll after them)" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "stop, trace_stop: the file the program writes (.collapsed, .svg flamegraph, .speedscope.json, .pb.gz pprof, " ..
-      ".trace.json, .html; .csv for trace_stop): a bare name goes to its outputDir, else to the control directory; " ..
+    help = "stop, trace_stop: the file the program writes (.collapsed, .svg flamegraph, .speedscope.json, " ..
+      ".pb.gz pprof, .trace.json, .html; .csv for trace_stop): a bare name goes to its outputDir, else to the " ..
+      "control directory; " ..
       "a path must lead to one of them; never over a file the program did not write; without it, a new file in " ..
       "the control directory" },
   { "by", key = "by", arg = "GROUP", declared = "report",
