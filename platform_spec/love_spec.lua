@@ -326,7 +326,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
         assert.equal(0, rc, e)
         assert.is_true(os.time() < deadline, out)
       until (tonumber(out:match("(%d+) samples")) or 0) >= 20
-      local file = work .. "/game.collapsed"
+      -- A client writes in the control directory (the game names no outputDir).
+      local file = ctl .. "/game.collapsed"
       rc, out, e = cli("attach stop -o " .. sh_quote(file))
       assert.equal(0, rc, e)
       local rows = collapsed.parse(assert(read(file)))
@@ -429,7 +430,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
         assert.equal(0, rc, e)
         assert.is_true(os.time() < deadline, out)
       until (tonumber(out:match("(%d+) samples")) or 0) >= 100
-      local file = save_root .. "/launch/game.collapsed"
+      -- A client writes in the control directory (a launched game names no outputDir).
+      local file = g.ctl .. "/game.collapsed"
       rc, out, e = cli_in(g, "attach stop -o " .. sh_quote(file))
       assert.equal(0, rc, e)
       assert.is_string(read(file), out)

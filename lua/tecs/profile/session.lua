@@ -141,12 +141,15 @@ function session.profile_methods(class, kind)
   local name = kind.name
 
   -- Writes the profile to `filename` in the session's format (or
-  -- `format`), atomically. Returns true, or nil and a message.
-  function class:_write_file(filename, format)
+  -- `format`), atomically, with `write(path, text)` (default
+  -- `fs.write_atomic`; the control channel passes its own, which writes
+  -- only where a client may). Returns true, or nil and a message.
+  function class:_write_file(filename, format, write)
+    write = write or fs.write_atomic
     local fmt = output.format_for(filename, format or self.format)
     local content, err
     if fmt == "collapsed" then
-      local ok, why = fs.write_atomic(filename, self:collapsed())
+      local ok, why = write(filename, self:collapsed())
       if not ok then return nil, why end
       -- Beside collapsed text, which has no room for them, the functions
       -- the session recorded for its frames: a report of the file made
@@ -155,7 +158,7 @@ function session.profile_methods(class, kind)
       local functions = prof and prof.functionsFile and
         prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()))
       if not functions then return true end
-      return fs.write_atomic(filename .. native_module.functionsFileEnding, functions)
+      return write(filename .. native_module.functionsFileEnding, functions)
     elseif kind.timeline and output.is_timeline_format(fmt) then
       local ok
       ok, content = pcall(kind.timeline, self, fmt)
@@ -165,7 +168,7 @@ function session.profile_methods(class, kind)
       content, err = output.render(self._native:profile(), fmt, meta)
       if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
     end
-    return fs.write_atomic(filename, content)
+    return write(filename, content)
   end
 
   --- Write the profile to `filename` (atomically); for retrying a failed
