@@ -45,9 +45,12 @@ async function main() {
   const transport = new m.StdioClientTransport({ command: luajit, args: [cli, "mcp"], env: process.env,
     stderr: "ignore" });
   const client = new m.Client({ name: "tecs-profile-spec", version: "1" }, m.options);
+  // The 1.x client tells the revision it settled on only to a transport
+  // that asks (HTTP's); this one asks.
+  let negotiated;
+  if (!transport.setProtocolVersion) transport.setProtocolVersion = (v) => { negotiated = v; };
   await client.connect(transport);
-  out.protocolVersion = client.getNegotiatedProtocolVersion ? client.getNegotiatedProtocolVersion()
-    : transport.protocolVersion;
+  out.protocolVersion = client.getNegotiatedProtocolVersion ? client.getNegotiatedProtocolVersion() : negotiated;
   out.server = (client.getServerVersion() || {}).name;
   out.tools = (await client.listTools()).tools.map((t) => t.name);
   const links = [];

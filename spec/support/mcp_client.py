@@ -34,7 +34,12 @@ def failure(e):
 
 
 async def session_calls(list_tools, call_tool, read_resource, list_resources, calls, out):
-    out["tools"] = [t["name"] for t in wire(await list_tools())["tools"]]
+    listed = wire(await list_tools())
+    out["tools"] = [t["name"] for t in listed["tools"]]
+    if out.get("server") is None:
+        # A stateless client that adopted the revision without asking
+        # server/discover: the name every result carries.
+        out["server"] = listed.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {}).get("name")
     links = []
     for name, args in calls:
         progress = []
