@@ -136,6 +136,20 @@ describe("tecs-profile mcp", function()
     assert.equal(2, a[2].id)
   end)
 
+  it("with a progress token, ends the notifications with one that says the wait is over, before the result", function()
+    spawn()
+    local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/call",
+      params = { name = "profiler_start", arguments = { seconds = 1.2 }, _meta = { progressToken = 7 } } } })
+    local result = a[#a]
+    assert.equal(1, result.id)
+    assert.is_nil(result.result.isError, result.result.content[1].text)
+    assert.is_true(#a >= 2, "no notification")
+    local last = a[#a - 1]
+    assert.equal("notifications/progress", last.method)
+    assert.same({ 7, 1.2, 1.2 }, { last.params.progressToken, last.params.progress, last.params.total })
+    assert.matches("pid " .. child.pid .. ": 1.2 s done, stopping", last.params.message)
+  end)
+
   it("says how to go on when the target does not poll", function()
     spawn("deaf")
     local r = call("profiler_start", {})
