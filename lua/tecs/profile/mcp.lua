@@ -460,17 +460,15 @@ methods["tools/call"] = function(params, notify)
   return result
 end
 
--- Seconds a resource listing waits for each program's status: one that
--- does not poll is left out rather than delaying the list.
-local LIST_WAIT_SECONDS = 0.5
-
--- The last profile of each program listening, as resources.
+-- The last profile of each program listening, as resources. A program
+-- that does not answer within the channel's patience (as with a tool, a
+-- busy one asked again) is left out.
 methods["resources/list"] = function()
   local targets = attach.targets_list() or {}
   local files = {}
   for _, t in ipairs(targets) do
-    local status = attach.send(t, { cmd = "status" }, LIST_WAIT_SECONDS)
-    if status and status.ok and status.path then
+    local status = send(t, { cmd = "status" })
+    if status and status.path then
       files[#files + 1] = { path = status.path, title = string.format("pid %d (%s): last profile", t.pid, t.program),
         description = "the profile of " .. which_profile(status) }
     end
