@@ -42,6 +42,7 @@ use mlua::Lua;
 use super::running_c;
 use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
+mod fine_map;
 mod layout;
 mod probe;
 mod text;
@@ -49,6 +50,7 @@ mod walk;
 
 use layout::*;
 use probe::*;
+pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
 use walk::*;
