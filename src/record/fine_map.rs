@@ -57,6 +57,8 @@ pub struct Ins {
     /// The register (`r`) and spill slot (`s`) the assembler allocated.
     pub r: u8,
     pub s: u8,
+    /// The operands: references (biased), constants' references or literals.
+    pub op1: u16,
     pub op2: u16,
 }
 
@@ -187,8 +189,25 @@ pub fn owners(log: &[Recorded], shape: &TraceShape, chains: &mut Vec<Chain>) -> 
         }
     }
     // The loop's copy: each copied instruction is matched, in order, to the
-    // next original of the same opcode and type; one with no original (a
-    // conversion the copy needed) is its predecessor's.
+    // next original of the same opcode and type whose operands it copies:
+    // an operand that is itself a copy must be the copy of the original's
+    // operand; one before the loop (a value the loop carries, or hoisted)
+    // may stand for any reference before the loop; constants and literals
+    // are the same (in either order). A copied instruction with no original (a conversion the
+    // copy needed) is its predecessor's.
+    let mut orig = vec![u32::MAX; n];
+    let loop_ref = shape.first + loop_at as u32;
+    let operand_ok = |c: u16, o: u16, orig: &[u32]| -> bool {
+        let (c, o) = (c as u32, o as u32);
+        if c > loop_ref {
+            // A copy whose own original is unknown stands for anything.
+            orig.get((c - shape.first) as usize).is_none_or(|&x| x == o || x == u32::MAX)
+        } else if c >= shape.first && o >= shape.first {
+            true
+        } else {
+            c == o
+        }
+    };
     let mut cursor = 0usize;
     let mut prev = None;
     for c in loop_at + 1..n {
@@ -196,9 +215,17 @@ pub fn owners(log: &[Recorded], shape: &TraceShape, chains: &mut Vec<Chain>) -> 
         if ci.op == OP_PHI {
             continue;
         }
-        let found = (cursor..loop_at).find(|&o| shape.ins[o].op == ci.op && shape.ins[o].t & IRT_TYPE == ci.t & IRT_TYPE);
+        let found = (cursor..loop_at).find(|&o| {
+            let oi = shape.ins[o];
+            oi.op == ci.op
+                && oi.t & IRT_TYPE == ci.t & IRT_TYPE
+                && ((operand_ok(ci.op1, oi.op1, &orig) && operand_ok(ci.op2, oi.op2, &orig))
+                    // Folding orders a commutative operation's operands.
+                    || (operand_ok(ci.op1, oi.op2, &orig) && operand_ok(ci.op2, oi.op1, &orig)))
+        });
         if let Some(o) = found {
             own[c] = own[o];
+            orig[c] = shape.first + o as u32;
             cursor = o + 1;
         } else {
             own[c] = prev;
@@ -317,7 +344,7 @@ mod tests {
     const G: usize = 0x2000;
 
     fn ins(op: u8) -> Ins {
-        Ins { op, t: 14, r: 1, s: 0, op2: 0 }
+        Ins { op, t: 14, r: 1, s: 0, op1: 0, op2: 0 }
     }
 
     fn rec(func: usize, pos: usize, depth: i32, nins: u32) -> Recorded {
@@ -326,11 +353,11 @@ mod tests {
 
     #[test]
     fn dead_fused_and_marker_instructions_weigh_nothing() {
-        assert_eq!(weight(&Ins { op: 41, t: 14, r: 0x80 | 0x7f, s: 0, op2: 0 }), 0, "dead ADD");
-        assert_eq!(weight(&Ins { op: 41, t: 14, r: 3, s: 0, op2: 0 }), 1);
-        assert_eq!(weight(&Ins { op: 0, t: 0x80 | 14, r: 0xff, s: 0, op2: 0 }), 2, "a guard");
-        assert_eq!(weight(&Ins { op: OP_LOOP, t: 0x80, r: 0xff, s: 0, op2: 0 }), 0);
-        assert_eq!(weight(&Ins { op: OP_CALLXS, t: 0, r: 0xff, s: 0, op2: 0 }), 4);
+        assert_eq!(weight(&Ins { op: 41, t: 14, r: 0x80 | 0x7f, s: 0, op1: 0, op2: 0 }), 0, "dead ADD");
+        assert_eq!(weight(&Ins { op: 41, t: 14, r: 3, s: 0, op1: 0, op2: 0 }), 1);
+        assert_eq!(weight(&Ins { op: 0, t: 0x80 | 14, r: 0xff, s: 0, op1: 0, op2: 0 }), 2, "a guard");
+        assert_eq!(weight(&Ins { op: OP_LOOP, t: 0x80, r: 0xff, s: 0, op1: 0, op2: 0 }), 0);
+        assert_eq!(weight(&Ins { op: OP_CALLXS, t: 0, r: 0xff, s: 0, op1: 0, op2: 0 }), 4);
     }
 
     #[test]

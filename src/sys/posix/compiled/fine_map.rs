@@ -155,6 +155,7 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
             t: at::<u8>(p + 4),
             r: at::<u8>(p + 6),
             s: at::<u8>(p + 7),
+            op1: at::<u16>(p),
             op2: at::<u16>(p + 2),
         });
     }
