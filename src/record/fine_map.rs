@@ -107,6 +107,17 @@ const OP_XBAR: u8 = 90;
 const OP_CALLN: u8 = 95;
 const OP_CALLXS: u8 = 99;
 const OP_RETF: u8 = 11;
+const OP_BNOT: u8 = 31;
+const OP_MULOV: u8 = 55;
+const OP_AREF: u8 = 56;
+const OP_HREFK: u8 = 57;
+const OP_LREF: u8 = 65;
+const OP_ALOAD: u8 = 66;
+const OP_SLOAD: u8 = 71;
+const OP_ALEN: u8 = 73;
+const OP_CONV: u8 = 91;
+const OP_STRTO: u8 = 94;
+const IRT_NUM: u8 = 14;
 const OP_GCSTEP: u8 = 15;
 const OP_NEWREF: u8 = 59;
 const IRT_GUARD: u8 = 0x80;
@@ -114,27 +125,57 @@ const IRT_TYPE: u8 = 0x1f;
 /// `RID_NONE`: a register field with this bit set holds no register.
 const RID_NONE: u8 = 0x80;
 
-/// The estimated size of an instruction's machine code, in units of about
-/// one x86-64 instruction: 0 for what emits nothing (dead, sunk, fused into
-/// its user, constants, markers), more for guards (a compare and a branch)
-/// and calls (argument moves and the call).
+/// The estimated size in bytes of an instruction's machine code: 0 for
+/// markers and constants, a little for what emits nothing of its own
+/// (dead, sunk, fused into its user: their neighbours' register moves),
+/// more for guards (a compare and a branch to an exit) and calls. Fitted by
+/// least squares to the byte lengths of 2,451 snapshot spans of the traces
+/// of LuaJIT's benchmark programs (md5, nbody, ray, fannkuch, scimark...):
+/// the mean span is 85 bytes, the fit's mean error 20.
 pub fn weight(i: &Ins) -> u32 {
-    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME) || (OP_KPRI..=OP_KSLOT).contains(&i.op) {
+    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI)
+        || (OP_KPRI..=OP_KSLOT).contains(&i.op)
+    {
         return 0;
     }
     let guard = i.t & IRT_GUARD != 0;
-    let effect = matches!(i.op, OP_RETF | OP_GCSTEP | OP_NEWREF | OP_PHI)
+    let num = i.t & IRT_TYPE == IRT_NUM;
+    let effect = matches!(i.op, OP_RETF | OP_GCSTEP | OP_NEWREF)
         || (OP_ASTORE..=OP_XSTORE).contains(&i.op)
         || (OP_SNEW..=OP_BUFSTR).contains(&i.op)
         || (OP_TBAR..=OP_XBAR).contains(&i.op)
         || (OP_CALLN..=OP_CALLXS).contains(&i.op);
     let has_reg = i.r & RID_NONE == 0 || i.s != 0;
     if !(has_reg || guard || effect) {
-        return 0;
+        return 2;
     }
-    let call = (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op);
-    1 + u32::from(guard) + if call { 3 } else { 0 }
+    match i.op {
+        0..=10 => 12,
+        OP_SLOAD if guard => 21,
+        OP_SLOAD => 12,
+        OP_HREFK..=OP_NEWREF if guard => 37,
+        OP_HREFK..=OP_NEWREF => 26,
+        OP_AREF..=OP_LREF => 16,
+        OP_ALOAD..=OP_ALEN if guard => 13,
+        OP_ALOAD..=OP_ALEN => 2,
+        OP_BNOT..=OP_MULOV if guard => 14,
+        OP_BNOT..=OP_MULOV if num => 6,
+        OP_BNOT..=OP_MULOV => 3,
+        OP_ASTORE..=OP_XSTORE => 8,
+        OP_TBAR..=OP_XBAR => 35,
+        OP_CONV..=OP_STRTO if guard => 22,
+        OP_CONV..=OP_STRTO => 3,
+        OP_RETF => 29,
+        _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
+        _ => 6 + if guard { 8 } else { 0 },
+    }
 }
+
+/// Bytes of a trace's entry (before its first instruction's code), and of
+/// the end of a trace that does not loop (the stores of its last
+/// snapshot's slots, the jump to the next trace), from the same fit.
+const HEAD: u32 = 42;
+const TAIL: u32 = 83;
 
 /// A chain of frames a range's ticks go to, outermost first: (function,
 /// prototype's first bytecode, address after the running bytecode).
@@ -308,19 +349,30 @@ pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
         }
     };
     let n = shape.ins.len() as u32;
+    let mut weights: Vec<u64> = shape.ins.iter().map(|i| weight(i) as u64).collect();
+    // The entry's code goes with the first instruction that has code, the
+    // end of a trace that does not loop with the last.
+    if let Some(w) = weights.iter_mut().find(|w| **w > 0) {
+        *w += HEAD as u64;
+    }
+    if !shape.ins.iter().any(|i| i.op == OP_LOOP) {
+        if let Some(w) = weights.iter_mut().rev().find(|w| **w > 0) {
+            *w += TAIL as u64;
+        }
+    }
     for (k, snap) in shape.snaps.iter().enumerate() {
         let from = snap.ir_ref.saturating_sub(shape.first).min(n);
         let to = shape.snaps.get(k + 1).map_or(n, |s| s.ir_ref.saturating_sub(shape.first).min(n));
         let m0 = snap.mcofs;
         let m1 = shape.snaps.get(k + 1).map_or(shape.szmcode, |s| s.mcofs).max(m0);
-        let total: u64 = (from..to).map(|r| weight(&shape.ins[r as usize]) as u64).sum();
+        let total: u64 = weights[from as usize..to as usize].iter().sum();
         if total == 0 || m1 == m0 {
             push(&mut map, m0, SNAPSHOT);
             continue;
         }
         let mut cum = 0u64;
         for r in from..to {
-            let w = weight(&shape.ins[r as usize]) as u64;
+            let w = weights[r as usize];
             if w == 0 {
                 continue;
             }
@@ -352,12 +404,15 @@ mod tests {
     }
 
     #[test]
-    fn dead_fused_and_marker_instructions_weigh_nothing() {
-        assert_eq!(weight(&Ins { op: 41, t: 14, r: 0x80 | 0x7f, s: 0, op1: 0, op2: 0 }), 0, "dead ADD");
-        assert_eq!(weight(&Ins { op: 41, t: 14, r: 3, s: 0, op1: 0, op2: 0 }), 1);
-        assert_eq!(weight(&Ins { op: 0, t: 0x80 | 14, r: 0xff, s: 0, op1: 0, op2: 0 }), 2, "a guard");
-        assert_eq!(weight(&Ins { op: OP_LOOP, t: 0x80, r: 0xff, s: 0, op1: 0, op2: 0 }), 0);
-        assert_eq!(weight(&Ins { op: OP_CALLXS, t: 0, r: 0xff, s: 0, op1: 0, op2: 0 }), 4);
+    fn markers_weigh_nothing_and_guards_and_calls_most() {
+        let at = |op, t, r| weight(&Ins { op, t, r, s: 0, op1: 0, op2: 0 });
+        assert_eq!(at(41, 14, 0xff), 2, "a dead ADD: its neighbours' moves only");
+        assert_eq!(at(41, 14, 3), 6, "an ADD of numbers");
+        assert_eq!(at(41, 19, 3), 3, "an ADD of integers");
+        assert_eq!(at(0, 0x80 | 14, 0xff), 12, "a guard");
+        assert_eq!(at(OP_LOOP, 0x80, 0xff), 0);
+        assert_eq!(at(OP_KPRI, 0, 0xff), 0);
+        assert_eq!(at(OP_CALLXS, 0, 0xff), 18);
     }
 
     #[test]

@@ -214,15 +214,6 @@ fn publish(t: usize, log: &[Recorded]) {
     // SAFETY: `tr` is the trace the VM committed just now, on this thread.
     let shape = unsafe { shape_of(tr) };
     let map = fine_map::build(log, &shape);
-    if std::env::var_os("TECS_FINE_DEBUG").is_some() {
-        eprintln!("trace {t} mcode {:#x} sz {}", le(&h, TRACE_MCODE, 8), shape.szmcode);
-        for (k, sn) in shape.snaps.iter().enumerate() { eprintln!("  snap {k} ref {:04} mcofs {:#x} base {:#x} inl {:x?}", sn.ir_ref - 0x8000, sn.mcofs, sn.base, sn.inlined); }
-        let mut ch = Vec::new();
-        let own = fine_map::owners(log, &shape, &mut ch);
-        for (i, ins) in shape.ins.iter().enumerate() { eprintln!("  ir {:04} op {} t {:#x} r {:#x} s {} w {} own {:?}", i, ins.op, ins.t, ins.r, ins.s, fine_map::weight(ins), own[i].map(|c| ch[c as usize].iter().map(|x| (x.2 - x.1) / 4 - 1).collect::<Vec<_>>())); }
-        for e in log { eprintln!("  log func {:#x} pos {} depth {} nins {:04}", e.func, if e.ins != 0 {(e.ins - e.bc) / 4 - 1} else {9999}, e.depth, e.nins.wrapping_sub(0x8000)); }
-        for (st, c) in map.starts.iter().zip(&map.chain_of) { eprintln!("  at {:#x} chain {:?}", st, map.chains.get(*c as usize).map(|ch| ch.iter().map(|x| (x.2 - x.1) / 4 - 1).collect::<Vec<_>>())); }
-    }
     let p = Box::into_raw(Box::new(Published { tr, mcode: le(&h, TRACE_MCODE, 8) as usize, map }));
     let old = MAPS[t].swap(p, Ordering::AcqRel);
     if !old.is_null() {

@@ -253,8 +253,13 @@ pub(super) unsafe fn read_trace_stack(
     }
     // Between two snapshots, the frames and bytecode whose code the offset
     // lies in, when the trace's fine map names them (see `fine_map`): the
-    // base frame must run the prototype the map's base frame ran.
-    if let Ok(chain) = super::fine_map::chain_at(t, tr, ofs) {
+    // base frame must run the prototype the map's base frame ran. A tick
+    // interrupts the thread after the instruction it was waiting on has
+    // completed, at the next one: the byte before the interrupted address
+    // is that instruction's (a call's return address already names the
+    // call).
+    let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
+    if let Ok(chain) = super::fine_map::chain_at(t, tr, blamed) {
         if at::<u8>(func + FN_FFID) == FF_LUA && at::<usize>(func + FN_PC) == chain[0].1 {
             super::fine_map::PLACED.fetch_add(1, Ordering::Relaxed);
             for &(f, _, ins) in chain[1..].iter().rev() {
