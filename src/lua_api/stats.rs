@@ -125,23 +125,27 @@ impl NativeSession {
                         m.set(*name, n)?;
                     }
                     t.set("compiledMisses", m)?;
-                    match self.fine_map {
-                        Ok(()) => {
-                            let [mapped, unmapped, placed, at_snapshot, no_map] =
-                                sys::posix::compiled::map_counts();
-                            let m = lua.create_table()?;
-                            m.set("tracesMapped", mapped)?;
-                            m.set("tracesUnmapped", unmapped)?;
-                            m.set("placed", placed)?;
-                            m.set("atSnapshot", at_snapshot)?;
-                            m.set("noMap", no_map)?;
-                            t.set("traceMap", m)?;
-                        }
-                        Err(why) => t.set("traceMapNote", why)?,
-                    }
                 }
             }
             Err(why) => t.set("compiledNote", why)?,
+        }
+        // Where ticks in traces went between two snapshots (see
+        // `record::fine_map`).
+        match self.fine_map {
+            #[cfg(target_os = "linux")]
+            Ok(()) => {
+                let [mapped, unmapped, placed, at_snapshot, no_map] = sys::posix::compiled::map_counts();
+                let m = lua.create_table()?;
+                m.set("tracesMapped", mapped)?;
+                m.set("tracesUnmapped", unmapped)?;
+                m.set("placed", placed)?;
+                m.set("atSnapshot", at_snapshot)?;
+                m.set("noMap", no_map)?;
+                t.set("traceMap", m)?;
+            }
+            #[cfg(not(target_os = "linux"))]
+            Ok(()) => {}
+            Err(why) => t.set("traceMapNote", why)?,
         }
         t.set("linesCorrected", self.call_site_lines.len())?;
         t.set("cFunctionLeaves", st.c_leaves)?;

@@ -403,3 +403,90 @@ pub fn detach(lua: &Lua) {
     free_retired();
     *LOG.lock().unwrap_or_else(|e| e.into_inner()) = Log { trace: 0, entries: Vec::new() };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program with loops, side traces, inlined calls, C calls and
+    /// aborted recordings; run after a flush, it returns its result and what the
+    /// JIT compiler did (an observer on the `trace` event, attached before
+    /// the logger, which then passes the event on to it).
+    const PROGRAM: &str = r#"
+        local util = require("jit.util")
+        local events = {}
+        -- Without trace numbers, and sorted: an aborted recording is retried
+        -- after a random penalty (LuaJIT's PRNG, seeded per VM), so the
+        -- order in which two hot spots are recorded varies from VM to VM.
+        local start_pc = {}
+        jit.attach(function(what, tr, func, pc, code)
+          local e
+          if what == "start" then
+            start_pc[tr] = pc
+          elseif what == "stop" then
+            local ti = util.traceinfo(tr)
+            e = "trace at " .. start_pc[tr] .. ": " .. ti.linktype .. ", " .. ti.nins .. " IR, " .. ti.nexit .. " exits"
+          elseif what == "abort" then
+            e = "abort at " .. start_pc[tr] .. ", pc " .. pc .. ": " .. tostring(code)
+          end
+          if e then events[#events + 1] = e end
+        end, "trace")
+        local function mix(x) local y = x * 1.0000001 + 0.25 return y * 0.9999999 + 0.125 end
+        local function program()
+          local t, acc = {}, 0
+          for i = 1, 3000 do t[i] = (i * 7919) % 1009 end
+          for r = 1, 30 do
+            for i = 1, #t do
+              local v = t[i]
+              if v % 3 == 0 then acc = acc + v elseif v % 5 == 0 then acc = acc - v * 0.5 else acc = mix(acc) end
+            end
+            acc = acc + #tostring(acc) + #string.format("%d", r)
+            for _, v in ipairs({ 1, 2, r }) do acc = acc + v end
+            if r % 7 == 0 then acc = acc + #debug.traceback("x") end
+            -- A closure made in a loop: NYI, the recording aborts.
+            local fns = {}
+            for i = 1, 100 do fns[i] = function() return i end end
+            acc = acc + fns[r]()
+          end
+          return acc
+        end
+        return function()
+          jit.flush()
+          events = {}
+          local result = program()
+          table.sort(events)
+          return tostring(result) .. "\n" .. table.concat(events, "\n")
+        end
+    "#;
+
+    /// Runs `PROGRAM` in a VM of its own, with the logger attached or not;
+    /// returns what it printed and the logger's counts.
+    fn run_program(logged: bool) -> (String, [u64; 5]) {
+        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        let run: mlua::Function = lua.load(PROGRAM).set_name("=program").call(()).unwrap();
+        if logged {
+            attach(&lua, true).unwrap();
+        }
+        let out: String = run.call(()).unwrap();
+        let counts = map_counts();
+        detach(&lua);
+        (out, counts)
+    }
+
+    #[test]
+    fn the_logger_changes_no_result_and_no_decision_of_the_jit_compiler() {
+        let _turn = crate::sys::one_session_at_a_time();
+        let (plain, _) = run_program(false);
+        let (logged, counts) = run_program(true);
+        let (again, _) = run_program(false);
+        assert!(plain.lines().count() > 10, "{plain}");
+        assert!(plain.contains("\nabort ") && plain.contains("\ntrace "), "{plain}");
+        assert_eq!(plain, again, "the program is not deterministic without the logger");
+        assert_eq!(plain, logged, "the logger changed what the JIT compiler did");
+        assert!(counts[0] > 0, "no trace was mapped: {counts:?}");
+        // A trace that ends before its first bytecode is recorded has no log.
+        assert!(counts[1] <= 1, "committed traces got no map: {counts:?}");
+    }
+}
