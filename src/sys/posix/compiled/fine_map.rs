@@ -443,12 +443,13 @@ mod tests {
             acc = acc + #tostring(acc) + #string.format("%d", r)
             for _, v in ipairs({ 1, 2, r }) do acc = acc + v end
             if r % 7 == 0 then acc = acc + #debug.traceback("x") end
-            -- A closure made in a loop: NYI, the recording aborts.
-            local fns = {}
-            for i = 1, 100 do fns[i] = function() return i end end
-            acc = acc + fns[r]()
           end
-          return acc
+          -- A closure made in a loop: NYI, the recording aborts. Once only:
+          -- the retry comes after a random penalty, more than the 40
+          -- iterations left.
+          local fns = {}
+          for i = 1, 60 do fns[i] = function() return i end end
+          return acc + fns[7]()
         end
         return function()
           jit.flush()
@@ -481,7 +482,7 @@ mod tests {
         let (plain, _) = run_program(false);
         let (logged, counts) = run_program(true);
         let (again, _) = run_program(false);
-        assert!(plain.lines().count() > 10, "{plain}");
+        assert!(plain.lines().count() > 8, "{plain}");
         assert!(plain.contains("\nabort ") && plain.contains("\ntrace "), "{plain}");
         assert_eq!(plain, again, "the program is not deterministic without the logger");
         assert_eq!(plain, logged, "the logger changed what the JIT compiler did");
