@@ -133,8 +133,7 @@ const RID_NONE: u8 = 0x80;
 /// of LuaJIT's benchmark programs (md5, nbody, ray, fannkuch, scimark...):
 /// the mean span is 85 bytes, the fit's mean error 20.
 pub fn weight(i: &Ins) -> u32 {
-    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI)
-        || (OP_KPRI..=OP_KSLOT).contains(&i.op)
+    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI) || (OP_KPRI..=OP_KSLOT).contains(&i.op)
     {
         return 0;
     }

@@ -143,11 +143,7 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
     let nins = at::<u32>(tr + TRACE_NINS).min(REF_BIAS + MAX_INS);
     let nk = at::<u32>(tr + TRACE_NK);
     let ins_at = |r: u32| ir + r as usize * IR_SIZE;
-    let mut shape = TraceShape {
-        first: REF_BIAS,
-        szmcode: at::<u32>(tr + TRACE_SZMCODE),
-        ..TraceShape::default()
-    };
+    let mut shape = TraceShape { first: REF_BIAS, szmcode: at::<u32>(tr + TRACE_SZMCODE), ..TraceShape::default() };
     for r in REF_BIAS..nins {
         let p = ins_at(r);
         shape.ins.push(Ins {
@@ -182,11 +178,8 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
     for k in 0..nsnap {
         let s = snaps + k * SNAP_SIZE;
         let map = snapmap + 4 * at::<u32>(s + SNAP_MAPOFS) as usize;
-        let mut snap = Snap {
-            ir_ref: at::<u16>(s + SNAP_REF) as u32,
-            mcofs: at::<u16>(s + SNAP_MCOFS) as u32,
-            ..Snap::default()
-        };
+        let mut snap =
+            Snap { ir_ref: at::<u16>(s + SNAP_REF) as u32, mcofs: at::<u16>(s + SNAP_MCOFS) as u32, ..Snap::default() };
         let mut prev = (usize::MAX, 0u32);
         for i in 0..at::<u8>(s + SNAP_NENT) as usize {
             let e = at::<u32>(map + 4 * i);

@@ -48,9 +48,9 @@ mod probe;
 mod text;
 mod walk;
 
+pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 use layout::*;
 use probe::*;
-pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
 use walk::*;
