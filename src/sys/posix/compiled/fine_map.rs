@@ -234,6 +234,10 @@ unsafe fn chain(l: *mut ffi::lua_State, nargs: i32) {
 }
 
 /// The `record` event: (trace number, function, bytecode position, depth).
+///
+/// # Safety
+/// Called by LuaJIT as a Lua C function, on the VM thread, with the
+/// event's arguments on the stack; the VM is recording the trace `J->cur`.
 unsafe extern "C-unwind" fn on_record(l: *mut ffi::lua_State) -> i32 {
     let nargs = ffi::lua_gettop(l);
     let j = J_AT.load(Ordering::Relaxed);
@@ -260,11 +264,17 @@ unsafe extern "C-unwind" fn on_record(l: *mut ffi::lua_State) -> i32 {
 }
 
 /// The `trace` event: ("start" | "stop" | "abort" | "flush", trace, ...).
+///
+/// # Safety
+/// Called by LuaJIT as a Lua C function, on the VM thread, with the
+/// event's arguments on the stack.
 unsafe extern "C-unwind" fn on_trace(l: *mut ffi::lua_State) -> i32 {
     let nargs = ffi::lua_gettop(l);
     if LOGGING.load(Ordering::Acquire) && nargs >= 1 {
         let mut len = 0usize;
         let s = ffi::lua_tolstring(l, 1, &mut len);
+        // SAFETY: lua_tolstring's bytes stay valid while the string is on
+        // the stack, which is until this function returns.
         let what = if s.is_null() { &[][..] } else { std::slice::from_raw_parts(s as *const u8, len) };
         let t = if nargs >= 2 { ffi::lua_tonumber(l, 2) as usize } else { 0 };
         let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
