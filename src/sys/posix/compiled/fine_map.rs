@@ -21,9 +21,9 @@
 //!
 //! A map is published in a table indexed by trace number, with the trace
 //! object and machine code it belongs to; the tick handler uses it only for
-//! the trace it has proved to be running, with that object and code. Maps
-//! withdrawn are kept until the session's end (the handler may be reading
-//! one on another thread), then freed once the handler is disarmed.
+//! the trace it has proved to be running, with that object and code. A map
+//! withdrawn (its trace number recorded again, every trace flushed, the
+//! session's end) is freed at once: see [`free`].
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -51,8 +51,6 @@ pub(super) struct Published {
 }
 
 static MAPS: [AtomicPtr<Published>; TRACE_CACHE] = [const { AtomicPtr::new(std::ptr::null_mut()) }; TRACE_CACHE];
-/// Maps withdrawn, freed when no handler can read them.
-static RETIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// Traces given a map, and traces committed without one, since the start.
 static MAPPED: AtomicU64 = AtomicU64::new(0);
@@ -72,10 +70,7 @@ pub fn map_counts() -> [u64; 5] {
 
 fn withdraw(t: usize) {
     if let Some(slot) = MAPS.get(t) {
-        let old = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if !old.is_null() {
-            RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(old as usize);
-        }
+        free(slot.swap(std::ptr::null_mut(), Ordering::AcqRel));
     }
 }
 
@@ -85,13 +80,16 @@ fn withdraw_all() {
     }
 }
 
-/// Frees the maps withdrawn. Only when the tick handler is disarmed.
-fn free_retired() {
-    let mut r = RETIRED.lock().unwrap_or_else(|e| e.into_inner());
-    for p in r.drain(..) {
-        // SAFETY: each was leaked from a Box by `publish`, withdrawn from
-        // the table, and the handler that could read it is disarmed.
-        drop(unsafe { Box::from_raw(p as *mut Published) });
+/// Frees a map taken out of the table. The tick handler reads a map only
+/// while it interrupts the thread that runs that map's trace, and only
+/// after loading it from the table; a map is taken out on the VM's thread
+/// (in an event handler or at a session's start or stop), where no trace
+/// runs, so once it is out of the table no handler is reading it or can
+/// find it.
+fn free(p: *mut Published) {
+    if !p.is_null() {
+        // SAFETY: leaked from a Box by `publish`, out of the table (above).
+        drop(unsafe { Box::from_raw(p) });
     }
 }
 
@@ -208,10 +206,7 @@ fn publish(t: usize, log: &[Recorded]) {
     let shape = unsafe { shape_of(tr) };
     let map = fine_map::build(log, &shape);
     let p = Box::into_raw(Box::new(Published { tr, mcode: le(&h, TRACE_MCODE, 8) as usize, map }));
-    let old = MAPS[t].swap(p, Ordering::AcqRel);
-    if !old.is_null() {
-        RETIRED.lock().unwrap_or_else(|e| e.into_inner()).push(old as usize);
-    }
+    free(MAPS[t].swap(p, Ordering::AcqRel));
     MAPPED.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -379,8 +374,7 @@ pub fn attach(lua: &Lua, flush: bool) -> Result<(), &'static str> {
 }
 
 /// Detaches the logger, puts back the handlers it replaced (where the
-/// event still holds ours), and frees every map. The tick handler must be
-/// disarmed.
+/// event still holds ours), and frees every map.
 pub fn detach(lua: &Lua) {
     LOGGING.store(false, Ordering::Release);
     let a = ATTACHED.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -403,7 +397,6 @@ pub fn detach(lua: &Lua) {
         })();
     }
     withdraw_all();
-    free_retired();
     *LOG.lock().unwrap_or_else(|e| e.into_inner()) = Log { trace: 0, entries: Vec::new() };
 }
 
