@@ -342,6 +342,22 @@ fn current(lua: &Lua, event: &str) -> mlua::Value {
     events.and_then(|t| t.raw_get(event_key(event)).ok()).unwrap_or(mlua::Value::Nil)
 }
 
+/// `v`, or the handler it calls after it when `v` is our handler `f`.
+fn passed_over(lua: &Lua, v: mlua::Value, f: ffi::lua_CFunction) -> mlua::Value {
+    let mlua::Value::Function(_) = &v else { return v };
+    // SAFETY: exec_raw hands a valid state with `v` at index 1, the
+    // result; a closure of `f` has one upvalue, which replaces it.
+    let r = unsafe {
+        lua.exec_raw::<mlua::Value>(v.clone(), |l| {
+            let ours = ffi::lua_tocfunction(l, 1).map(|g| g as usize) == Some(f as usize);
+            if ours && !ffi::lua_getupvalue(l, 1, 1).is_null() {
+                ffi::lua_replace(l, 1);
+            }
+        })
+    };
+    r.unwrap_or(v)
+}
+
 /// Attaches the logger for a session reading compiled code. With `flush`,
 /// every trace is flushed, so that the traces the program runs are recorded
 /// again with a log. Returns why not when the VM has no event API.
@@ -349,7 +365,11 @@ pub fn attach(lua: &Lua, flush: bool) -> Result<(), &'static str> {
     detach(lua);
     let jit: mlua::Table = lua.globals().get("jit").map_err(|_| "LuaJIT's jit module is not available")?;
     let run = || -> mlua::Result<Attached> {
-        let previous = [current(lua, "record"), current(lua, "trace")];
+        // One of ours left attached (a handler attached after an earlier
+        // session's, then put back) is passed over: its own previous one
+        // is what the event had.
+        let previous =
+            [passed_over(lua, current(lua, "record"), on_record), passed_over(lua, current(lua, "trace"), on_trace)];
         let record = handler(lua, on_record, previous[0].clone())?;
         let trace = handler(lua, on_trace, previous[1].clone())?;
         let attach: mlua::Function = jit.get("attach")?;
@@ -470,6 +490,35 @@ mod tests {
         let counts = map_counts();
         detach(&lua);
         (out, counts)
+    }
+
+    #[test]
+    fn a_handler_of_an_earlier_session_put_back_is_passed_over() {
+        let _turn = crate::sys::one_session_at_a_time();
+        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        let mine = lua.create_function(|_, ()| Ok(())).unwrap();
+        let jit: mlua::Table = lua.globals().get("jit").unwrap();
+        let attach: mlua::Function = jit.get("attach").unwrap();
+        attach.call::<()>((mine.clone(), "record")).unwrap();
+        attach_logger(&lua, false).unwrap();
+        // A handler attached after ours, which keeps ours to call and puts
+        // it back when it goes (as a trace session does).
+        let ours = current(&lua, "record");
+        let later = lua.create_function(|_, ()| Ok(())).unwrap();
+        attach.call::<()>((later.clone(), "record")).unwrap();
+        detach_logger(&lua);
+        attach.call::<()>(later).unwrap();
+        attach.call::<()>((ours.clone(), "record")).unwrap();
+        attach_logger(&lua, false).unwrap();
+        let a = ATTACHED.lock().unwrap().as_ref().map(|a| a.previous[0].clone()).unwrap();
+        assert!(
+            matches!(&a, mlua::Value::Function(f) if *f == mine),
+            "the new logger calls {a:?}, not the first handler"
+        );
+        detach_logger(&lua);
+        assert!(matches!(current(&lua, "record"), mlua::Value::Function(f) if f == mine));
     }
 
     #[test]
