@@ -185,6 +185,10 @@ impl Running {
     pub(super) fn finish(mut self, lua: Option<&Lua>, sampler: &SamplerBox<Sampler>) {
         drop(self.attachable.take());
         drop(self.armed.take());
+        #[cfg(target_os = "linux")]
+        if let Some(lua) = lua {
+            sys::posix::compiled::detach_logger(lua);
+        }
         if let Some(lua) = lua {
             if let Some(p) = self.profiler.take() {
                 let _ = sampler.stop(&p.api, lua);

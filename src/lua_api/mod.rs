@@ -78,6 +78,8 @@ pub struct NativeSession {
     precision: Precision,
     /// Why compiled code is not read in the tick handler (Ok: it is).
     compiled: Result<(), &'static str>,
+    /// Why traces get no fine map between snapshots (Ok: they do).
+    fine_map: Result<(), &'static str>,
     /// Lua function (function, line, state) -> the line the time of samples
     /// charged to `line` in that VM state belongs to, or nil; see
     /// `Sampler::call_sites`.

@@ -76,18 +76,22 @@ pub(super) fn start(lua: &Lua, mut o: StartOptions, bytes_per_sample: Option<u64
         Some(a) => (a.running_c, a.lost_hook),
         None => (Err("the tick source is LuaJIT's own timer"), Err("the tick source is LuaJIT's own timer")),
     };
+    #[allow(unused_mut)]
+    let mut session_fine_map = Err("compiled code is not read in the tick handler");
     if o.precision == Precision::Exact {
         if running_c.is_ok() {
             #[cfg(target_os = "linux")]
             {
                 let zones = sampler.with(|s| s.zones_mut().map(|z| z.table_address()).unwrap_or(0));
                 sys::posix::compiled::arm(o.depth.max(1) as usize, zones);
+                session_fine_map = sys::posix::compiled::attach_logger(lua, true);
             }
         } else {
             compiled = Err("the session's own tick source did not start");
         }
     }
     let mut session = NativeSession::new(sampler, &o, ticks);
+    session.fine_map = session_fine_map;
     session.running_c = running_c;
     session.compiled = compiled;
     session.lost_hook = lost_hook;
@@ -173,6 +177,7 @@ impl NativeSession {
             ticks_at_stop: (0, 0),
             precision: o.precision,
             compiled: Err("the session has not started"),
+            fine_map: Err("the session has not started"),
             call_site: o.env.call_site.clone(),
             call_sites_checked: HashSet::new(),
             call_site_lines: HashMap::new(),

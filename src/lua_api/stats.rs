@@ -129,6 +129,24 @@ impl NativeSession {
             }
             Err(why) => t.set("compiledNote", why)?,
         }
+        // Where ticks in traces went between two snapshots (see
+        // `record::fine_map`).
+        match self.fine_map {
+            #[cfg(target_os = "linux")]
+            Ok(()) => {
+                let [mapped, unmapped, placed, at_snapshot, no_map] = sys::posix::compiled::map_counts();
+                let m = lua.create_table()?;
+                m.set("tracesMapped", mapped)?;
+                m.set("tracesUnmapped", unmapped)?;
+                m.set("placed", placed)?;
+                m.set("atSnapshot", at_snapshot)?;
+                m.set("noMap", no_map)?;
+                t.set("traceMap", m)?;
+            }
+            #[cfg(not(target_os = "linux"))]
+            Ok(()) => {}
+            Err(why) => t.set("traceMapNote", why)?,
+        }
         t.set("linesCorrected", self.call_site_lines.len())?;
         t.set("cFunctionLeaves", st.c_leaves)?;
         if let Err(why) = self.running_c {

@@ -6,6 +6,7 @@
 pub mod alloc_live;
 pub mod alloc_objects;
 pub mod capture;
+pub mod fine_map;
 pub mod identity;
 pub mod sampler;
 pub mod stack_table;
