@@ -387,8 +387,9 @@ describe("newProfiler", function()
 
     it("sets no global on require; install() sets newProfiler for code written against the original", function()
       assert.is_nil(rawget(_G, "newProfiler"))
-      assert.equal(profile.newProfiler, dst.install())
-      assert.equal(profile.newProfiler, rawget(_G, "newProfiler"))
+      assert.equal(dst.newProfiler, dst.install())
+      assert.equal(dst.newProfiler, rawget(_G, "newProfiler"))
+      assert.equal(dst.Profiler, getmetatable(profile.newProfiler("call")))
       local text, lua, fn = dofile("spec/fixtures/dst_seed_usage.lua")
       local by = {}
       for _, f in ipairs(assert(loadstring(lua))().functions) do by[f.name] = f end

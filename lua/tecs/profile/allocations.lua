@@ -92,12 +92,6 @@ function M.start(opts)
   return session
 end
 
---- The option names of `profile.allocations`, as a set.
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.allocation_option_names) do M.option_names[name] = true end
-end
-
 function lifecycle.finish(self)
   self._native:stop()
   -- Lua paths for C functions and recorded Lua functions; a failed walk

@@ -25,8 +25,6 @@ function M.zone()
   return zone_cache, zone_is_fallback
 end
 
-local vmdef_cache, vmdef_tried
-
 -- Builtins every LuaJIT 2.1 has, by the name `jit.vmdef` gives them.
 local KNOWN_BUILTINS = {
   ["os.clock"] = os.clock,
@@ -51,14 +49,16 @@ local function describes_this_vm(v)
 end
 
 --- `jit.vmdef` of the running VM, or nil when it cannot be loaded or
--- belongs to another LuaJIT build.
+-- belongs to another LuaJIT build. Read afresh and not kept when the
+-- program had not loaded it: its tables are about 24 KB of live heap,
+-- which the program's collector would mark on every cycle; a caller keeps
+-- what it needs (a session copies its names into native memory).
 function M.vmdef()
-  if not vmdef_tried then
-    vmdef_tried = true
-    local ok, v = pcall(require, "jit.vmdef")
-    if ok and type(v) == "table" and describes_this_vm(v) then vmdef_cache = v end
-  end
-  return vmdef_cache
+  local loaded = package.loaded["jit.vmdef"]
+  local ok, v = pcall(require, "jit.vmdef")
+  if not loaded then package.loaded["jit.vmdef"] = nil end
+  if ok and type(v) == "table" and describes_this_vm(v) then return v end
+  return nil
 end
 
 local walked_names

@@ -4,14 +4,15 @@
 -- No Lua code runs per sample.
 -- @module tecs.profile.sample
 
-local callsite = require("tecs.profile.callsite")
-local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local jitinfo = require("tecs.profile.jitinfo")
-local love_zones = require("tecs.profile.love_zones")
+local marks = require("tecs.profile.marks")
 local session_base = require("tecs.profile.session")
-local timeline = require("tecs.profile.timeline")
+-- `tecs.profile.timeline` (the time line read back), `tecs.profile.cfuncs`
+-- (at the stop), `tecs.profile.callsite` (at the stop, at line precision)
+-- and `tecs.profile.love_zones` (in a LÖVE game) load when used: what a
+-- session loads stays on the program's heap.
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
@@ -24,15 +25,22 @@ local M = {}
 local lifecycle = session_base.native_kind("SampleSession")
 local SampleSession = session_base.class(lifecycle)
 M.SampleSession = SampleSession
-timeline.install(SampleSession)
+
+-- `frames()`, `timeline(format)` and `hitches(n)`: the time line read
+-- back, documented in `tecs.profile.timeline`.
+for _, method in ipairs({ "frames", "timeline", "hitches" }) do
+  SampleSession[method] = function(self, ...)
+    check.self(self, SampleSession, "SampleSession", method, 2)
+    return require("tecs.profile.timeline")[method](self, ...)
+  end
+end
 
 local active -- the running session of this Lua state, if any
 
--- The options are declared (names, bounds, defaults) in the native module;
--- this layer passes the user's table through.
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.options.sample.names) do M.option_names[name] = true end
+-- Which line the samples of a C call belong to, asked at the stop at line
+-- precision only (see `tecs.profile.callsite`).
+local function call_site(fn, line, state)
+  return require("tecs.profile.callsite").resolve(fn, line, state)
 end
 
 --- Start a sampling session.
@@ -62,8 +70,9 @@ function M.start(opts)
   local zones = jitinfo.zone()
   ok, handle, settings = native.call(native.raw.start, opts, {
     zones = zones,
+    -- Copied into the session's own memory: `jit.vmdef` is not kept.
     ffnames = jitinfo.ffnames(),
-    callSite = callsite.resolver(),
+    callSite = call_site,
   })
   if not ok then error("profile.sample: " .. handle, 2) end
   local session = setmetatable({
@@ -83,8 +92,8 @@ function M.start(opts)
     _delta_at = clock.now(),
   }, SampleSession)
   active = session
-  timeline.attach(handle)
-  if settings.loveZones then love_zones.install(zones) end
+  marks.attach(handle)
+  if settings.loveZones and rawget(_G, "love") ~= nil then require("tecs.profile.love_zones").install(zones) end
   return session
 end
 
@@ -101,6 +110,7 @@ end
 -- running session leave them to dladdr. Lua functions recorded while
 -- sampling get theirs too. A failed walk changes nothing.
 local function name_c_functions(self)
+  local cfuncs = require("tecs.profile.cfuncs")
   local ok, list = pcall(cfuncs.collect)
   if ok then pcall(self._native.nameCFunctions, self._native, list) end
   -- Lua functions the same way: recorded functions found there take the
@@ -116,8 +126,9 @@ function lifecycle.finish(self)
   local alloc = rawget(self, "_allocations")
   if alloc and not alloc:isRunning() then alloc = nil end
   if alloc then alloc._native:stop() end
-  timeline.detach(self._native)
-  love_zones.uninstall()
+  marks.detach(self._native)
+  local love_zones = package.loaded["tecs.profile.love_zones"]
+  if love_zones then love_zones.uninstall() end
   self._native:stop()
   if alloc then alloc:stop() end
   name_c_functions(self)

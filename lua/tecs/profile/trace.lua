@@ -48,11 +48,6 @@ local native_ok, native = pcall(require, "tecs.profile.native")
 
 -- Option names, accepted values and defaults are declared in the native
 -- module with every other function's (`native.options.trace`).
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.options.trace.names) do M.option_names[name] = true end
-end
-
 -- The tracker needs nothing native, so a session without options starts
 -- even where the native module cannot load; options need its declarations.
 local function checked_options(opts, level)
