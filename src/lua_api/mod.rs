@@ -607,6 +607,10 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("null", |_, _| Ok(Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))),
     ("functionsFileEnding", value!(crate::profile::sidecar::ENDING)),
     ("noZone", value!(crate::views::NO_ZONE)),
+    // Below this many samples the views say the profile is too small to
+    // rank (`errorNote`); reports made in Lua say it the same way.
+    ("fewSamples", value!(crate::views::FEW_SAMPLES)),
+    ("errorNote", function!(|_, samples: u64| Ok(crate::views::error_note(samples)))),
     ("describe", function!(|_, v: mlua::Value| Ok(options::describe(&v)))),
     ("default_max_stacks", value!(DEFAULT_MAX_STACKS)),
     ("allocation_option_names", |lua, _| {

@@ -7,7 +7,6 @@
 -- allocation or per sample.
 -- @module tecs.profile.allocations
 
-local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local jitinfo = require("tecs.profile.jitinfo")
@@ -94,12 +93,9 @@ end
 
 function lifecycle.finish(self)
   self._native:stop()
-  -- Lua paths for C functions and recorded Lua functions; a failed walk
-  -- changes nothing.
-  local ok, list = pcall(cfuncs.collect)
-  if ok then pcall(self._native.nameCFunctions, self._native, list) end
-  ok, list = pcall(cfuncs.collect_lua)
-  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
+  -- Lua paths for C functions and recorded Lua functions, loaded now: a
+  -- running session does not keep the walk's module.
+  require("tecs.profile.cfuncs").name_functions(self._native)
   if active == self then active = nil end
   return self._native:collapsed()
 end

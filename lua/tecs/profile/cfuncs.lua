@@ -120,4 +120,17 @@ function M.collect_lua()
   return list
 end
 
+--- Gives a stopped session's native handle the Lua paths of the C
+-- functions of the modules loaded by now (`love.graphics.present`) and of
+-- the Lua functions (recorded functions found there take the path as their
+-- name). The names go to the session's native memory; the lists made here
+-- are garbage once it returns. A failed walk changes nothing.
+-- @param handle the session's native handle
+function M.name_functions(handle)
+  local ok, list = pcall(M.collect)
+  if ok then pcall(handle.nameCFunctions, handle, list) end
+  ok, list = pcall(M.collect_lua)
+  if ok then pcall(handle.nameLuaFunctions, handle, list) end
+end
+
 return M

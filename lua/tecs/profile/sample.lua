@@ -10,7 +10,7 @@ local jitinfo = require("tecs.profile.jitinfo")
 local marks = require("tecs.profile.marks")
 local session_base = require("tecs.profile.session")
 -- `tecs.profile.timeline` (the time line read back), `tecs.profile.cfuncs`
--- (at the stop), `tecs.profile.callsite` (at the stop, at line precision)
+-- (at the stop: Lua paths of functions), `tecs.profile.callsite` (at the stop, at line precision)
 -- and `tecs.profile.love_zones` (in a LÖVE game) load when used: what a
 -- session loads stays on the program's heap.
 
@@ -104,20 +104,9 @@ end
 
 -- Stops sampling; returns the final text. Data lost to another sampler
 -- taking LuaJIT's profiler over is reported once, here; stats().warning
--- keeps the text.
--- C functions of the modules loaded by now get their Lua paths
--- (`love.graphics.present`), once, when the session stops: snapshots of a
--- running session leave them to dladdr. Lua functions recorded while
--- sampling get theirs too. A failed walk changes nothing.
-local function name_c_functions(self)
-  local cfuncs = require("tecs.profile.cfuncs")
-  local ok, list = pcall(cfuncs.collect)
-  if ok then pcall(self._native.nameCFunctions, self._native, list) end
-  -- Lua functions the same way: recorded functions found there take the
-  -- path as their name.
-  ok, list = pcall(cfuncs.collect_lua)
-  if ok then pcall(self._native.nameLuaFunctions, self._native, list) end
-end
+-- keeps the text. C functions and recorded Lua functions get their Lua
+-- paths once, when the session stops (`tecs.profile.cfuncs`): snapshots
+-- of a running session leave C functions to dladdr.
 
 function lifecycle.finish(self)
   -- An allocation session attached to this one stops with it (its samples
@@ -131,7 +120,7 @@ function lifecycle.finish(self)
   if love_zones then love_zones.uninstall() end
   self._native:stop()
   if alloc then alloc:stop() end
-  name_c_functions(self)
+  require("tecs.profile.cfuncs").name_functions(self._native)
   local warning = self._native:stats().warning
   if warning then
     self.warning = warning
