@@ -49,3 +49,37 @@ pub fn table(lua: &Lua, fields: &'static [(&'static str, Build)], rest: Option<R
     t.set_metatable(Some(meta))?;
     Ok(t)
 }
+
+#[cfg(test)]
+mod tests {
+    use mlua::{Lua, Table, Value};
+
+    #[test]
+    fn a_field_is_built_when_first_read_and_stored() {
+        let lua = Lua::new();
+        let native = super::super::exports(&lua).expect("exports");
+        assert_eq!(native.raw_len(), 0);
+        assert!(matches!(native.raw_get::<Value>("options").unwrap(), Value::Nil), "nothing built at load");
+        let options: Table = native.get("options").unwrap();
+        let again: Table = native.raw_get("options").unwrap();
+        assert_eq!(options.to_pointer(), again.to_pointer(), "built once, then read plainly");
+        assert!(matches!(native.get::<Value>("no such field").unwrap(), Value::Nil));
+    }
+
+    #[test]
+    fn a_name_no_field_declares_registers_the_rest_once() {
+        let lua = Lua::new();
+        let native = super::super::exports(&lua).expect("exports");
+        let raw: Table = native.get("raw").unwrap();
+        assert!(matches!(raw.raw_get::<Value>("start").unwrap(), Value::Nil));
+        assert!(matches!(raw.get::<Value>("start").unwrap(), Value::Function(_)));
+        #[cfg(unix)]
+        {
+            // The control channel's functions register themselves, all at once.
+            assert!(matches!(raw.raw_get::<Value>("listen").unwrap(), Value::Nil));
+            assert!(matches!(raw.get::<Value>("listen").unwrap(), Value::Function(_)));
+            assert!(matches!(raw.raw_get::<Value>("control_targets").unwrap(), Value::Function(_)));
+        }
+        assert!(matches!(raw.get::<Value>("no such function").unwrap(), Value::Nil));
+    }
+}

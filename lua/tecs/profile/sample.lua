@@ -9,10 +9,11 @@ local clock = require("tecs.profile.clock")
 local jitinfo = require("tecs.profile.jitinfo")
 local marks = require("tecs.profile.marks")
 local session_base = require("tecs.profile.session")
--- `tecs.profile.timeline` (the time line read back), `tecs.profile.cfuncs`
--- (at the stop: Lua paths of functions), `tecs.profile.callsite` (at the stop, at line precision)
--- and `tecs.profile.love_zones` (in a LÖVE game) load when used: what a
--- session loads stays on the program's heap.
+-- What a session loads stays on the program's heap, so these load when
+-- used: `tecs.profile.timeline` (the time line read back),
+-- `tecs.profile.cfuncs` (at the stop: Lua paths of functions),
+-- `tecs.profile.callsite` (at the stop, at line precision) and
+-- `tecs.profile.love_zones` (in a LÖVE game).
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
