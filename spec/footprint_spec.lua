@@ -27,7 +27,12 @@ local ON_USE = {
   "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.dst", "tecs.profile.coverage",
   "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.snapshot", "tecs.profile.cli",
   "tecs.profile.mcp", "tecs.profile.page", "tecs.profile.cfuncs", "tecs.profile.callsite",
-  "tecs.profile.love_zones", "tecs.profile.options_doc", "jit.vmdef",
+  "tecs.profile.love_zones", "tecs.profile.options_doc", "tecs.profile.sample_lifecycle", "jit.vmdef",
+}
+
+-- What a sampling session needs only at its start and stop, not kept.
+local NOT_KEPT_BY = {
+  sample = { "tecs.profile.jitinfo", "tecs.profile.clock", "jit.util" },
 }
 
 local function measure(kind)
@@ -54,6 +59,9 @@ describe("the profiler's footprint on the Lua heap", function()
         BUDGET_KB[kind], out))
       for _, name in ipairs(ON_USE) do
         assert.is_nil(loaded[name], name .. " loaded by a running " .. kind .. " session")
+      end
+      for _, name in ipairs(NOT_KEPT_BY[kind] or {}) do
+        assert.is_nil(loaded[name], name .. " kept by a running " .. kind .. " session")
       end
     end)
   end

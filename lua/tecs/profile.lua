@@ -17,57 +17,58 @@ local profile = {}
 
 profile._VERSION = "0.1.0"
 
--- `name` of module `module`, loaded on the first call. The call is a tail
--- call: an error the function raises at its caller's level still points
--- at the program's line.
+-- `name` of module `tecs.profile.<module>`, loaded on the first call (the
+-- module's full name is made then: one string fewer kept). The call is a
+-- tail call: an error the function raises at its caller's level still
+-- points at the program's line.
 local function on_use(module, name)
   return function(...)
-    return require(module)[name](...)
+    return require("tecs.profile." .. module)[name](...)
   end
 end
 
 --- Start a sampling session (see `tecs.profile.sample`).
 -- @function sample
-profile.sample = on_use("tecs.profile.sample", "start")
+profile.sample = on_use("sample", "start")
 
 --- Start an allocation session: bytes allocated, by the Lua stack that
 -- allocated them (see `tecs.profile.allocations`).
 -- @function allocations
-profile.allocations = on_use("tecs.profile.allocations", "start")
+profile.allocations = on_use("allocations", "start")
 
 --- Start a trace-abort tracker (see `tecs.profile.trace`).
 -- @function trace
-profile.trace = on_use("tecs.profile.trace", "start")
+profile.trace = on_use("trace", "start")
 
 --- Start a line-coverage session that keeps the JIT on (see
 -- `tecs.profile.coverage`).
 -- @function coverage
-profile.coverage = on_use("tecs.profile.coverage", "start")
+profile.coverage = on_use("coverage", "start")
 
 --- Render a text view of a profile (see `tecs.profile.report`).
 -- @function report
-profile.report = on_use("tecs.profile.report", "report")
+profile.report = on_use("report", "report")
 
 --- Rank trace-abort sites by sampled time at their locations.
 -- @function hotAborts
-profile.hotAborts = on_use("tecs.profile.report", "hotAborts")
+profile.hotAborts = on_use("report", "hotAborts")
 
 --- Render an SVG flamegraph of a profile.
 -- @function flamegraph
-profile.flamegraph = on_use("tecs.profile.report", "flamegraph")
+profile.flamegraph = on_use("report", "flamegraph")
 
 --- Render a speedscope JSON document of a profile.
 -- @function speedscope
-profile.speedscope = on_use("tecs.profile.report", "speedscope")
+profile.speedscope = on_use("report", "speedscope")
 
 --- Render a gzipped pprof profile (`go tool pprof`, Pyroscope, Parca).
 -- @function pprof
-profile.pprof = on_use("tecs.profile.report", "pprof")
+profile.pprof = on_use("report", "pprof")
 
 --- Render a profile in any format of the registry written from a profile
 -- ("svg", "speedscope", "pprof", "firefox", ...; see `tecs.profile.report`).
 -- @function render
-profile.render = on_use("tecs.profile.report", "render")
+profile.render = on_use("report", "render")
 
 --- Mark the start of a frame for `SampleSession:frames()` and
 -- `:hitches(n)`; does nothing when no sampling session runs. Loads
@@ -81,12 +82,12 @@ end
 --- Create a profiler with the classic `newProfiler(variant, sampledelay)`
 -- API ("time" or "call"; see `tecs.profile.dst`).
 -- @function newProfiler
-profile.newProfiler = on_use("tecs.profile.dst", "newProfiler")
+profile.newProfiler = on_use("dst", "newProfiler")
 
 --- Open the control channel: `tecs-profile attach` can then start and
 -- stop sessions in this process (see `tecs.profile.listen`).
 -- @function listen
-profile.listen = on_use("tecs.profile.listen", "listen")
+profile.listen = on_use("listen", "listen")
 
 --- Run the control channel's waiting commands (a LÖVE game polls once per
 -- frame by itself); does nothing when not listening. Loads nothing: a
