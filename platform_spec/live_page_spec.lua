@@ -127,4 +127,11 @@ describe("the live page in chromium", function()
     local png = run.read(run.root .. "/build/test-logs/live-page.png")
     assert.is_truthy(png and png:sub(2, 4) == "PNG", "a screenshot")
   end)
+
+  it("draws the flamegraph's legend inside the graph, wide and narrow", function()
+    -- The document the page puts in its flamegraph's frame at each update.
+    local document = until_data(function(d) return d.samples > 0 end).flamegraph
+    local misfit = browser.legend_misfit(document)
+    assert.is_nil(misfit, misfit)
+  end)
 end)

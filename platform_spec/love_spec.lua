@@ -326,7 +326,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
         assert.equal(0, rc, e)
         assert.is_true(os.time() < deadline, out)
       until (tonumber(out:match("(%d+) samples")) or 0) >= 20
-      local file = work .. "/game.collapsed"
+      -- A client writes in the control directory (the game names no outputDir).
+      local file = ctl .. "/game.collapsed"
       rc, out, e = cli("attach stop -o " .. sh_quote(file))
       assert.equal(0, rc, e)
       local rows = collapsed.parse(assert(read(file)))
@@ -429,7 +430,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
         assert.equal(0, rc, e)
         assert.is_true(os.time() < deadline, out)
       until (tonumber(out:match("(%d+) samples")) or 0) >= 100
-      local file = save_root .. "/launch/game.collapsed"
+      -- A client writes in the control directory (a launched game names no outputDir).
+      local file = g.ctl .. "/game.collapsed"
       rc, out, e = cli_in(g, "attach stop -o " .. sh_quote(file))
       assert.equal(0, rc, e)
       assert.is_string(read(file), out)
@@ -480,6 +482,47 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_nil(err:find("did not open", 1, true), err)
   end)
 
+  it("love GAME: a game made for LÖVE 0.10.1 waits on LÖVE's dialog: stderr says so and how to go on", function()
+    local game = root .. "/platform_spec/fixtures/love_oldversion"
+    local work = save_root .. "/oldversion"
+    assert(os.execute("mkdir -p " .. sh_quote(work)) == 0)
+    local stop = work .. "/stop"
+    run.write(stop, "")
+    -- LÖVE waits on its dialog for good: the game is ended once the
+    -- message is read (timeout bounds the wait for it; its TERM ends the
+    -- whole process group, xvfb-run's server and the game).
+    local ctl = work .. "/ctl"
+    local p = assert(io.popen("(env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(ctl) ..
+      " timeout -k 5 " .. PATIENCE_SECONDS ..
+      " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " .. sh_quote(stop) ..
+      " 2>&1 & echo \"pid=$!\"; wait $!) 2>&1"))
+    local pid = tonumber(p:read("*l"):match("^pid=(%d+)$"))
+    local said, message = {}, nil
+    repeat
+      local line = p:read("*l")
+      said[#said + 1] = line
+      message = line and line:match("^tecs%-profile: this game declares LÖVE 0%.10%.1 .*")
+    until message or not line
+    local before = table.concat(said, "\n")
+    -- (Its X server gone, LÖVE's dialog returns: main.lua may run then.)
+    os.execute("kill -TERM " .. pid .. " 2>/dev/null")
+    local rest = p:read("*a")
+    p:close()
+    assert.is_string(message, before .. rest)
+    assert.matches("compatibility dialog", message)
+    assert.matches('set t%.version = "%d+%.%d+[%.%d]*" in conf%.lua', message)
+    assert.matches("tecs%-profile love %-%-skip%-version%-check", message)
+    assert.is_nil(before:find("main.lua runs", 1, true), before)
+    -- With the option, LÖVE shows no dialog: the channel opens, main.lua
+    -- runs and the game quits by itself (its stop file is there).
+    local rc, out, err = start_game(launcher() .. " --skip-version-check", game, "--stop " .. sh_quote(stop),
+      { TECS_PROFILE_DIR = ctl })
+    assert.equal(0, rc, err)
+    assert.matches("tecs%-profile: this game declares LÖVE 0%.10%.1 [^\n]*%-%-skip%-version%-check", err)
+    assert.matches("tecs%-profile: listening on ", err)
+    assert.matches("main.lua runs\n", out)
+  end)
+
   it("love GAME.love: the same from an archive, launched by an installed tecs-profile", function()
     local work = save_root .. "/archive-launch"
     local archive = plain_archive(work)
@@ -510,6 +553,65 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     end)
     local said = g.finish()
     assert(ok, tostring(err) .. "\n" .. said)
+  end)
+
+  it("love GAME: the live page's data names LÖVE's C functions as the report of its session does", function()
+    -- love_cfuncs spends its frames in love.data.hash and love.data.compress.
+    local g = launch(root .. "/platform_spec/fixtures/love_cfuncs", save_root .. "/live-names")
+    local written = save_root .. "/live-names/live.collapsed"
+    local live, data
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      live = { p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live %d --timeout %d --output %s & " ..
+        "echo \"pid=$!\"; wait $!) 2>&1", sh_quote(g.ctl), run.cli, g.pid, PATIENCE_SECONDS, sh_quote(written)))) }
+      live.pid = tonumber(live.p:read("*l"):match("^pid=(%d+)$"))
+      local url
+      repeat
+        local line = live.p:read("*l")
+        url = line and line:match("^live page: (http://%S+)$")
+      until url or not line
+      assert.is_string(url, "live printed no address")
+      -- data.json, what the page draws, until it holds enough samples.
+      local deadline = os.time() + PATIENCE_SECONDS
+      repeat
+        local rc, body, e = run.run3("curl -s " .. sh_quote(url .. "data.json"))
+        assert.equal(0, rc, e)
+        data = assert(require("tecs.profile.native").json_decode(body), body)
+        assert.is_true(os.time() < deadline, body)
+      until (data.samples or 0) >= 200
+    end)
+    -- live stops the session it started and writes it: what the report reads.
+    if live then
+      os.execute("kill -TERM " .. live.pid)
+      live.said = live.p:read("*a")
+      live.p:close()
+    end
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
+    assert.matches("written to ", live.said)
+    local frames = {}
+    for _, r in ipairs(collapsed.parse(assert(read(written), live.said))) do
+      for _, f in ipairs(r.frames) do frames[f] = true end
+    end
+    -- The top functions: the two C functions by their Lua paths, and every
+    -- function that is not Lua code named as the written profile names it.
+    local top = {}
+    for name in data.functions:gmatch("\n +[%d.]+%% +%d+  ([^\n]+)") do
+      top[name] = true
+      if not name:find(":%d") then assert.is_true(frames[name], name .. " is not in the report:\n" .. data.functions) end
+    end
+    assert.is_true(top["love.data.hash"] and top["love.data.compress"], data.functions)
+    assert.is_true(frames["love.data.hash"] and frames["love.data.compress"], read(written))
+    -- The flamegraph and the slowest frames name them the same way.
+    assert.matches("love%.data%.hash", data.flamegraph)
+    for name in data.flamegraph:gmatch("%[C:[^%]]*%]") do
+      assert.is_true(frames[name], name .. " is not in the report:\n" .. data.functions)
+    end
+    local in_hitches = false
+    for _, h in ipairs(data.hitches) do
+      for _, t in ipairs(h.top) do in_hitches = in_hitches or t.name:find("^love%.data%.") ~= nil end
+    end
+    assert.is_true(in_hitches, data.functions)
   end)
 
   it("love GAME: the MCP server profiles the launched game (PyPI's client, the MCP inspector)", function()

@@ -112,4 +112,19 @@ describe("the report page in chromium", function()
     local png = run.read(run.root .. "/build/test-logs/report-page.png")
     assert.is_truthy(png and png:sub(2, 4) == "PNG", "a screenshot")
   end)
+
+  it("draws the flamegraph's legend inside the graph, in the page's frame and in an SVG file", function()
+    local srcdoc = assert(dom:match('<iframe class="flamegraph"[^>]*srcdoc="([^"]*)"'))
+    local entities = { lt = "<", gt = ">", quot = '"', amp = "&", nbsp = "\194\160" }
+    local misfit = browser.legend_misfit((srcdoc:gsub("&(%a+);", entities)))
+    assert.is_nil(misfit, "the page's frame: " .. tostring(misfit))
+    -- The SVG file make demo writes, by the same command.
+    local collapsed_file, svg = dir .. "/demo.collapsed", dir .. "/demo.svg"
+    run.write(collapsed_file, "main.lua:1;work.lua:5_[N] 70\nmain.lua:1;draw.lua:9_[C] 30\n")
+    local rc, out = run.run(run.cli .. " flamegraph " .. run.quote(collapsed_file) .. " -o " .. run.quote(svg) ..
+      " --title demo")
+    assert.equal(0, rc, out)
+    misfit = browser.legend_misfit(assert(run.read(svg)))
+    assert.is_nil(misfit, "the SVG file: " .. tostring(misfit))
+  end)
 end)

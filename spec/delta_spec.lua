@@ -44,9 +44,7 @@ describe("SampleSession:delta", function()
   it("hands out every sample exactly once, in deltas that add up to the whole profile", function()
     local s = profile.sample()
     local parts, running = {}, {}
-    -- Nothing but the workload and the deltas runs while sampling: a C
-    -- function sampled meanwhile is named by its address in a delta and by
-    -- its Lua path once the session stops (docs/api.md, `SampleSession`, `:delta`).
+    -- Nothing but the workload and the deltas runs while sampling.
     for round = 1, 4 do
       sampling.for_cpu(0.25, function() zone(round % 2 == 0 and "even" or "odd") spin(20000) zone() end)
       parts[#parts + 1] = s:delta("collapsed")

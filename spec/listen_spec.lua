@@ -19,11 +19,13 @@ describe("the control channel", function()
     children = {}
   end)
 
-  -- A child listening in `ctl`; returns once it has said so on stdout.
+  -- A child listening in `ctl`, its outputDir `dir`; returns once it has
+  -- said so on stdout.
   local function spawn(mode, command)
     local child = { stop = string.format("%s/stop-%d", dir, #children + 1) }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
-      run.TIMEOUT_SECONDS, command or run.luajit, q(FIXTURE), q(child.stop), mode or "")))
+    child.p = assert(io.popen(string.format(
+      "TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
+      q(ctl), q(dir), run.TIMEOUT_SECONDS, command or run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
     children[#children + 1] = child
@@ -110,13 +112,19 @@ describe("the control channel", function()
     assert.is_true(collapsed.sum(collapsed.parse(text)) >= 20, text)
     assert.is_true(burn_samples(text) > 0, text)
 
-    -- The last profile stays: report gives its text, a second stop its answer.
+    -- The last profile stays: report gives its text, status its file; a
+    -- second stop is an error that says so, and writes nothing anywhere.
     rc, out, err = cli("attach report --top 3")
     assert.equal(0, rc, err)
     assert.matches("burn (" .. FIXTURE, out, 1, true)
-    rc, out = cli("attach stop")
-    assert.equal(0, rc, out)
-    assert.matches("written to " .. file, out, 1, true)
+    rc, out, err = cli("attach status")
+    assert.equal(0, rc, err)
+    assert.matches("last profile: " .. file, out, 1, true)
+    rc, out, err = cli("attach stop -o " .. q(dir .. "/again.collapsed"))
+    assert.equal(1, rc, out)
+    assert.matches("no session to stop: none is running; the last one %(%d+ samples%) was written to "
+      .. file:gsub("%p", "%%%0") .. ": report shows its views, status gives its path", err)
+    assert.is_nil(run.read(dir .. "/again.collapsed"))
   end)
 
   it("stop answers with the zones and the slowest frames; report gives callers and hitches", function()
@@ -143,6 +151,167 @@ describe("the control channel", function()
     rc, _, err = cli("attach report --hitches 0")
     assert.equal(2, rc)
     assert.matches("--hitches needs a positive integer", err, 1, true)
+  end)
+
+  it("hostile requests through every command: refused, naming the field; nothing written anywhere", function()
+    local sentinel = require("spec.support.sentinel")
+    local native = require("tecs.profile.native")
+    local t = sentinel.make(dir)
+    local child = { stop = dir .. "/stop-hostile" }
+    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s 2>&1",
+      q(ctl), q(t.out), run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop))))
+    child.first = child.p:read("*l")
+    children[#children + 1] = child
+    local socket = assert(child.first:match("^listening (.*)$"), child.first)
+    local function request(req)
+      local ok, answer = native.call(native.raw.control_request, socket, req, PATIENCE_SECONDS)
+      assert.is_true(ok, answer)
+      return answer
+    end
+    local function refused(req, want, what)
+      local a = request(req)
+      assert.is_false(a.ok, what .. ": " .. native.json(a))
+      if want then assert.matches(want, a.error, 1, true) end
+      return a
+    end
+    local before = sentinel.digest(dir)
+
+    -- Numbers out of bounds, and not integers where one is expected.
+    local bounded = {
+      { "start", "seconds", { -1, 0, 3601, 1e300, -1e300 } },
+      { "report", "top", { -1, 0, 1.5, 10001, 1e300 } },
+      { "report", "hitches", { -1, 0, 0.5, 201, 2 ^ 53 } },
+      { "snapshot", "frames", { -1, 0, 2.5, 20001, 1e300 } },
+      { "snapshot", "hitches", { 0, 201 } },
+      { "snapshot", "stacks", { 0, 1.5, 20001 } },
+    }
+    for _, b in ipairs(bounded) do
+      for _, v in ipairs(b[3]) do
+        refused({ cmd = b[1], [b[2]] = v }, "bad field '" .. b[2] .. "'", b[1] .. " " .. b[2] .. " = " .. v)
+      end
+    end
+    for _, v in ipairs({ -1, 0, 0.05, 60001, 1e300 }) do
+      refused({ cmd = "start", intervalMs = v }, "option 'intervalMs' must be", "intervalMs = " .. v)
+    end
+    -- Strings too long.
+    refused({ cmd = "start", zone = string.rep("z", 60000) }, "bad field 'zone'", "a huge zone")
+    refused({ cmd = "start", zone = "" }, "zone", "an empty zone")
+    refused({ cmd = "report", by = string.rep("b", 100) }, "bad field 'by'", "a huge by")
+    -- What the client's own encoder refuses to send: fields of the wrong
+    -- kind, unknown fields and commands, NaN, infinities, numbers out of
+    -- range; then a line of 5 MB, answered without being read, its
+    -- connection closed.
+    local lines = {
+      { '{"cmd":"start","seconds":"5"}', "invalid type: string \"5\"" },
+      { '{"cmd":"trace_start","includeBenign":"yes"}', "invalid type" },
+      { '{"cmd":"status","path":"/x.svg"}', "unknown field `path`" },
+      { '{"cmd":"stop","pth":"x.svg"}', "unknown field `pth`" },
+      { '{"cmd":"stop","path":["/etc/passwd"]}', "invalid type" },
+      { '{"cmd":"launch"}', "unknown variant `launch`" },
+      { '{"cmd":"start","seconds":NaN}', "bad request" },
+      { '{"cmd":"start","seconds":Infinity}', "bad request" },
+      { '{"cmd":"start","seconds":1e999}', "number out of range" },
+      { '{"cmd":"report","top":-1e999}', "number out of range" },
+      { '{"cmd":"start","seconds":-0}', "bad field 'seconds'" },
+      { '{"cmd":"stop","x":' .. string.rep("[", 60000), "recursion limit exceeded" },
+    }
+    local raw = {}
+    for i, l in ipairs(lines) do raw[i] = l[1] end
+    local rc, out = run.run(string.format("python3 -c %s %s %s", q([[
+import json, socket, sys
+for line in json.loads(sys.argv[2]) + [None]:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    try:
+        s.sendall((line + "\n").encode() if line is not None else b"x" * (5 << 20))
+    except OSError:
+        pass
+    # The answer's line; after a line too long, all until the program
+    # closes the connection.
+    answer = b""
+    while line is None or not answer.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    print(json.dumps(answer.decode()))
+    s.close()
+]]), q(socket), q(native.json(raw))))
+    assert.equal(0, rc, out)
+    local n = 0
+    for line in out:gmatch("[^\n]+") do
+      n = n + 1
+      local text = assert(native.json_decode(line))
+      local a = assert(native.json_decode(text:match("^[^\n]+")), line)
+      assert.is_false(a.ok, line)
+      assert.equal(text:match("^[^\n]+\n"), text, "one answer line")
+      assert.matches(n <= #lines and lines[n][2] or "request line longer than 65536 bytes: not read; the "
+        .. "connection is closed", a.error, 1, true)
+    end
+    assert.equal(#lines + 1, n, out)
+
+    -- Every hostile path: to stop while a session runs (which runs on),
+    -- to trace_stop while tracking (which goes on), through the channel
+    -- and through attach.
+    local function refused_path(a, p)
+      assert.is_false(a.ok, p[2] .. ": " .. native.json(a))
+      local why = a.error:match("a client may write only in " .. t.out:gsub("%p", "%%%0") .. " %(outputDir, where a "
+        .. "bare file name goes%) or " .. ctl:gsub("%p", "%%%0") .. " %(the control directory%)")
+        or a.error:match("bad field 'path' %(the [%w ]*file to write: a string of at most 4096 bytes expected")
+        or a.error:match("request line longer than 65536 bytes")
+      assert.is_string(why, p[2] .. ": " .. a.error)
+    end
+    assert.is_true(request({ cmd = "start" }).ok)
+    assert.is_true(request({ cmd = "trace_start" }).ok)
+    for _, p in ipairs(sentinel.paths(t, ".svg")) do
+      refused_path(request({ cmd = "stop", path = p[1] }), p)
+      assert.is_true(request({ cmd = "status" }).running, p[2])
+    end
+    for _, p in ipairs(sentinel.paths(t, ".csv")) do
+      refused_path(request({ cmd = "trace_stop", path = p[1] }), p)
+    end
+    for _, p in ipairs({ t.outside .. "/victim.svg", t.out .. "/theirs.svg", t.out .. "/link.svg" }) do
+      local err
+      rc, out, err = cli("attach stop -o " .. q(p))
+      assert.equal(1, rc, out)
+      assert.matches("a client may write only in", err, 1, true)
+    end
+    assert.equal(before, sentinel.digest(dir), "a refused request changed a file")
+    assert.is_true(request({ cmd = "status" }).running)
+
+    -- What a client may do: a new file in outputDir by its bare name or
+    -- its path, again over it (the channel's own), one in the control
+    -- directory with its functions file; a trace report.
+    local a = request({ cmd = "stop", path = "mine.svg" })
+    assert.is_true(a.ok, a.error)
+    assert.equal(t.out .. "/mine.svg", a.path)
+    assert.matches("^<%?xml", assert(run.read(a.path)))
+    -- None runs now: stop writes nothing again, anywhere.
+    a = refused({ cmd = "stop", path = "again.svg" }, "no session to stop: none is running; the last one", "again")
+    assert.matches("was written to " .. t.out .. "/mine.svg", a.error, 1, true)
+    assert.is_nil(run.read(t.out .. "/again.svg"))
+    assert.is_true(request({ cmd = "start" }).ok)
+    a = request({ cmd = "stop", path = t.out .. "/mine.svg" })
+    assert.is_true(a.ok, a.error)
+    assert.is_true(request({ cmd = "start" }).ok)
+    local deadline = os.time() + PATIENCE_SECONDS
+    while request({ cmd = "status" }).samples < 1 do
+      assert.is_true(os.time() < deadline, "no sample")
+      os.execute("sleep 0.05")
+    end
+    a = request({ cmd = "stop", path = ctl .. "/mine.collapsed" })
+    assert.is_true(a.ok, a.error)
+    assert.is_true(collapsed.sum(collapsed.parse(assert(run.read(ctl .. "/mine.collapsed")))) > 0)
+    assert.is_string(run.read(ctl .. "/mine.collapsed.functions.json"))
+    a = request({ cmd = "trace_stop", path = "aborts.csv" })
+    assert.is_true(a.ok, a.error)
+    assert.matches("^severity,count", assert(run.read(t.out .. "/aborts.csv")))
+    -- Nothing else changed: what was there is as it was.
+    local after = {}
+    for line in sentinel.digest(dir):gmatch("[^\n]+") do
+      if not (line:find("/mine%.") or line:find("/aborts%.csv")) then after[#after + 1] = line end
+    end
+    assert.equal(before, table.concat(after, "\n") .. "\n")
   end)
 
   it("a client that dies before its answer leaves the program running and the session retrievable", function()
@@ -255,7 +424,8 @@ describe("the control channel", function()
     local pid = tonumber(out:match("^pid (%d+): sampling"))
     assert.is_number(pid, out)
     status_until(pid, function(o) return samples_of(o) >= 20 end)
-    local file = dir .. "/busy.collapsed"
+    -- No outputDir: the control directory.
+    local file = ctl .. "/busy.collapsed"
     rc, out, err = cli("attach stop --timeout " .. PATIENCE_SECONDS .. " -o " .. q(file))
     assert.equal(0, rc, err)
     local text = assert(run.read(file))

@@ -265,6 +265,28 @@ describe("the live page", function()
     assert.is_string(run.read(stopped.path))
   end)
 
+  it("live -o a path the program may not write: refused at the end, the session left running, nothing written",
+    function()
+    local sentinel = require("spec.support.sentinel")
+    local t = sentinel.make(dir)
+    local before = sentinel.digest(t.outside) .. sentinel.digest(t.out)
+    local child = spawn()
+    for _, target in ipairs({ t.outside .. "/victim.svg", t.out .. "/link.svg", "../outside/new.svg" }) do
+      local l = live("-o " .. q(target))
+      assert.is_string(l.url, table.concat(l.lines, "\n"))
+      until_answer(function() return native.json_decode(select(2, get(l.url .. "data.json"))) end,
+        function(x) return x.samples and x.samples >= 1 end)
+      local code, rest = stop_live(l, "TERM")
+      assert.equal(1, code, rest)
+      assert.matches("cannot stop the session live started: cannot write '", rest, 1, true)
+      assert.matches("a client may write only in " .. ctl, rest, 1, true)
+      -- The session runs on; attach stop writes it where it may.
+      assert.is_true(request(child, { cmd = "status" }).running)
+      assert.is_true(request(child, { cmd = "stop" }).ok)
+    end
+    assert.equal(before, sentinel.digest(t.outside) .. sentinel.digest(t.out))
+  end)
+
   it("live ends by itself when the program ends", function()
     local child = spawn()
     local l = live("")

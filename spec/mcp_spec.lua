@@ -27,10 +27,12 @@ describe("tecs-profile mcp", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  local function spawn(mode)
+  -- A child listening in `ctl`, its outputDir `output` (default `dir`).
+  local function spawn(mode, output)
     child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format("TECS_PROFILE_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1", q(ctl),
-      run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
+    child.p = assert(io.popen(string.format(
+      "TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
+      q(ctl), q(output or dir), run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
     child.first = child.p:read("*l")
     child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
     assert.is_number(child.pid, child.first)
@@ -323,6 +325,123 @@ describe("tecs-profile mcp", function()
     r = call("report", { hitches = 2 })
     assert.is_nil(r.isError, r.content[1].text)
     assert.matches("^Slowest %d of %d+ frames:\n", r.content[1].text)
+  end)
+
+  it("declares the bounds of every argument in the tools' input schemas", function()
+    local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/list" } })
+    local seen = 0
+    for _, tool in ipairs(a[1].result.tools) do
+      for name, p in pairs(tool.inputSchema.properties) do
+        if p.type == "number" or p.type == "integer" then
+          assert.is_number(p.minimum, tool.name .. "." .. name)
+          assert.is_number(p.maximum, tool.name .. "." .. name)
+          assert.is_true(p.minimum <= p.maximum and p.maximum < 2 ^ 53, tool.name .. "." .. name)
+          seen = seen + 1
+        elseif p.type == "string" and not p.enum then
+          assert.is_number(p.maxLength, tool.name .. "." .. name)
+          seen = seen + 1
+        end
+      end
+    end
+    -- target (5 tools), intervalMs, seconds, zone, top, hitches, 2 paths.
+    assert.equal(12, seen)
+    local start = a[1].result.tools[2].inputSchema.properties
+    assert.same({ 0.001, 3600 }, { start.seconds.minimum, start.seconds.maximum })
+    assert.same({ 0.1, 60000 }, { start.intervalMs.minimum, start.intervalMs.maximum })
+  end)
+
+  it("hostile arguments to every tool: refused, saying why; nothing written anywhere", function()
+    local sentinel = require("spec.support.sentinel")
+    local t = sentinel.make(dir)
+    spawn(nil, t.out)
+    -- The spec's own files aside (the server's input).
+    local function digest() return sentinel.digest(t.out) .. sentinel.digest(t.outside) .. sentinel.digest(ctl) end
+    local before = digest()
+    local object = setmetatable({}, { __jsontype = "object" })
+    local calls = {
+      { "profiler_start", { seconds = -1 }, "argument 'seconds' must be a number from 0.001 to 3600 (got -1)" },
+      { "profiler_start", { seconds = 0 }, "argument 'seconds' must be a number from 0.001 to 3600 (got 0)" },
+      { "profiler_start", { seconds = 3601 }, "argument 'seconds' must be" },
+      { "profiler_start", { seconds = 1e300 }, "(got 1e+300)" },
+      { "profiler_start", { seconds = "5" }, "argument 'seconds' must be a number" },
+      { "profiler_start", { intervalMs = 0 }, "argument 'intervalMs' must be a number from 0.1 to 60000" },
+      { "profiler_start", { intervalMs = -1e300 }, "argument 'intervalMs' must be" },
+      { "profiler_start", { target = -1 }, "argument 'target' must be an integer from 1 to 4194304 (got -1)" },
+      { "profiler_start", { target = 2 ^ 53 }, "argument 'target' must be an integer from 1 to 4194304" },
+      { "profiler_start", { target = 1.5 }, "argument 'target' must be an integer (got 1.5)" },
+      { "profiler_start", { zone = string.rep("z", 5000) }, "argument 'zone' must be at most 1024 bytes long" },
+      { "report", { top = 0 }, "argument 'top' must be an integer from 1 to 10000 (got 0)" },
+      { "report", { top = 2.5 }, "argument 'top' must be an integer (got 2.5)" },
+      { "report", { top = 1e9 }, "argument 'top' must be an integer from 1 to 10000" },
+      { "report", { hitches = -3 }, "argument 'hitches' must be an integer from 1 to 200 (got -3)" },
+      { "report", { by = string.rep("b", 100000) }, "argument 'by' must be one of" },
+      { "trace_start", { includeBenign = "yes" }, "argument 'includeBenign' must be a boolean" },
+      { "list_targets", { x = 1 }, "unknown argument 'x'" },
+      { "profiler_stop", { path = 5 }, "argument 'path' must be a string" },
+      { "profiler_stop", { path = string.rep("/", 200000) .. "x.svg" }, "argument 'path' must be at most 4096 bytes" },
+      { "trace_stop", { path = string.rep("p", 5000) .. ".csv" }, "argument 'path' must be at most 4096 bytes" },
+    }
+    -- Started, then every hostile path to profiler_stop and trace_stop.
+    calls[#calls + 1] = { "profiler_start", object }
+    calls[#calls + 1] = { "trace_start", object }
+    local first_path = #calls + 1
+    for _, p in ipairs(sentinel.paths(t, ".svg")) do calls[#calls + 1] = { "profiler_stop", { path = p[1] }, p[2] } end
+    for _, p in ipairs(sentinel.paths(t, ".csv")) do calls[#calls + 1] = { "trace_stop", { path = p[1] }, p[2] } end
+    local messages = {}
+    for i, c in ipairs(calls) do
+      messages[i] = { jsonrpc = "2.0", id = i, method = "tools/call", params = { name = c[1], arguments = c[2] } }
+    end
+    local answers = exchange(messages)
+    assert.equal(#calls, #answers)
+    for i, c in ipairs(calls) do
+      local r = answers[i].result
+      local text = r.content[1].text
+      if c[2] == object then
+        assert.is_nil(r.isError, text)
+      elseif i < first_path then
+        assert.is_true(r.isError, c[1] .. ": " .. text)
+        assert.matches(c[3], text, 1, true)
+      else
+        assert.is_true(r.isError, c[3] .. ": " .. text)
+        local why = text:find("a client may write only in " .. t.out .. " (outputDir, where a bare file name goes) or "
+          .. ctl .. " (the control directory)", 1, true) or text:find("must be at most 4096 bytes long", 1, true)
+        assert.is_number(why, c[3] .. ": " .. text)
+      end
+    end
+    assert.equal(before, digest(), "a refused call changed a file")
+    -- The session ran on: stopped now, it is written where it may be.
+    local r = call("profiler_stop", { path = "agent.svg" })
+    assert.is_nil(r.isError, r.content[1].text)
+    assert.equal(t.out .. "/agent.svg", r.structuredContent.path)
+    r = call("profiler_stop", { path = "again.svg" })
+    assert.is_true(r.isError)
+    assert.matches("no session to stop: none is running; the last one", r.content[1].text, 1, true)
+    assert.is_nil(run.read(t.out .. "/again.svg"))
+  end)
+
+  it("through PyPI's client: a path outside is refused, a bare name is written in outputDir", function()
+    local sentinel = require("spec.support.sentinel")
+    local python = mcp_python()
+    local t = sentinel.make(dir)
+    spawn(nil, t.out)
+    local before = sentinel.digest(t.outside)
+    assert.is_nil(call("profiler_start", {}).isError)
+    samples_until(50)
+    local r = python_calls(python, { { "profiler_stop", { path = t.outside .. "/victim.svg" } },
+      { "profiler_stop", { path = t.out .. "/theirs.svg" } }, { "profiler_stop", { path = "client.svg" } },
+      { "profiler_stop", { path = "again.svg" } } })
+    local outside, theirs, written, again = r.calls[1], r.calls[2], r.calls[3], r.calls[4]
+    assert.is_true(outside.isError, outside.text)
+    assert.matches("not in a directory a client may write in", outside.text, 1, true)
+    assert.is_true(theirs.isError, theirs.text)
+    assert.matches("exists and is not a file this channel wrote", theirs.text, 1, true)
+    assert.is_false(written.isError, written.text)
+    assert.equal(t.out .. "/client.svg", written.structured.path)
+    assert.matches("^<%?xml", assert(run.read(t.out .. "/client.svg")))
+    assert.is_true(again.isError, again.text)
+    assert.matches("no session to stop", again.text, 1, true)
+    assert.equal(before, sentinel.digest(t.outside))
+    assert.equal("the user s own\n", run.read(t.out .. "/theirs.svg"))
   end)
 
   it("with seconds, profiles for that long and returns the profile", function()

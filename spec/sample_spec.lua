@@ -279,6 +279,65 @@ describe("profile.sample", function()
     assert.equal(0, unnamed)
   end)
 
+  it("names a C function by its Lua path in every view of a running session, as at stop", function()
+    local lpeg = require("lpeg")
+    local pattern = lpeg.Cmt(lpeg.P(1), function() busy(3000) return true end) ^ 0
+    local s = profile.sample()
+    sampling.until_samples(s, 50, function() lpeg.match(pattern, "xxxxxxxx") end)
+    s:pause()
+    local function named(what, text)
+      local under = collapsed.sum(collapsed.parse(text), function(r) return collapsed.has_frame(r, "^lpeg%.match$") end)
+      assert.is_true(under > 0, what .. ":\n" .. text)
+      assert.is_nil(text:find("[C:", 1, true), what .. ":\n" .. text)
+    end
+    named("collapsed", s:collapsed())
+    named("delta", s:delta("collapsed"))
+    local svg = profile.flamegraph(s)
+    assert.matches("lpeg%.match", svg)
+    assert.is_nil(svg:find("[C:", 1, true), svg)
+    s:resume()
+    named("stop", s:stop())
+  end)
+
+  it("walks the modules for names only when the session has recorded a function no walk looked for", function()
+    local cfuncs = require("tecs.profile.cfuncs")
+    local native = require("tecs.profile.native")
+    local lpeg = require("lpeg")
+    local pattern = lpeg.Cmt(lpeg.P(1), function() busy(3000) return true end) ^ 0
+    local s = profile.sample()
+    local walks = 0
+    native.raw.set_function_paths(function()
+      walks = walks + 1
+      return cfuncs.paths()
+    end)
+    sampling.until_samples(s, 50, function() lpeg.match(pattern, "xxxxxxxx") end)
+    -- Paused, the session records nothing new: the first view walks, the
+    -- others do not.
+    s:pause()
+    s:collapsed()
+    local after_first = walks
+    assert.is_true(after_first >= 1, "walks: " .. walks)
+    s:collapsed()
+    s:delta("collapsed")
+    profile.report(s, { limit = 5 })
+    s:hitches(3)
+    assert.equal(after_first, walks)
+    -- A function no walk has seen (a chunk of its own, which no path
+    -- reaches) makes the next view walk once more.
+    local fresh = assert(loadstring("local n = ... local s = 0 for i = 1, n do s = (s + i * 7) % 65521 end return s",
+      "=fresh_chunk"))
+    s:resume()
+    sampling.until_samples(s, 50, function() fresh(5000) end)
+    s:pause()
+    assert.matches("fresh_chunk:", s:collapsed())
+    assert.is_true(walks > after_first, "walks: " .. walks)
+    local after_fresh = walks
+    s:collapsed()
+    assert.equal(after_fresh, walks)
+    s:resume()
+    s:stop()
+  end)
+
   it("names builtins from jit.vmdef", function()
     -- A builtin shows on the stack while it calls back into Lua.
     local s = profile.sample({ stackDepth = 4 })

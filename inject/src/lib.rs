@@ -5,8 +5,8 @@
 //! preloads and boots `love`. This library exports `luaL_openlibs`: the
 //! dynamic linker binds `love`'s call to it, it calls LuaJIT's own (the next
 //! definition, `dlsym(RTLD_NEXT)`), and on the process's main thread it runs
-//! the boot chunk in that state with the package's directories as
-//! arguments. `love.thread` workers open their libraries on threads of
+//! the boot chunk in that state with the package's directories and the
+//! command line's options as arguments. `love.thread` workers open their libraries on threads of
 //! their own and are left alone.
 //!
 //! The command line hands over what the boot needs in environment variables

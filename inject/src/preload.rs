@@ -12,6 +12,9 @@ const LUADIR: &CStr = c"TECS_PROFILE_LOVE_LUADIR";
 const LIBDIR: &CStr = c"TECS_PROFILE_LOVE_LIBDIR";
 /// The user's `LD_PRELOAD`; absent when the user had none.
 const USER_PRELOAD: &CStr = c"TECS_PROFILE_LOVE_PRELOAD";
+/// What the command line's options ask of the boot chunk (words joined by
+/// commas), handed to it as it is.
+const OPTIONS: &CStr = c"TECS_PROFILE_LOVE_OPTIONS";
 const LD_PRELOAD: &CStr = c"LD_PRELOAD";
 
 /// What the command line asked for, read once.
@@ -19,6 +22,7 @@ struct Boot {
     chunk: CString,
     luadir: CString,
     libdir: CString,
+    options: CString,
 }
 
 type LuaState = c_void;
@@ -82,14 +86,15 @@ fn take_request() -> Option<Boot> {
     let chunk = getenv(BOOT)?;
     let luadir = getenv(LUADIR).unwrap_or_default();
     let libdir = getenv(LIBDIR).unwrap_or_default();
+    let options = getenv(OPTIONS).unwrap_or_default();
     match getenv(USER_PRELOAD) {
         Some(user) => setenv(LD_PRELOAD, &user),
         None => unsetenv(LD_PRELOAD),
     }
-    for name in [BOOT, LUADIR, LIBDIR, USER_PRELOAD] {
+    for name in [BOOT, LUADIR, LIBDIR, USER_PRELOAD, OPTIONS] {
         unsetenv(name);
     }
-    Some(Boot { chunk, luadir, libdir })
+    Some(Boot { chunk, luadir, libdir, options })
 }
 
 /// The next definition of `name` after this library (LuaJIT's).
@@ -168,11 +173,11 @@ fn top_message(api: &LuaApi, state: *mut LuaState) -> String {
     }
 }
 
-/// Loads the boot chunk and calls it with the package's directories; the
-/// stack is left as found.
+/// Loads the boot chunk and calls it with the package's directories and the
+/// command line's options; the stack is left as found.
 fn run_boot(api: &LuaApi, state: *mut LuaState, boot: &Boot) {
     // SAFETY: `state` is the state LÖVE just opened its libraries in, on this
-    // thread; every call keeps to the stack the state has (three pushes onto
+    // thread; every call keeps to the stack the state has (four pushes onto
     // a fresh state's minimum of LUA_MINSTACK slots) and a protected call, so
     // no Lua error unwinds through this frame. The stack goes back to `top`.
     unsafe {
@@ -182,7 +187,8 @@ fn run_boot(api: &LuaApi, state: *mut LuaState, boot: &Boot) {
         } else {
             (api.pushstring)(state, boot.luadir.as_ptr());
             (api.pushstring)(state, boot.libdir.as_ptr());
-            if (api.pcall)(state, 2, 0, 0) != 0 {
+            (api.pushstring)(state, boot.options.as_ptr());
+            if (api.pcall)(state, 3, 0, 0) != 0 {
                 say(&format!("the LÖVE boot failed: {}", top_message(api, state)));
             }
         }

@@ -18,4 +18,63 @@ function M.count(text, pattern)
   return n
 end
 
+-- Measures the flamegraph's legend once the graph's script has drawn it:
+-- its left and right edges and the graph's width, in the root element's
+-- data-legend attribute.
+local MEASURE = [[
+setTimeout(function () {
+  var svg = document.getElementsByTagName("svg")[0], legend = document.getElementById("legend");
+  var s = svg.getBoundingClientRect(), l = legend ? legend.getBoundingClientRect() : null;
+  document.documentElement.setAttribute("data-legend",
+    l ? [l.left - s.left, l.right - s.left, s.width].join(" ") : "none");
+}, 500);
+]]
+
+--- Where a flamegraph's legend lies, drawn by chromium in a window `width`
+-- pixels wide: `document` is the flamegraph as a file shows it (an SVG
+-- document) or as the pages' frame holds it (an HTML document, which the
+-- frame gives the page's width). The document is drawn as it is, with a
+-- script added at its end that measures the legend.
+-- @treturn table `{ left, right, width }` in pixels from the graph's left
+--   edge, or nil and what went wrong
+function M.legend_box(document, width)
+  local svg = document:find("^%s*<%?xml") ~= nil
+  local measured
+  if svg then
+    measured = document:gsub("</svg>%s*$", "<script><![CDATA[" .. MEASURE .. "]]></script></svg>")
+  else
+    measured = document:gsub("</body>", "<script>" .. MEASURE .. "</script></body>")
+  end
+  local dir = run.tmpdir()
+  local file = dir .. (svg and "/graph.svg" or "/graph.html")
+  run.write(file, measured)
+  local rc, dom, err = M.chromium(string.format("--window-size=%d,600 --virtual-time-budget=3000 --dump-dom %s",
+    width, run.quote("file://" .. file)))
+  os.execute("rm -rf " .. run.quote(dir))
+  if rc ~= 0 then return nil, err end
+  local left, right, graph = dom:match('data%-legend="([%d.e+-]+) ([%d.e+-]+) ([%d.e+-]+)"')
+  if not left then return nil, "no legend measured: " .. (dom:match('data%-legend="[^"]*"') or dom:sub(1, 300)) end
+  return { left = tonumber(left), right = tonumber(right), width = tonumber(graph) }
+end
+
+--- The window widths the legend is checked at: the pages' screenshots'
+-- window, a narrower one, and one narrower than the legend's longest line.
+M.LEGEND_WIDTHS = { 1100, 700, 420 }
+
+--- Where the legend of the flamegraph `document` (as for `legend_box`)
+-- does not lie inside the graph, at each of `LEGEND_WIDTHS`: nil when it
+-- always does, else what was measured.
+-- @treturn string|nil
+function M.legend_misfit(document)
+  for _, width in ipairs(M.LEGEND_WIDTHS) do
+    local box, err = M.legend_box(document, width)
+    if not box then return err end
+    if box.width <= 0.5 * width or box.left < 0 or box.right > box.width then
+      return string.format("at %d px: legend from %.1f to %.1f in a graph %.1f wide", width, box.left, box.right,
+        box.width)
+    end
+  end
+  return nil
+end
+
 return M

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{Request, Response, MAX_LINE};
+use super::{Request, Response, MAX_ANSWER_LINE};
 use crate::sys::process;
 
 /// A connection to one program.
@@ -55,7 +55,7 @@ impl Connection {
                 let line: Vec<u8> = self.pending.drain(..=at).collect();
                 return Ok(String::from_utf8_lossy(&line).trim().to_string());
             }
-            if self.pending.len() > MAX_LINE {
+            if self.pending.len() > MAX_ANSWER_LINE {
                 return Err("the program's answer is too long".into());
             }
             let left = deadline.saturating_duration_since(Instant::now());

@@ -9,6 +9,7 @@
 //! and runs them itself; [`client::request`] is the other end.
 
 pub mod client;
+pub mod files;
 pub mod http;
 pub mod server;
 
@@ -17,21 +18,33 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sys::process;
 
-/// The longest request or response line taken, in bytes: a line longer
-/// than this ends the connection.
-pub const MAX_LINE: usize = 16 << 20;
+/// The longest request line a program takes, in bytes: a longer one is
+/// answered with an error and its connection closed.
+pub const MAX_REQUEST_LINE: usize = 64 << 10;
+
+/// The longest answer line a client takes, in bytes (a snapshot is the
+/// largest answer).
+pub const MAX_ANSWER_LINE: usize = 16 << 20;
+
+/// How long a connected client may go without sending a complete request
+/// before the program closes its connection (and takes another client).
+pub const IDLE_LIMIT: Duration = Duration::from_secs(60);
 
 /// One command, as a client sends it: `{"cmd":"start","intervalMs":1}`.
+/// A field the command does not take is refused; the bounds of the fields
+/// that take a number or a string are [`FIELDS`]'s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "lowercase")]
+#[serde(tag = "cmd", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Request {
-    /// Whether a session runs, its samples, the program.
-    Status,
+    /// Whether a session runs, its samples, the program. (A struct, so
+    /// that a field sent with it is refused as with the others.)
+    Status {},
     /// Start sampling; `seconds` stops by itself at the first poll after
     /// that much time.
     Start {
@@ -43,7 +56,7 @@ pub enum Request {
         seconds: Option<f64>,
     },
     /// Stop sampling and write the profile (to `path`, else a file in the
-    /// control directory).
+    /// control directory: see [`files`] for where a client may write).
     Stop {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
@@ -57,9 +70,9 @@ pub enum Request {
         #[serde(rename = "then", default, skip_serializing_if = "Option::is_none")]
         then_by: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        top: Option<u32>,
+        top: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        hitches: Option<u32>,
+        hitches: Option<f64>,
     },
     /// Start tracking trace aborts (`profile.trace`).
     #[serde(rename = "trace_start")]
@@ -80,12 +93,163 @@ pub enum Request {
     /// function (the others summed into one), the heaviest functions.
     Snapshot {
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        frames: Option<u32>,
+        frames: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        hitches: Option<u32>,
+        hitches: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        stacks: Option<u32>,
+        stacks: Option<f64>,
     },
+}
+
+/// What a field of a request accepts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Accepts {
+    /// A number from `min` to `max`.
+    Number { min: f64, max: f64 },
+    /// An integer from `min` to `max`.
+    Integer { min: f64, max: f64 },
+    /// A string of at most `max_bytes` bytes.
+    Text { max_bytes: usize },
+}
+
+/// A field of a command that takes a number or a string, and its bounds.
+/// (`start`'s `intervalMs` and `zone` are checked further by
+/// `profile.sample`, which declares them; `report`'s `by` and `then` by
+/// `profile.report`.)
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub command: &'static str,
+    pub name: &'static str,
+    pub accepts: Accepts,
+    /// What it is, for messages and the MCP tools' schemas.
+    pub what: &'static str,
+}
+
+/// Every bounded field of the protocol, declared once: the program checks
+/// requests against it, the MCP server's tool schemas are made from it.
+pub static FIELDS: &[Field] = &[
+    Field {
+        command: "start",
+        name: "seconds",
+        accepts: Accepts::Number { min: 0.001, max: 3600.0 },
+        what: "seconds before the session stops by itself",
+    },
+    Field { command: "start", name: "zone", accepts: Accepts::Text { max_bytes: 1024 }, what: "a zone path" },
+    Field {
+        command: "stop",
+        name: "path",
+        accepts: Accepts::Text { max_bytes: files::MAX_PATH_BYTES },
+        what: "the file to write",
+    },
+    Field { command: "report", name: "by", accepts: Accepts::Text { max_bytes: 64 }, what: "a grouping" },
+    Field { command: "report", name: "then", accepts: Accepts::Text { max_bytes: 64 }, what: "a second level" },
+    Field { command: "report", name: "top", accepts: Accepts::Integer { min: 1.0, max: 10000.0 }, what: "rows shown" },
+    Field {
+        command: "report",
+        name: "hitches",
+        accepts: Accepts::Integer { min: 1.0, max: 200.0 },
+        what: "the slowest frames shown",
+    },
+    Field {
+        command: "trace_stop",
+        name: "path",
+        accepts: Accepts::Text { max_bytes: files::MAX_PATH_BYTES },
+        what: "the CSV file to write",
+    },
+    Field {
+        command: "snapshot",
+        name: "frames",
+        accepts: Accepts::Integer { min: 1.0, max: 20000.0 },
+        what: "the last frames marked",
+    },
+    Field {
+        command: "snapshot",
+        name: "hitches",
+        accepts: Accepts::Integer { min: 1.0, max: 200.0 },
+        what: "the slowest frames, with their functions",
+    },
+    Field {
+        command: "snapshot",
+        name: "stacks",
+        accepts: Accepts::Integer { min: 1.0, max: 20000.0 },
+        what: "the heaviest stacks",
+    },
+];
+
+/// A number as a message shows it: no 300 digits for 1e300.
+fn number_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else if n.abs() >= 1e15 || n.abs() < 1e-4 {
+        format!("{:e}", n)
+    } else {
+        format!("{}", n)
+    }
+}
+
+impl Accepts {
+    /// What it expects, for a message: "an integer from 1 to 200".
+    pub fn expected(&self) -> String {
+        match *self {
+            Accepts::Number { min, max } => format!("a number from {} to {}", number_text(min), number_text(max)),
+            Accepts::Integer { min, max } => format!("an integer from {} to {}", number_text(min), number_text(max)),
+            Accepts::Text { max_bytes } => format!("a string of at most {} bytes", max_bytes),
+        }
+    }
+
+    /// Why `v` is not accepted, or None.
+    fn refuses(&self, v: &serde_json::Value) -> Option<String> {
+        match (*self, v) {
+            (Accepts::Number { min, max }, serde_json::Value::Number(n)) => {
+                let n = n.as_f64()?;
+                (!(n >= min && n <= max)).then(|| number_text(n))
+            }
+            (Accepts::Integer { min, max }, serde_json::Value::Number(n)) => {
+                let n = n.as_f64()?;
+                (!(n >= min && n <= max && n.fract() == 0.0)).then(|| number_text(n))
+            }
+            (Accepts::Text { max_bytes }, serde_json::Value::String(s)) => {
+                (s.len() > max_bytes).then(|| format!("a string of {} bytes", s.len()))
+            }
+            // The types are serde's to check.
+            _ => None,
+        }
+    }
+}
+
+impl Request {
+    /// The command's name, as `cmd` gives it.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Request::Status {} => "status",
+            Request::Start { .. } => "start",
+            Request::Stop { .. } => "stop",
+            Request::Report { .. } => "report",
+            Request::TraceStart { .. } => "trace_start",
+            Request::TraceStop { .. } => "trace_stop",
+            Request::Snapshot { .. } => "snapshot",
+        }
+    }
+
+    /// Checks the fields against their bounds ([`FIELDS`]); the error
+    /// names the first out of bounds.
+    pub fn check(&self) -> Result<(), String> {
+        let value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        let command = self.command();
+        for f in FIELDS.iter().filter(|f| f.command == command) {
+            let Some(v) = value.get(f.name) else { continue };
+            if let Some(got) = f.accepts.refuses(v) {
+                return Err(format!(
+                    "bad field '{}' ({}: {} expected, got {})",
+                    f.name,
+                    f.what,
+                    f.accepts.expected(),
+                    got
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A trace-abort site of a trace report: where, why and how often.
@@ -322,13 +486,23 @@ pub fn targets(dir: &Path) -> Result<Vec<Target>, String> {
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+        // Only `PID.json`: the other files there (profiles a client had
+        // written, `.trace.json` ones among them) are not entries.
+        let Some(stem) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
         let Ok(text) = fs::read_to_string(&path) else { continue };
         let Ok(target) = serde_json::from_str::<Target>(&text) else { continue };
+        if stem != target.pid.to_string() {
+            continue;
+        }
         if !process::process_alive(target.pid) {
-            let _ = fs::remove_file(&target.socket);
+            // Its own socket only, whatever the entry says.
+            let (socket, _) = paths_for(dir, target.pid);
+            let _ = fs::remove_file(socket);
             let _ = fs::remove_file(&path);
             continue;
         }

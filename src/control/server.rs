@@ -1,20 +1,26 @@
 //! The program's end of the control channel: a non-blocking listener that
 //! the program's thread polls. One client at a time: another that connects
 //! meanwhile is answered "busy" and closed. A request that arrives while
-//! the program does not poll waits in the socket until it does.
+//! the program does not poll waits in the socket until it does. A request
+//! line longer than [`MAX_REQUEST_LINE`] is answered with an error and its
+//! connection closed; so is, without an answer, a client that sends no
+//! complete request for [`IDLE_LIMIT`].
 
 use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{paths_for, write_entry, Request, Response, Target, MAX_LINE};
+use super::{paths_for, write_entry, Request, Response, Target, IDLE_LIMIT, MAX_REQUEST_LINE};
 use crate::sys::process;
 
-/// How long a reply may wait for a client that reads nothing: the
-/// program's frame stalls for at most this long.
+/// How long a reply may take in all, for a client that reads slowly or
+/// not at all: the program's frame stalls for at most this long.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The connections one call of [`Server::next_request`] takes at most.
+const ACCEPTS_PER_CALL: usize = 16;
 
 struct Client {
     stream: UnixStream,
@@ -22,6 +28,10 @@ struct Client {
     pending: Vec<u8>,
     /// The client closed its end: what is pending is all it sent.
     closed: bool,
+    /// When it connected or last sent a complete request.
+    active: Instant,
+    /// It sent a line too long: the connection closes once answered.
+    closing: bool,
 }
 
 /// The listening socket of one process and its discovery entry; both are
@@ -32,6 +42,8 @@ pub struct Server {
     entry: PathBuf,
     client: Option<Client>,
     pid: u32,
+    /// [`IDLE_LIMIT`], shorter in tests.
+    idle_limit: Duration,
 }
 
 /// What a poll found: a request to run, or a line that is not one (to be
@@ -60,7 +72,13 @@ impl Server {
             return Err(format!("cannot write discovery entry {}: {}", entry.display(), e));
         }
         process::remove_at_exit(entry.clone());
-        Ok(Server { listener, socket, entry, client: None, pid })
+        Ok(Server { listener, socket, entry, client: None, pid, idle_limit: IDLE_LIMIT })
+    }
+
+    /// Closes connections idle for `limit` instead of [`IDLE_LIMIT`].
+    #[cfg(test)]
+    pub fn set_idle_limit(&mut self, limit: Duration) {
+        self.idle_limit = limit;
     }
 
     /// The socket's path.
@@ -89,7 +107,9 @@ impl Server {
         if let Some(line) = self.read_client() {
             return Some(line);
         }
-        loop {
+        // Connections past these wait in the socket's backlog for the next
+        // poll: a flood of them does not hold the program's thread.
+        for _ in 0..ACCEPTS_PER_CALL {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -105,7 +125,8 @@ impl Server {
             // A program woken by SIGIO (`sys::wake`) is woken by its data too.
             #[cfg(target_os = "linux")]
             crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
-            self.client = Some(Client { stream, pending: Vec::new(), closed: false });
+            self.client =
+                Some(Client { stream, pending: Vec::new(), closed: false, active: Instant::now(), closing: false });
             if let Some(line) = self.read_client() {
                 // Others waiting are answered at the next poll.
                 return Some(line);
@@ -115,7 +136,7 @@ impl Server {
     }
 
     /// Answers the request [`next_request`](Self::next_request) returned. A client that
-    /// went away, or reads nothing for [`REPLY_TIMEOUT`], is dropped; the
+    /// went away, or has not read it all within [`REPLY_TIMEOUT`], is dropped; the
     /// program goes on.
     pub fn reply(&mut self, response: &Response) {
         let Some(client) = &self.client else { return };
@@ -123,24 +144,37 @@ impl Server {
             serde_json::to_vec(&Response::error(format!("cannot encode the answer: {}", e))).expect("plain struct")
         });
         line.push(b'\n');
-        if write_blocking(&client.stream, &line).is_err() {
+        if write_blocking(&client.stream, &line).is_err() || client.closing {
             self.client = None;
         }
     }
 
     /// Reads what the client sent; returns its next complete line, parsed.
-    /// A client that closed with nothing pending is dropped.
+    /// A client that closed with nothing pending is dropped, and so is one
+    /// idle for [`IDLE_LIMIT`]; a line too long is an error to answer,
+    /// after which the connection closes.
     fn read_client(&mut self) -> Option<Incoming> {
+        let idle_limit = self.idle_limit;
         let client = self.client.as_mut()?;
+        if client.closing {
+            return None;
+        }
         loop {
             if let Some(at) = client.pending.iter().position(|&b| b == b'\n') {
+                if at > MAX_REQUEST_LINE {
+                    return Some(Err(too_long(client)));
+                }
                 let line: Vec<u8> = client.pending.drain(..=at).collect();
                 let text = String::from_utf8_lossy(&line);
                 let text = text.trim();
                 if text.is_empty() {
                     continue;
                 }
+                client.active = Instant::now();
                 return Some(parse_request(text));
+            }
+            if client.pending.len() > MAX_REQUEST_LINE {
+                return Some(Err(too_long(client)));
             }
             if client.closed {
                 // A last line without its newline still counts.
@@ -148,16 +182,19 @@ impl Server {
                 self.client = None;
                 return (!text.is_empty()).then(|| parse_request(&text));
             }
-            if client.pending.len() > MAX_LINE {
-                self.client = None;
-                return None;
-            }
             let mut buf = [0u8; 8192];
             match client.stream.read(&mut buf) {
                 Ok(0) => client.closed = true,
                 Ok(n) => client.pending.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Closed without an answer: a line written now would
+                    // be read as the answer to the client's next request.
+                    if client.active.elapsed() >= idle_limit {
+                        self.client = None;
+                    }
+                    return None;
+                }
                 Err(_) => client.closed = true,
             }
         }
@@ -174,22 +211,64 @@ impl Server {
     }
 }
 
-/// Parses one request line; the error names what is wrong.
+/// Parses one request line and checks its fields' bounds; the error names
+/// what is wrong.
 pub fn parse_request(text: &str) -> Incoming {
-    serde_json::from_str::<Request>(text).map_err(|e| format!("bad request {}: {}", abbreviate(text), e))
+    // serde's message may quote the request (an unknown field's name): cut.
+    let bad = |e: String| format!("bad request {}: {}", abbreviate(text), abbreviate_to(&e, 300));
+    let request = serde_json::from_str::<Request>(text).map_err(|e| bad(e.to_string()))?;
+    request.check().map_err(bad)?;
+    Ok(request)
+}
+
+/// The error a line too long is answered with; the connection closes then.
+fn too_long(client: &mut Client) -> String {
+    client.closing = true;
+    client.pending.clear();
+    format!("request line longer than {} bytes: not read; the connection is closed", MAX_REQUEST_LINE)
 }
 
 fn abbreviate(text: &str) -> String {
-    if text.chars().count() <= 80 {
-        return text.to_string();
-    }
-    text.chars().take(77).collect::<String>() + "..."
+    abbreviate_to(text, 80)
 }
 
-fn write_blocking(stream: &UnixStream, bytes: &[u8]) -> io::Result<()> {
+/// `text` cut to at most `n` characters.
+fn abbreviate_to(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    text.chars().take(n - 3).collect::<String>() + "..."
+}
+
+/// Writes all of `bytes` within [`REPLY_TIMEOUT`] in all (a client that
+/// reads a byte now and then does not hold the program's thread longer).
+fn write_blocking(stream: &UnixStream, mut bytes: &[u8]) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
-    let result = process::send_all(stream, bytes);
+    let deadline = Instant::now() + REPLY_TIMEOUT;
+    let mut result = Ok(());
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            result = Err(io::ErrorKind::TimedOut.into());
+            break;
+        }
+        if let Err(e) = stream.set_write_timeout(Some(left)) {
+            result = Err(e);
+            break;
+        }
+        match process::send_no_signal(stream, bytes) {
+            Ok(0) => {
+                result = Err(io::ErrorKind::WriteZero.into());
+                break;
+            }
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
     let _ = stream.set_nonblocking(true);
     result
 }

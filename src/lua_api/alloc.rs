@@ -140,7 +140,7 @@ impl NativeSession {
     /// The profile in samples rather than bytes: what the text views take,
     /// so that their sampling errors follow the number of samples.
     pub(super) fn sample_profile(&self) -> Profile {
-        let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = self.namer();
         self.with_table(|t| Profile::from_table(t, &mut namer))
     }
 
@@ -175,7 +175,7 @@ impl NativeSession {
         })?;
         let table =
             if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
-        let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = self.namer();
         Some((Profile::from_table(&table, &mut namer), now))
     }
 
@@ -210,7 +210,7 @@ impl NativeSession {
         });
         let named = |t: StackTable| {
             let t = if self.call_site_lines.is_empty() { t } else { t.with_leaves_replaced(&self.call_site_lines) };
-            let mut namer = crate::profile::FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+            let mut namer = self.namer();
             Profile::from_table(&t, &mut namer)
         };
         let points = named(bytes);

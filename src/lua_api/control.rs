@@ -13,8 +13,9 @@ use serde_json::{Map, Number, Value as Json};
 use super::json::to_lua;
 use super::options::describe;
 use super::runtime;
+use crate::control::files::{self, Confined, Kind};
 use crate::control::http::{HttpRequest, HttpServer};
-use crate::control::{self, client, server::Server, Request, Response, Target};
+use crate::control::{self, client, server::Server, Accepts, Request, Response, Target};
 use crate::sys::stop_signals;
 
 /// A Lua value as JSON: a table with keys 1..n is an array (an empty table
@@ -76,9 +77,16 @@ fn timeout_of(seconds: f64) -> mlua::Result<Duration> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// The program's listener (`native.raw.listen`), and whether it armed the
-/// wake-up (`sys::wake`, one per process), which it then disarms.
-pub struct Listener(Option<Server>, bool);
+/// The program's listener (`native.raw.listen`), whether it armed the
+/// wake-up (`sys::wake`, one per process), which it then disarms, and the
+/// directories its clients may have it write in.
+pub struct Listener(Option<Server>, bool, Confined);
+
+fn kind_of(name: &str) -> mlua::Result<Kind> {
+    Kind::from_name(name).ok_or_else(|| {
+        runtime(format!("bad argument 'kind' (\"profile\", \"trace\" or \"functions\" expected, got {:?})", name))
+    })
+}
 
 impl UserData for Listener {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
@@ -109,6 +117,29 @@ impl UserData for Listener {
         methods
             .add_method("entry", |_, this, ()| Ok(this.0.as_ref().map(|s| s.entry().to_string_lossy().into_owned())));
         methods.add_method("pid", |_, _, ()| Ok(std::process::id()));
+        // `place(path, kind)`: the absolute path of the file a client named
+        // `path` (a bare name, or an absolute path), if it may have the
+        // program write a file of `kind` there ("profile", "trace",
+        // "functions"); else an error that says where it may.
+        methods.add_method("place", |_, this, (path, kind): (mlua::LuaString, String)| {
+            let place = this.2.place(&path.as_bytes(), kind_of(&kind)?).map_err(runtime)?;
+            Ok(place.path.to_string_lossy().into_owned())
+        });
+        // `write(path, kind, text)`: writes `text` where `place` says,
+        // checked again now; the path written.
+        methods.add_method_mut("write", |_, this, (path, kind, text): (mlua::LuaString, String, mlua::LuaString)| {
+            let kind = kind_of(&kind)?;
+            let place = this.2.place(&path.as_bytes(), kind).map_err(runtime)?;
+            let written = this.2.write(&place, &text.as_bytes(), kind).map_err(runtime)?;
+            Ok(written.to_string_lossy().into_owned())
+        });
+        // The control directory, absolute.
+        methods.add_method("controlDir", |_, this, ()| Ok(this.2.control_directory().to_string_lossy().into_owned()));
+        // The directories clients may have the program write in, the one
+        // bare names go to first.
+        methods.add_method("outputDirs", |_, this, ()| {
+            Ok(this.2.directories().iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>())
+        });
         methods.add_method("isOpen", |_, this, ()| Ok(this.0.is_some()));
         // Removes the socket and the discovery entry (and stops waking).
         methods.add_method_mut("close", |lua, this, ()| {
@@ -244,11 +275,16 @@ fn control_directory(_: &Lua, dir: Option<String>) -> mlua::Result<String> {
     Ok(d.to_string_lossy().into_owned())
 }
 
-/// `native.raw.listen(dir, { program, kind, started })`: opens this
-/// process's socket and discovery entry in `dir` (default: the control
-/// directory).
+/// `native.raw.listen(dir, { program, kind, started, outputDir })`: opens
+/// this process's socket and discovery entry in `dir` (default: the
+/// control directory); clients may have it write there and in `outputDir`.
 fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listener> {
     let dir = control::directory(&directory_arg(dir)).map_err(runtime)?;
+    let output: Option<String> = about.get("outputDir")?;
+    if output.as_deref() == Some("") {
+        return Err(runtime("option 'outputDir' must be a directory path string (got an empty string)"));
+    }
+    let confined = Confined::new(&dir, output.as_deref().map(Path::new)).map_err(runtime)?;
     let target = Target {
         pid: 0,
         program: about.get::<Option<String>>("program")?.unwrap_or_default(),
@@ -256,7 +292,7 @@ fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listen
         socket: String::new(),
         started: about.get::<Option<u64>>("started")?.unwrap_or(0),
     };
-    Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false))
+    Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false, confined))
 }
 
 /// `native.raw.control_targets([dir])`: the programs that can be attached
@@ -279,8 +315,64 @@ fn control_connect(_: &Lua, socket: String) -> mlua::Result<Connection> {
     Ok(Connection(Some(client::Connection::open(Path::new(&socket)).map_err(runtime)?)))
 }
 
+/// `native.raw.control_fields`: the bounds of the requests' fields
+/// (`control::FIELDS`), by command and field: `{ start = { seconds = {
+/// type = "number", minimum, maximum, what, expected } }, stop = { path = {
+/// type = "string", maxLength, what, expected } }, ... }`, as the MCP
+/// tools' schemas say them; `native.raw.control_field_list`, the same in
+/// their declared order, each with `command` and `name`; and
+/// `native.raw.control_limits`: `requestLine` (bytes), `idleSeconds`,
+/// `profileEndings`, `traceEnding`.
+fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    let fields = lua.create_table()?;
+    let list = lua.create_table()?;
+    for f in control::FIELDS {
+        let command = match fields.get::<Option<Table>>(f.command)? {
+            Some(t) => t,
+            None => {
+                let t = lua.create_table()?;
+                fields.set(f.command, t.clone())?;
+                t
+            }
+        };
+        let t = lua.create_table()?;
+        match f.accepts {
+            Accepts::Number { min, max } | Accepts::Integer { min, max } => {
+                t.set("type", if matches!(f.accepts, Accepts::Number { .. }) { "number" } else { "integer" })?;
+                t.set("minimum", min)?;
+                t.set("maximum", max)?;
+            }
+            Accepts::Text { max_bytes } => {
+                t.set("type", "string")?;
+                t.set("maxLength", max_bytes)?;
+            }
+        }
+        t.set("what", f.what)?;
+        t.set("expected", f.accepts.expected())?;
+        command.set(f.name, t.clone())?;
+        let listed = lua.create_table()?;
+        for pair in t.pairs::<String, Value>() {
+            let (k, v) = pair?;
+            listed.set(k, v)?;
+        }
+        listed.set("command", f.command)?;
+        listed.set("name", f.name)?;
+        list.raw_set(list.raw_len() + 1, listed)?;
+    }
+    raw.set("control_fields", fields)?;
+    raw.set("control_field_list", list)?;
+    let limits = lua.create_table()?;
+    limits.set("requestLine", control::MAX_REQUEST_LINE)?;
+    limits.set("idleSeconds", control::IDLE_LIMIT.as_secs_f64())?;
+    limits.set("profileEndings", lua.create_sequence_from(files::profile_endings())?)?;
+    limits.set("traceEnding", files::TRACE_ENDING)?;
+    raw.set("control_limits", limits)?;
+    Ok(())
+}
+
 /// Adds the functions to `native.raw`.
 pub fn register(lua: &Lua, raw: &Table) -> mlua::Result<()> {
+    control_tables(lua, raw)?;
     raw.set("listen", lua.create_function(listen)?)?;
     raw.set("control_directory", lua.create_function(control_directory)?)?;
     raw.set("control_targets", lua.create_function(control_targets)?)?;

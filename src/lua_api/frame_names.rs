@@ -1,18 +1,181 @@
-//! Names for the functions a session recorded while sampling: the Lua
-//! paths that reach them (`nameLuaFunctions`, at stop), and the recorded
-//! table for tests and diagnostics (`frameFunctions`).
+//! Names for the functions a session recorded: the Lua paths that reach
+//! them (`love.graphics.points` for a C function LuaJIT's stack dump gives
+//! as an address, `love.update` for a Lua function its caller called
+//! `update`), and the recorded table for tests and diagnostics
+//! (`frameFunctions`).
+//!
+//! The paths come from one walk of the program's modules, made by the
+//! state's path finder (`tecs.profile.cfuncs`, set with
+//! `native.raw.set_function_paths`). Every view of a session, running or
+//! stopped (the report, the live page's snapshot, a delta, a time line),
+//! asks [`NativeSession::name_new_functions`] first, so that all of them
+//! name a function the same way. A walk runs only when the session has
+//! recorded a function no walk has looked for yet: a running session
+//! viewed once a second walks while new functions turn up, not each time.
+//! The walk is the profiler's work, not the program's: the session is
+//! paused while it runs, and it waits while an allocation session records
+//! (whose counts would take in its allocations).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 
 use mlua::{Lua, Table};
 
 use super::NativeSession;
+use crate::profile::{c_address, FrameNamer};
 use crate::record::identity::FrameIdentity;
+use crate::record::sampler::FRAME_SEP;
+use crate::record::stack_table::Key;
+use crate::sys;
+
+/// The registry field holding the state's path finder.
+const PATH_FINDER: &str = "tecs.profile.function_paths";
+
+/// `native.raw.set_function_paths(finder)`: sets the function the sessions
+/// of this state ask for Lua paths. `finder()` returns the C functions
+/// reachable by a path, `{ {path, fn}, ... }`, and the Lua functions, `{
+/// {path, short_src, linedefined, lastlinedefined}, ... }`, each under the
+/// first path that reaches it.
+pub(super) fn set_function_paths(lua: &Lua, finder: mlua::Function) -> mlua::Result<()> {
+    lua.set_named_registry_value(PATH_FINDER, finder)
+}
+
+/// The key of a Lua function among the paths: its chunk's short name and
+/// the lines it spans.
+fn span_key(source: &str, first: u32, last: u32) -> (String, u32, u32) {
+    (source.to_string(), first, last.max(first))
+}
 
 impl NativeSession {
+    /// The one namer of this session's frames: builtins by their names, C
+    /// functions by their Lua paths, else by their symbols.
+    pub(super) fn namer(&self) -> FrameNamer<'_> {
+        FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths)
+    }
+
+    /// Asks the path finder for the paths of the functions recorded since
+    /// the last walk, if any were (see the module's documentation). Runs
+    /// Lua code, so never inside `sampler.with`. A finder that fails names
+    /// nothing and is not asked again for these functions.
+    pub(super) fn name_new_functions(&mut self, lua: &Lua) {
+        // A kept profile was built after the last walk this session needs.
+        if self.finished.is_some() {
+            return;
+        }
+        let c_new = self.c_addresses_not_looked_for();
+        let lua_new = self.lua_functions_not_looked_for();
+        if c_new.is_empty() && lua_new.is_empty() {
+            return;
+        }
+        // While an allocation session records in this state, the walk's own
+        // allocations would be counted in it: the names wait for its stop.
+        if sys::VmHandle::of(lua).is_ok_and(sys::alloc_hook::wrapper_installed) {
+            return;
+        }
+        let Ok(finder) = lua.named_registry_value::<mlua::Function>(PATH_FINDER) else { return };
+        // The walk is the profiler's work: the session is paused while it
+        // runs, so that neither its time nor its allocations are recorded
+        // (they count as paused samples).
+        let was_paused = self.sampler.with(|s| s.paused.swap(true, Ordering::Relaxed));
+        let found = finder.call::<(Option<Table>, Option<Table>)>(());
+        if !was_paused {
+            self.sampler.with(|s| s.paused.store(false, Ordering::Relaxed));
+        }
+        if let Ok((c_list, lua_list)) = found {
+            if let Some(list) = c_list {
+                let _ = self.name_c_functions(lua, list);
+            }
+            if let Some(list) = lua_list {
+                let _ = self.name_lua_functions(list);
+            }
+        }
+        for addr in c_new {
+            self.c_paths.entry(addr).or_insert(None);
+        }
+        for key in lua_new {
+            self.lua_paths.entry(key).or_insert(None);
+        }
+    }
+
+    /// Forgets which functions were looked for and not found: a module
+    /// loaded since may reach them, and the stopped session's walk looks
+    /// once more.
+    pub(super) fn forget_unnamed(&mut self) {
+        self.c_paths.retain(|_, path| path.is_some());
+        self.lua_paths.retain(|_, path| path.is_some());
+    }
+
+    /// The C functions of the recorded stacks that no walk looked for.
+    fn c_addresses_not_looked_for(&self) -> Vec<usize> {
+        let known = &self.c_paths;
+        let mut found = HashSet::new();
+        self.sampler.with(|s| {
+            for (key, _) in s.table.iter() {
+                let stack = Key::stack(key);
+                for at in memchr::memchr_iter(b'@', stack) {
+                    if at > 0 && stack[at - 1] != FRAME_SEP {
+                        continue;
+                    }
+                    let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |n| at + n);
+                    if let Some(addr) = c_address(&stack[at..end]) {
+                        if !known.contains_key(&addr) {
+                            found.insert(addr);
+                        }
+                    }
+                }
+            }
+        });
+        found.into_iter().collect()
+    }
+
+    /// The recorded Lua functions that no walk looked for.
+    fn lua_functions_not_looked_for(&self) -> Vec<(String, u32, u32)> {
+        let ids = self.sampler.with(|s| s.identities.snapshot());
+        let mut keys: Vec<_> = ids
+            .values()
+            .map(|id| span_key(&id.source, id.first, id.last))
+            .filter(|k| !self.lua_paths.contains_key(k))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ...
+    /// }`, the first path of a function wins. Names change, so a kept
+    /// profile is built again.
+    fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
+        let mut added = false;
+        // Functions made by one C function (mlua's, sol's) share its
+        // address: an address two listed functions share names neither.
+        let mut seen: HashMap<usize, usize> = HashMap::new();
+        for entry in list.sequence_values::<Table>() {
+            let entry = entry?;
+            let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
+            if let Some(addr) = sys::c_function_address(lua, &f)? {
+                if *seen.entry(addr).or_insert(f.to_pointer() as usize) != f.to_pointer() as usize {
+                    self.c_shared.insert(addr);
+                }
+                let named = self.c_paths.entry(addr).or_insert(None);
+                if self.c_shared.contains(&addr) {
+                    added |= named.take().is_some();
+                } else if named.is_none() {
+                    *named = Some(path);
+                    added = true;
+                }
+            }
+        }
+        if added {
+            self.finished = None;
+        }
+        Ok(())
+    }
+
     /// Records the Lua paths of Lua functions: `list` is `{ {path,
     /// short_src, linedefined, lastlinedefined}, ... }`, first path wins.
-    pub(super) fn name_lua_functions(&mut self, list: Table) -> mlua::Result<()> {
+    /// (They name the recorded functions, not the profile's frames: a kept
+    /// profile stays.)
+    fn name_lua_functions(&mut self, list: Table) -> mlua::Result<()> {
         for entry in list.sequence_values::<Table>() {
             let entry = entry?;
             let (Ok(path), Ok(src), Ok(first), Ok(last)) = (
@@ -23,18 +186,21 @@ impl NativeSession {
             ) else {
                 continue;
             };
-            self.lua_paths.entry((src, first, last.max(first))).or_insert(path);
+            let named = self.lua_paths.entry(span_key(&src, first, last)).or_insert(None);
+            if named.is_none() {
+                *named = Some(path);
+            }
         }
         Ok(())
     }
 
-    /// The recorded function of each frame, named by its Lua path where
-    /// `nameLuaFunctions` found one.
+    /// The recorded function of each frame, named by its Lua path where a
+    /// walk found one.
     pub(super) fn frame_identities(&self) -> HashMap<String, FrameIdentity> {
         let mut ids = self.sampler.with(|s| s.identities.snapshot());
         if !self.lua_paths.is_empty() {
             for id in ids.values_mut() {
-                if let Some(path) = self.lua_paths.get(&(id.source.clone(), id.first, id.last)) {
+                if let Some(Some(path)) = self.lua_paths.get(&span_key(&id.source, id.first, id.last)) {
                     id.name = Some(path.clone());
                 }
             }

@@ -20,7 +20,7 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
-use crate::profile::{FrameNamer, Profile};
+use crate::profile::Profile;
 use crate::record::sampler::{Precision, Sampler};
 use crate::record::stack_table::CountsMark;
 use crate::record::tick_source::{TickKind, TickSource};
@@ -63,13 +63,15 @@ pub struct NativeSession {
     timing: Timing,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
-    /// C function addresses -> Lua paths (`nameCFunctions`).
-    c_paths: HashMap<usize, String>,
+    /// C function addresses -> Lua paths, None where a walk found none
+    /// (see `frame_names`).
+    c_paths: HashMap<usize, Option<String>>,
     /// Addresses several C functions share, which no path names.
     c_shared: HashSet<usize>,
     /// Lua functions by (chunk short name, first line, last line) -> Lua
-    /// paths (`nameLuaFunctions`): names for the recorded functions.
-    lua_paths: HashMap<(String, u32, u32), String>,
+    /// paths, None where a walk found none: names for the recorded
+    /// functions.
+    lua_paths: HashMap<(String, u32, u32), Option<String>>,
     /// The profile of the stopped session, built once for every output.
     finished: Option<Profile>,
     /// Ticks passed on and refused, read at the stop.
@@ -176,6 +178,7 @@ impl NativeSession {
             self.resolve_call_sites(lua);
             lifecycle::release_anchors(lua, &self.sampler);
         }
+        self.forget_unnamed();
         self.timing.finish();
         let marks = &mut self.frame_marks;
         self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
@@ -229,6 +232,15 @@ impl NativeSession {
         } else {
             Some(parts.join("; "))
         }
+    }
+
+    /// What every view of the session needs before it is built, running or
+    /// stopped: the call lines of C-call leaves, and the Lua paths of the
+    /// functions recorded (`frame_names`), so that every view names a
+    /// frame the same way. Runs Lua code, so never inside `sampler.with`.
+    fn prepare_view(&mut self, lua: &Lua) {
+        self.resolve_call_sites(lua);
+        self.name_new_functions(lua);
     }
 
     /// Asks the Lua resolver for the call line of every C-state leaf not
@@ -304,8 +316,7 @@ impl NativeSession {
         self.delta_mark = mark;
         let since =
             if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        self.weighed(Profile::from_table(&since, &mut namer))
+        self.weighed(Profile::from_table(&since, &mut self.namer()))
     }
 
     /// `p` in the session's unit: bytes for an allocation session.
@@ -318,37 +329,7 @@ impl NativeSession {
 
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
-        self.weighed(self.with_table(|t| Profile::from_table(t, &mut namer)))
-    }
-
-    /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ... }`,
-    /// first path of a function wins. Names change, so a kept profile is
-    /// built again.
-    fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
-        let mut added = false;
-        // Functions made by one C function (mlua's, sol's) share its
-        // address: an address two listed functions share names neither.
-        let mut seen: HashMap<usize, usize> = HashMap::new();
-        for entry in list.sequence_values::<Table>() {
-            let entry = entry?;
-            let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
-            if let Some(addr) = sys::c_function_address(lua, &f)? {
-                if *seen.entry(addr).or_insert(f.to_pointer() as usize) != f.to_pointer() as usize {
-                    self.c_shared.insert(addr);
-                }
-                if self.c_shared.contains(&addr) {
-                    added |= self.c_paths.remove(&addr).is_some();
-                } else if let std::collections::hash_map::Entry::Vacant(v) = self.c_paths.entry(addr) {
-                    v.insert(path);
-                    added = true;
-                }
-            }
-        }
-        if added {
-            self.finished = None;
-        }
-        Ok(())
+        self.weighed(self.with_table(|t| Profile::from_table(t, &mut self.namer())))
     }
 }
 
@@ -379,18 +360,18 @@ impl UserData for NativeSession {
         // Whether this allocation session runs attached to a sampling session.
         methods.add_method("isAttached", |_, this, ()| Ok(this.attached));
         methods.add_method_mut("collapsed", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let text = this.collapsed_text();
             lua.create_string(text)
         });
         methods.add_method("stats", |lua, this, ()| this.stats_table(lua));
         methods.add_method("allocStats", |lua, this, ()| this.alloc_stats(lua));
         methods.add_method_mut("objectProfile", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             Ok(this.object_profile().map(crate::lua_api::views::ProfileData::new))
         });
         methods.add_method_mut("liveProfiles", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let ids = std::sync::Arc::new(this.frame_identities());
             let data = |p| crate::lua_api::views::ProfileData(p, ids.clone());
             Ok(match this.live_profiles() {
@@ -399,12 +380,10 @@ impl UserData for NativeSession {
             })
         });
         methods.add_method("frameFunctions", |lua, this, ()| this.frame_functions_table(lua));
-        methods.add_method_mut("nameLuaFunctions", |_, this, list: Table| this.name_lua_functions(list));
-        methods.add_method_mut("nameCFunctions", |lua, this, list: Table| this.name_c_functions(lua, list));
         // `delta()`: the samples since the previous call, and for an
         // allocation session the objects estimated for them.
         methods.add_method_mut("delta", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let ids = std::sync::Arc::new(this.frame_identities());
             let objects = this.objects_since(&this.delta_objects_mark).map(|(p, mark)| {
                 this.delta_objects_mark = mark;
@@ -413,12 +392,12 @@ impl UserData for NativeSession {
             Ok((crate::lua_api::views::ProfileData(this.delta_profile(), ids), objects))
         });
         methods.add_method_mut("profile", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
         methods.add_method_mut("sampleProfile", |lua, this, ()| {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let ids = this.frame_identities();
             Ok(crate::lua_api::views::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
         });
@@ -566,6 +545,7 @@ const RAW: &[(&str, lazy::Build)] = &[
     ("read_chrome_trace", function!(timeline::read_chrome_trace)),
     ("check_options", function!(check_options)),
     ("start_allocations", function!(alloc::start_raw)),
+    ("set_function_paths", function!(frame_names::set_function_paths)),
     ("_test_wrap_allocator", function!(alloc::test_wrap_allocator)),
     ("_test_allocator_wrapped", function!(alloc::test_allocator_wrapped)),
 ];

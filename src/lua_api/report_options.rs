@@ -165,6 +165,12 @@ pub const LISTEN_OPTIONS: &[Declared] = &[
         "the control directory, which only this user may enter ($TECS_PROFILE_DIR, else $XDG_RUNTIME_DIR/tecs-profile, else /tmp/tecs-profile-UID)",
     ),
     opt(
+        "outputDir",
+        Check::Text("a directory path string"),
+        DefaultValue::None,
+        "a directory, besides the control directory, where clients may have the program write profiles (a file name they give alone goes there); new files, or files the channel wrote itself, with a format's ending",
+    ),
+    opt(
         "program",
         Check::Text("a string"),
         DefaultValue::None,
@@ -201,9 +207,10 @@ pub const FUNCTIONS: [&str; 9] =
 /// `native.options`: for each public function, its option names (sorted),
 /// their defaults, what each accepts and what it does, and the values of
 /// each option that takes one of a list (`{ names = {...}, defaults =
-/// {...}, accepts = {...}, help = {...}, choices = {...} }`, the last four
-/// by name): what the docs' option tables and the MCP tools' schemas are
-/// generated from.
+/// {...}, accepts = {...}, help = {...}, choices = {...}, bounds = {...}
+/// }`, the last five by name; `bounds`: `{ minimum, maximum }` of the
+/// options that take a number): what the docs' option tables and the MCP
+/// tools' schemas are generated from.
 pub(super) fn option_tables(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     for function in FUNCTIONS {
@@ -212,16 +219,25 @@ pub(super) fn option_tables(lua: &Lua) -> mlua::Result<Table> {
         entry.set("names", lua.create_sequence_from(super::options::names(decls))?)?;
         entry.set("defaults", super::options::settings_table(lua, decls, None)?)?;
         let (accepts, help, choices) = (lua.create_table()?, lua.create_table()?, lua.create_table()?);
+        let bounds = lua.create_table()?;
         for d in decls {
             accepts.set(d.name, d.check.expected())?;
             help.set(d.name, d.help)?;
-            if let super::options::Check::OneOf(names) = d.check {
-                choices.set(d.name, lua.create_sequence_from(names.iter().copied())?)?;
+            match d.check {
+                Check::OneOf(names) => choices.set(d.name, lua.create_sequence_from(names.iter().copied())?)?,
+                Check::Number { lo, hi, .. } | Check::Integer { lo, hi, .. } | Check::NonZeroInteger { lo, hi, .. } => {
+                    let b = lua.create_table()?;
+                    b.set("minimum", lo)?;
+                    b.set("maximum", hi)?;
+                    bounds.set(d.name, b)?;
+                }
+                _ => {}
             }
         }
         entry.set("accepts", accepts)?;
         entry.set("help", help)?;
         entry.set("choices", choices)?;
+        entry.set("bounds", bounds)?;
         t.set(function, entry)?;
     }
     Ok(t)

@@ -10,7 +10,7 @@ use crate::output::timed::{
     rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
 };
 use crate::profile::frames::FunctionMap;
-use crate::profile::{FrameNamer, Profile};
+use crate::profile::Profile;
 use crate::record::stack_table::{StackTable, VM_STATES};
 use crate::record::timeline::{FrameSpan, OVERFLOW_ENTRY};
 use crate::sys;
@@ -55,7 +55,7 @@ impl NativeSession {
         });
         let table =
             if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = self.namer();
         Profile::from_table(&table, &mut namer)
     }
 
@@ -81,7 +81,7 @@ impl NativeSession {
             }
             (points, keys)
         });
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = self.namer();
         let sites = keys
             .iter()
             .map(|key| {
@@ -142,7 +142,7 @@ impl NativeSession {
             }
             (keys, points, self.frame_marks.spans(&s.timeline, now))
         });
-        let mut namer = FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths);
+        let mut namer = self.namer();
         let stacks = keys
             .iter()
             .map(|(key, state)| {
@@ -346,7 +346,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
          this,
          (format, name, alloc, funcs): (String, Option<String>, Option<mlua::AnyUserData>, Option<Table>)|
          -> mlua::Result<mlua::LuaString> {
-            this.resolve_call_sites(lua);
+            this.prepare_view(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
             let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
             let writes_time_line = |d: &&crate::output::Declaration| {
@@ -377,7 +377,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     // stacks of the time line, their leaves named by `funcs` as the
     // `timeline` writer names them.
     methods.add_method_mut("functionsInFrames", |lua, this, (indices, funcs): (Vec<u64>, Option<Table>)| {
-        this.resolve_call_sites(lua);
+        this.prepare_view(lua);
         let mut tp = this.timed_profile(String::new(), None);
         this.name_stack_functions(&mut tp, funcs)?;
         let by_frame = tp.frame_stack_samples();
@@ -392,7 +392,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(out)
     });
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
-        this.resolve_call_sites(lua);
+        this.prepare_view(lua);
         let (from, to) = this
             .frame_marks
             .span(index, sys::monotonic_ns())

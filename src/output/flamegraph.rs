@@ -62,8 +62,25 @@ impl Default for FlameOptions {
     }
 }
 
-const LEGEND: &str = "colour: the VM state of a frame's self time (all its boxes): green compiled, pink interpreted, \
-     sand C, purple GC, blue JIT compiler; red-yellow: no self time; aqua: zones";
+/// What the colours say, in two lines under the title: one line is wider
+/// than a graph of 1200 pixels.
+const LEGEND: [&str; 2] = [
+    "colour: the VM state of a frame's self time (all its boxes): green compiled, pink interpreted,",
+    "sand C, purple GC, blue JIT compiler; red-yellow: no self time; aqua: zones",
+];
+
+/// The legend's font size in pixels, and the baselines of its lines: below
+/// the title (17 px, on 24), above the frames (from 60) or, inverted, the
+/// details line (on 64), in the room inferno leaves for a subtitle.
+const LEGEND_FONT_PX: usize = 11;
+const LEGEND_BASELINES: [f64; 2] = [38.0, 51.0];
+
+/// Advance of a monospace character, in ems, a little above the common
+/// fonts' 0.6: the legend's font shrinks with a graph too narrow for it.
+const MONOSPACE_ADVANCE: f64 = 0.62;
+
+/// inferno's room left and right of the graph, in pixels.
+const GRAPH_XPAD_PX: usize = 10;
 
 /// Name of the frame of an empty stack outside any zone.
 const ROOT_FRAME: &str = "<root>";
@@ -172,6 +189,36 @@ fn annotate_titles(svg: &str, selfs: &HashMap<&str, [u64; 5]>) -> String {
     out
 }
 
+/// Puts the legend in place of inferno's one-line subtitle (whose room it
+/// takes): two centred lines in a group `legend`, whose font is at most
+/// `LEGEND_FONT_PX` and small enough for the longest line to fit the width
+/// of the graph (`vw`: the graph takes the width of its document).
+fn legend_lines(svg: &str) -> String {
+    let Some(at) = svg.find("<text id=\"subtitle\"") else { return svg.to_string() };
+    let Some(len) = svg[at..].find("</text>").map(|n| n + "</text>".len()) else { return svg.to_string() };
+    let longest = LEGEND.iter().map(|l| l.chars().count()).max().unwrap_or(1) as f64;
+    let style = format!(
+        "#legend text {{ text-anchor:middle; font-size:min({}px, calc((100vw - {}px) / {:.0})); }}\n",
+        LEGEND_FONT_PX,
+        2 * GRAPH_XPAD_PX,
+        (longest * MONOSPACE_ADVANCE).ceil()
+    );
+    let mut group = String::from("<g id=\"legend\">");
+    for (line, y) in LEGEND.iter().zip(LEGEND_BASELINES) {
+        let _ = write!(group, "<text x=\"50.0000%\" y=\"{:.2}\">{}</text>", y, xml_escape(line));
+    }
+    group.push_str("</g>");
+    let mut out = String::with_capacity(svg.len() + group.len() + style.len());
+    out.push_str(&svg[..at]);
+    out.push_str(&group);
+    out.push_str(&svg[at + len..]);
+    match out.find("</style>") {
+        Some(end) => out.insert_str(end, &style),
+        None => return svg.to_string(),
+    }
+    out
+}
+
 /// Renders `profile` as an SVG document.
 pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> {
     let lines = inferno_lines(profile);
@@ -192,7 +239,9 @@ pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> 
     o.hash = true;
     o.deterministic = true;
     o.title = opts.title.clone();
-    o.subtitle = Some(LEGEND.to_string());
+    // A subtitle makes inferno leave the room the legend takes (see
+    // `legend_lines`).
+    o.subtitle = Some(LEGEND[0].to_string());
     o.count_name = opts.count_name.clone();
     o.min_width = opts.min_width;
     if opts.inverted {
@@ -207,7 +256,7 @@ pub fn render(profile: &Profile, opts: &FlameOptions) -> Result<String, String> 
         fg::from_lines(&mut o, lines.iter().map(String::as_str), &mut svg).map_err(|e| e.to_string())?;
     }
     let svg = String::from_utf8(svg).map_err(|e| e.to_string())?;
-    Ok(annotate_titles(&svg, &selfs))
+    Ok(legend_lines(&annotate_titles(&svg, &selfs)))
 }
 
 /// The registry's SVG writer: [`render`] with the title, count name and
@@ -267,6 +316,34 @@ mod tests {
         let p = collapsed::parse("a.lua:1_[N] 18446744073709551615\nb.lua:2_[N] 18446744073709551615\n").unwrap();
         let svg = render(&p, &FlameOptions::default()).unwrap();
         assert!(svg.contains("all (18,446,744,073,709,551,615 samples, 100%)"), "{}", svg);
+    }
+
+    #[test]
+    fn legend_in_two_lines_whose_font_fits_the_width() {
+        let p = collapsed::parse("a.lua:1;b.lua:2_[N] 5\n").unwrap();
+        for inverted in [false, true] {
+            let svg = render(&p, &FlameOptions { inverted, ..FlameOptions::default() }).unwrap();
+            assert!(!svg.contains("id=\"subtitle\""), "{}", svg);
+            let group = &svg[svg.find("<g id=\"legend\">").expect("the legend")..];
+            let group = &group[..group.find("</g>").unwrap()];
+            let lines: Vec<&str> = group.split("<text ").skip(1).collect();
+            assert_eq!(lines.len(), 2, "{}", group);
+            for (line, text) in lines.iter().zip(LEGEND) {
+                assert!(line.contains(&xml_escape(text)), "{}", line);
+            }
+            assert!(
+                svg.contains("#legend text { text-anchor:middle; font-size:min(11px, calc((100vw - 20px) / 59)); }")
+            );
+            // Under the title, above the first row of boxes and, inverted,
+            // the details line (a 12 px font rises about 9 px above its
+            // baseline; the legend's descends about 3 px below its).
+            let y_of =
+                |from: &str| from[from.find(" y=\"").unwrap() + 4..].split('"').next().unwrap().parse::<f64>().unwrap();
+            let first_box = svg.split("<rect x=\"0.0000%\"").skip(1).map(y_of).fold(f64::MAX, f64::min);
+            let details = y_of(&svg[svg.find("<text id=\"details\"").unwrap()..]);
+            let below = if inverted { details - 9.0 } else { first_box };
+            assert!(LEGEND_BASELINES[1] + 3.0 < below, "{}", svg);
+        }
     }
 
     #[test]

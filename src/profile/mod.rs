@@ -129,8 +129,16 @@ pub struct FrameNamer<'a> {
     c_cache: HashMap<usize, String>,
     resolve_c: bool,
     /// C functions of loaded modules by address, named by their Lua path
-    /// (`love.graphics.present`); tried before the dynamic symbol.
-    c_paths: Option<&'a HashMap<usize, String>>,
+    /// (`love.graphics.present`); tried before the dynamic symbol. An
+    /// address looked for and not found maps to `None`.
+    c_paths: Option<&'a HashMap<usize, Option<String>>>,
+}
+
+/// The address of a C function frame (`@0x55d0c4a1b2c0`), or None for any
+/// other frame.
+pub fn c_address(raw: &[u8]) -> Option<usize> {
+    let hex = raw.strip_prefix(b"@0x").or_else(|| raw.strip_prefix(b"@"))?;
+    std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok())
 }
 
 impl<'a> FrameNamer<'a> {
@@ -139,7 +147,7 @@ impl<'a> FrameNamer<'a> {
     }
 
     /// Names C functions found at these addresses by their Lua paths.
-    pub fn with_c_paths(mut self, c_paths: &'a HashMap<usize, String>) -> Self {
+    pub fn with_c_paths(mut self, c_paths: &'a HashMap<usize, Option<String>>) -> Self {
         self.c_paths = Some(c_paths);
         self
     }
@@ -154,26 +162,22 @@ impl<'a> FrameNamer<'a> {
                 }
             }
         }
-        if let Some(hex) = raw.strip_prefix(b"@0x").or_else(|| raw.strip_prefix(b"@")) {
-            if let Some(addr) =
-                std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok())
-            {
-                let (resolve_c, c_paths) = (self.resolve_c, self.c_paths);
-                let name = self.c_cache.entry(addr).or_insert_with(|| {
-                    if let Some(path) = c_paths.and_then(|m| m.get(&addr)) {
-                        return sanitize(path.as_bytes());
-                    }
-                    if resolve_c && crate::sys::is_own_code(addr) {
-                        return OWN_C_FRAME.to_string();
-                    }
-                    let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
-                    match sym {
-                        Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
-                        None => format!("[C:0x{:x}]", addr),
-                    }
-                });
-                return name.clone();
-            }
+        if let Some(addr) = c_address(raw) {
+            let (resolve_c, c_paths) = (self.resolve_c, self.c_paths);
+            let name = self.c_cache.entry(addr).or_insert_with(|| {
+                if let Some(Some(path)) = c_paths.and_then(|m| m.get(&addr)) {
+                    return sanitize(path.as_bytes());
+                }
+                if resolve_c && crate::sys::is_own_code(addr) {
+                    return OWN_C_FRAME.to_string();
+                }
+                let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
+                match sym {
+                    Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
+                    None => format!("[C:0x{:x}]", addr),
+                }
+            });
+            return name.clone();
         }
         sanitize(raw)
     }

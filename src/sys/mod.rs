@@ -14,6 +14,8 @@ use mlua::Lua;
 
 pub mod alloc_hook;
 mod callback;
+#[cfg(unix)]
+pub mod dir;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;

@@ -27,6 +27,13 @@ M.AllocationSession = AllocationSession
 
 local active -- the running session of this Lua state, if any
 
+-- The Lua paths of C and Lua functions (`tecs.profile.cfuncs`), asked by a
+-- view of a session that recorded a function it has no name for; the walk
+-- is loaded for each ask, not kept (`tecs.profile.once`).
+local function function_paths()
+  return require("tecs.profile.once")("tecs.profile.cfuncs").paths()
+end
+
 -- What a profile object of an allocation session is, for the outputs that
 -- label their values (pprof's sample types): its clock, bytes per sample,
 -- and objects (and live bytes and objects) per stack. Weak keys: the entry
@@ -63,6 +70,8 @@ function M.start(opts)
   -- The clock's first reading sets it up (allocating): done before the
   -- wrapper counts, so the session's own start is not charged.
   local started = clock.now()
+  -- Functions named by their Lua paths in every view (see profile.sample).
+  native.raw.set_function_paths(function_paths)
   local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
     zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
@@ -93,9 +102,6 @@ end
 
 function lifecycle.finish(self)
   self._native:stop()
-  -- Lua paths for C functions and recorded Lua functions, loaded now: a
-  -- running session does not keep the walk's module.
-  require("tecs.profile.cfuncs").name_functions(self._native)
   if active == self then active = nil end
   return self._native:collapsed()
 end

@@ -6,7 +6,9 @@
 -- is what a user wants to read there: this module walks the loaded modules
 -- (`package.loaded`) and the globals, a few tables deep, and lists every C
 -- function it meets with the first path that reaches it. The native side
--- turns each function into its address once per session.
+-- turns each function into its address, and asks again only when a
+-- session has recorded a function no walk looked for (every view of a
+-- session, the live page's included, names frames through it).
 --
 -- The walk reads tables with `next` and `rawget` only (no metamethod runs),
 -- skips builtins (named by `jit.vmdef` already) and stops after a bounded
@@ -120,17 +122,13 @@ function M.collect_lua()
   return list
 end
 
---- Gives a stopped session's native handle the Lua paths of the C
--- functions of the modules loaded by now (`love.graphics.present`) and of
--- the Lua functions (recorded functions found there take the path as their
--- name). The names go to the session's native memory; the lists made here
--- are garbage once it returns. A failed walk changes nothing.
--- @param handle the session's native handle
-function M.name_functions(handle)
-  local ok, list = pcall(M.collect)
-  if ok then pcall(handle.nameCFunctions, handle, list) end
-  ok, list = pcall(M.collect_lua)
-  if ok then pcall(handle.nameLuaFunctions, handle, list) end
+--- What a session asks when it has recorded functions it has no name for
+-- (set with `native.raw.set_function_paths`; see
+-- src/lua_api/frame_names.rs): `collect()` and `collect_lua()`.
+-- @treturn table the C functions, as `collect`
+-- @treturn table the Lua functions, as `collect_lua`
+function M.paths()
+  return M.collect(), M.collect_lua()
 end
 
 return M

@@ -40,8 +40,10 @@ local channel
 -- The channel's sampling session, while one runs: { session, started (clock),
 -- seconds (or nil) }.
 local running
--- The last session the channel stopped: { session, answer } (the answer
--- its stop gave, handed out again by a later `stop`).
+-- The last session the channel stopped: { session, answer, unwritten,
+-- by_itself }: `unwritten` while its profile could not be written (the next
+-- `stop` writes it), `by_itself` when its `seconds` ran out and no `stop`
+-- has had its answer yet.
 local last
 local written = 0
 
@@ -123,14 +125,63 @@ local function slowest_frames(session, n)
   return slow, #frames
 end
 
+-- A new name in the control directory (absolute: a relative
+-- $TECS_PROFILE_DIR is made absolute when the channel opens).
 local function default_path()
   written = written + 1
-  return string.format("%s/%d-%s-%d.collapsed", channel.dir, channel.pid, os.date("!%Y%m%dT%H%M%S"), written)
+  return string.format("%s/%d-%s-%d.collapsed", channel.native:controlDir(), channel.pid,
+    os.date("!%Y%m%dT%H%M%S"), written)
 end
 
--- Stops the channel's session and writes its profile to `path` (default:
--- a new file in the control directory); the answer, kept for later stops.
-local function finish(path)
+-- Where a file of `kind` ("profile", "trace") a client named `path` goes
+-- (default: a new file in the control directory): its absolute path, or
+-- nil and why a client may not have it written there, which says where
+-- it may (the rules are native: `control::files`).
+local function place(path, kind)
+  if path == nil then
+    path = default_path()
+    if kind == "trace" then path = path:gsub("%.collapsed$", ".aborts.csv") end
+  end
+  local ok, where = native.call(channel.native.place, channel.native, path, kind)
+  if not ok then return nil, where end
+  -- Collapsed text has its functions file beside it: both may be written,
+  -- or neither is.
+  if kind == "profile" and native.formatFor(where) == "collapsed" then
+    local side_ok, side = native.call(channel.native.place, channel.native, where .. native.functionsFileEnding,
+      "functions")
+    if not side_ok then return nil, side end
+  end
+  return where
+end
+
+-- Writes `text` to `target` (from `place`) as the channel writes a
+-- client's files, the functions file beside a profile too; true, or nil
+-- and the message, as `fs.write_atomic` answers.
+local function confined_writer(target, kind)
+  return function(path, text)
+    local ok, err = native.call(channel.native.write, channel.native, path, path == target and kind or "functions",
+      text)
+    if not ok then return nil, err end
+    return true
+  end
+end
+
+-- Writes the last session's profile to `target` (from `place`); the
+-- answer, or a failure that keeps the profile for the next `stop`.
+local function write_last(target)
+  local ok, wok, werr = pcall(last.session._write_file, last.session, target, nil, confined_writer(target, "profile"))
+  if not (ok and wok) then
+    return failure("%s (the session is stopped and its profile kept: stop again writes it, to another path if "
+      .. "need be)", clean(ok and werr or wok))
+  end
+  last.unwritten = nil
+  last.answer.path = target
+  return last.answer
+end
+
+-- Stops the channel's session: nil, its profile then `last`'s, not yet
+-- written; or a failure.
+local function stop_running()
   local r = running
   running = nil
   local elapsed = clock.now() - r.started
@@ -140,14 +191,18 @@ local function finish(path)
   answer.top, answer.samples = top_functions(r.session, M.TOP)
   answer.zones = top_zones(r.session, M.TOP)
   answer.hitches, answer.framesMarked = slowest_frames(r.session, M.SLOWEST)
-  last = { session = r.session, answer = answer }
-  path = path or default_path()
-  local wok, werr = pcall(r.session.write, r.session, path)
-  if not wok then
-    return failure("%s (the session is stopped and its data kept: stop again with another path)", clean(werr))
-  end
-  answer.path = path
-  return answer
+  last = { session = r.session, answer = answer, unwritten = true }
+  return nil
+end
+
+-- Stops the channel's session and writes its profile to a new file in the
+-- control directory; the answer, or a failure (the profile kept).
+local function finish_by_default()
+  local failed = stop_running()
+  if failed then return failed end
+  local target, err = place(nil, "profile")
+  if not target then return failure("%s (the profile is kept: stop writes it)", err) end
+  return write_last(target)
 end
 
 local commands = {}
@@ -171,24 +226,37 @@ end
 
 function commands.start(req)
   if running then return failure("a session is already running (started by this channel): stop it first") end
-  if req.seconds ~= nil and not (req.seconds > 0 and req.seconds < math.huge) then
-    return failure("bad field 'seconds' (positive number expected, got %s)", tostring(req.seconds))
-  end
   local ok, session = pcall(require("tecs.profile.sample").start, { intervalMs = req.intervalMs, zone = req.zone })
   if not ok then return failure("%s", clean(session)) end
   running = { session = session, started = clock.now(), seconds = req.seconds }
   return { ok = true, running = true, intervalMs = session.intervalMs, pid = channel.pid }
 end
 
+-- Stops the session and writes its profile where the client may have it
+-- written (refused first, the session running on, where it may not). With
+-- no session running: the profile a failed write kept, written now; the
+-- answer of a session whose `seconds` ran out, once; else an error saying
+-- where the last profile is (it is never written again elsewhere).
 function commands.stop(req)
-  if running then return finish(req.path) end
-  if not last then return failure("no session to stop: start one first") end
-  if req.path then
-    local ok, err = pcall(last.session.write, last.session, req.path)
-    if not ok then return failure("%s", clean(err)) end
-    last.answer.path = req.path
+  if running or (last and last.unwritten) then
+    local target, err = place(req.path, "profile")
+    if not target then return failure("%s%s", err, running and " (the session runs on)" or "") end
+    if running then
+      local failed = stop_running()
+      if failed then return failed end
+    end
+    return write_last(target)
   end
-  return last.answer
+  if last and last.by_itself and req.path == nil then
+    last.by_itself = nil
+    return last.answer
+  end
+  if last then
+    return failure("no session to stop: none is running; the last one (%d samples) was written to %s: report "
+      .. "shows its views, status gives its path, start begins another", last.answer.samples or 0,
+      tostring(last.answer.path))
+  end
+  return failure("no session to stop: start one first")
 end
 
 function commands.report(req)
@@ -223,8 +291,9 @@ function commands.snapshot(req)
   return answer
 end
 
--- The channel's trace-abort tracker, while one runs.
-local tracing
+-- The channel's trace-abort tracker, while one runs; and the report of
+-- one stopped whose CSV could not be written (the next trace_stop writes it).
+local tracing, unwritten_report
 
 function commands.trace_start(req)
   if tracing then return failure("trace aborts are already tracked (trace_stop first)") end
@@ -235,19 +304,29 @@ function commands.trace_start(req)
 end
 
 function commands.trace_stop(req)
-  if not tracing then return failure("no trace-abort tracking to stop: trace_start first") end
-  local session = tracing
-  tracing = nil
-  local path = req.path or default_path():gsub("%.collapsed$", ".aborts.csv")
-  local ok, report = pcall(session.stop, session, path)
-  if not ok then return failure("%s", clean(report)) end
+  if not tracing and not unwritten_report then
+    return failure("no trace-abort tracking to stop: trace_start first")
+  end
+  local target, err = place(req.path, "trace")
+  if not target then return failure("%s%s", err, tracing and " (trace aborts are still tracked)" or "") end
+  if tracing then
+    local session = tracing
+    tracing = nil
+    local ok, report = pcall(session.stop, session)
+    if not ok then return failure("%s", clean(report)) end
+    unwritten_report = report
+  end
+  local report = unwritten_report
+  local ok, werr = native.call(channel.native.write, channel.native, target, "trace", report:csv())
+  if not ok then return failure("%s (the report is kept: trace_stop again writes it)", werr) end
+  unwritten_report = nil
   local sites = {}
   for i, site in ipairs(report.sites) do
     if i > M.TOP then break end
     sites[i] = { severity = site.severity, count = site.count, reason = site.reason, location = site.location,
       zone = site.zone ~= "" and site.zone or nil }
   end
-  return { ok = true, running = running ~= nil, aborts = report.totalAborts, sites = sites, path = path }
+  return { ok = true, running = running ~= nil, aborts = report.totalAborts, sites = sites, path = target }
 end
 
 local function run(request)
@@ -260,7 +339,10 @@ end
 -- Runs what waits; see `M.poll`.
 local function poll_now()
   if running and running.seconds and clock.now() - running.started >= running.seconds then
-    finish(nil)
+    -- Its answer is the next `stop`'s (`tecs-profile mcp` waits, then stops).
+    local before = last
+    finish_by_default()
+    if last ~= before then last.by_itself = true end
   end
   local n = 0
   -- Every command waiting runs now, but a bound keeps a flooding client
@@ -377,7 +459,9 @@ end
 --   command that arrives runs at the program's next interpreted
 --   instruction even if it never polls: SIGIO sets a one-shot count hook,
 --   taken off as it runs; refused where the host handles SIGIO itself or
---   has a debug hook set; default false)
+--   has a debug hook set; default false), `outputDir` (a directory where
+--   clients may have the program write profiles besides the control
+--   directory; a file name a client gives alone goes there)
 -- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
 --   with `wake`: `woken` (true, or false and `whyNotWoken`)
 function M.listen(opts)
@@ -401,7 +485,8 @@ function M.listen(opts)
     if why then error("profile.listen: " .. why, 2) end
   end
   local program = opts.program or program_name(kind)
-  local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time() })
+  local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time(),
+    outputDir = opts.outputDir })
   if not ok then error("profile.listen: " .. listener, 2) end
   local socket = listener:socket()
   channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
@@ -442,7 +527,8 @@ end
 -- and the error
 function M.finish_session()
   if not running then return nil end
-  local answer = finish(nil)
+  if not channel then return nil, "the channel is closed: its directories are no longer open" end
+  local answer = finish_by_default()
   if not answer.ok then return nil, answer.error end
   return answer.path
 end

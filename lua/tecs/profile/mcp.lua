@@ -37,8 +37,29 @@ local INSTRUCTIONS = "Profiles running LuaJIT programs (LÖVE games, OpenResty w
 local OBJECT = { __jsontype = "object" }
 local function object(t) return setmetatable(t or {}, OBJECT) end
 
-local TARGET = { type = "integer", description = "pid of the program (list_targets); may be left out when exactly "
-  .. "one program is listening" }
+--- The greatest pid (Linux's PID_MAX_LIMIT, 2^22).
+M.MAX_PID = 4194304
+
+local TARGET = { type = "integer", minimum = 1, maximum = M.MAX_PID, description = "pid of the program "
+  .. "(list_targets); may be left out when exactly one program is listening" }
+
+-- The bounds of the fields of the control channel's commands, declared
+-- with its protocol (`control::FIELDS`), and those of profile.sample's
+-- options.
+local FIELDS = native.raw.control_fields or {}
+local SAMPLE_BOUNDS = native.options.sample.bounds
+
+-- A tool argument that is the field `name` of `command`: its type and
+-- bounds as the protocol declares them.
+local function field(command, name, description)
+  local f = FIELDS[command] and FIELDS[command][name] or { type = "string" }
+  return { type = f.type, minimum = f.minimum, maximum = f.maximum, maxLength = f.maxLength,
+    description = description }
+end
+
+local PATH_HELP = "a file name, written in the program's output directory (profile.listen{ outputDir }, else the "
+  .. "control directory), or an absolute path in one of those two; a new file, or one the program's channel wrote "
+  .. "itself (anything else is refused, saying where it may write)"
 
 -- A function's or zone's share of a profile's samples.
 local SHARE = { type = "object", properties = { name = { type = "string" }, share = { type = "number" } } }
@@ -63,9 +84,10 @@ M.TOOLS = {
       type = "object",
       properties = {
         target = TARGET,
-        intervalMs = { type = "number", description = "sampling interval in milliseconds (default 1)" },
-        zone = { type = "string", description = "record only samples in this jit.zone path or below it" },
-        seconds = { type = "number", description = "profile this long, then stop and return the profile" },
+        intervalMs = { type = "number", minimum = SAMPLE_BOUNDS.intervalMs.minimum,
+          maximum = SAMPLE_BOUNDS.intervalMs.maximum, description = "sampling interval in milliseconds (default 1)" },
+        zone = field("start", "zone", "record only samples in this jit.zone path or below it"),
+        seconds = field("start", "seconds", "profile this long, then stop and return the profile"),
       },
       additionalProperties = false,
     },
@@ -79,8 +101,9 @@ M.TOOLS = {
       type = "object",
       properties = {
         target = TARGET,
-        path = { type = "string", description = "absolute path of the file to write; its ending picks the format "
-          .. "(.svg, .speedscope.json, .pb.gz, .trace.json, .html, else collapsed text)" },
+        path = field("stop", "path", "the file to write: " .. PATH_HELP .. "; its ending picks the format: "
+          .. table.concat((native.raw.control_limits or {}).profileEndings or {}, ", ")
+          .. " (default: a new .collapsed file in the control directory)"),
       },
       additionalProperties = false,
     },
@@ -109,8 +132,8 @@ M.TOOLS = {
         target = TARGET,
         by = { type = "string", enum = REPORT_CHOICES.by, description = REPORT_HELP.by },
         ["then"] = { type = "string", enum = REPORT_CHOICES["then"], description = REPORT_HELP["then"] },
-        top = { type = "integer", description = "rows shown (default 20)" },
-        hitches = { type = "integer", description = "instead of rows, the N slowest frames and what ran in them" },
+        top = field("report", "top", "rows shown (default 20)"),
+        hitches = field("report", "hitches", "instead of rows, the N slowest frames and what ran in them"),
       },
       additionalProperties = false,
     },
@@ -136,7 +159,8 @@ M.TOOLS = {
       type = "object",
       properties = {
         target = TARGET,
-        path = { type = "string", description = "absolute path of the CSV file to write" },
+        path = field("trace_stop", "path", "the CSV file to write, ending in .csv: " .. PATH_HELP
+          .. " (default: a new file in the control directory)"),
       },
       additionalProperties = false,
     },
@@ -342,24 +366,41 @@ function run.trace_stop(args)
   return succeeded(table.concat(lines, "\n"), { aborts = a.aborts or 0, path = tostring(a.path), sites = a.sites or {} })
 end
 
--- Checks `args` against the tool's input schema: known names, types.
+-- A number as a message shows it.
+local function number_text(v)
+  if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%d", v) end
+  return string.format("%.14g", v)
+end
+
+-- Checks `args` against the tool's input schema: known names, types,
+-- bounds (`minimum`, `maximum`, `maxLength`), choices.
 local function check_args(tool, args)
   if type(args) ~= "table" then return "arguments must be an object" end
   local props = tool.inputSchema.properties
   for k, v in pairs(args) do
-    local p = rawget(props, k)
+    local p = type(k) == "string" and rawget(props, k)
     if not p then return string.format("unknown argument '%s'", tostring(k)) end
     local want = (p.type == "integer" or p.type == "number") and "number" or p.type
     if type(v) ~= want then return string.format("argument '%s' must be a %s", k, p.type) end
-    if want == "boolean" then goto next end
-    if p.type == "integer" and v ~= math.floor(v) then return string.format("argument '%s' must be an integer", k) end
-    if p.enum then
-      local ok = false
-      for _, e in ipairs(p.enum) do ok = ok or e == v end
-      if not ok then return string.format("argument '%s' must be one of %s", k, table.concat(p.enum, ", ")) end
+    if want == "number" then
+      if p.type == "integer" and v ~= math.floor(v) then
+        return string.format("argument '%s' must be an integer (got %s)", k, number_text(v))
+      end
+      if not (v >= p.minimum and v <= p.maximum) then
+        return string.format("argument '%s' must be %s from %s to %s (got %s)", k,
+          p.type == "integer" and "an integer" or "a number", number_text(p.minimum), number_text(p.maximum),
+          number_text(v))
+      end
+    elseif want == "string" then
+      if p.maxLength and #v > p.maxLength then
+        return string.format("argument '%s' must be at most %d bytes long (got %d)", k, p.maxLength, #v)
+      end
+      if p.enum then
+        local ok = false
+        for _, e in ipairs(p.enum) do ok = ok or e == v end
+        if not ok then return string.format("argument '%s' must be one of %s", k, table.concat(p.enum, ", ")) end
+      end
     end
-    if want == "number" and v <= 0 then return string.format("argument '%s' must be positive", k) end
-    ::next::
   end
   return nil
 end

@@ -5,8 +5,10 @@
 -- The docs hold each table between `<!-- options: NAME -->` and
 -- `<!-- /options: NAME -->`, and each command's `--help` (made from the
 -- command line's own declarations, `tecs.profile.cli.options`) between
--- `<!-- help: COMMAND -->` and `<!-- /help: COMMAND -->`;
--- `scripts/options_doc.lua` writes them there and a spec fails when one
+-- `<!-- help: COMMAND -->` and `<!-- /help: COMMAND -->`, and the bounds
+-- of the control channel's requests between `<!-- bounds: control -->`
+-- and `<!-- /bounds: control -->`; `scripts/options_doc.lua` writes them
+-- there and a spec fails when one
 -- differs from what this module makes.
 -- @module tecs.profile.options_doc
 
@@ -70,16 +72,43 @@ function M.help(command)
   return "```\n$ " .. shown .. "\n" .. text .. (text:sub(-1) == "\n" and "" or "\n") .. "```\n"
 end
 
---- `text` with every marked option table and command-line help made
--- again (`<!-- options: NAME -->`, `<!-- help: COMMAND -->`); returns the
--- new text and how many blocks it holds.
+--- The bounds of the control channel's requests (`control::FIELDS` and
+-- its limits in the native module) as a Markdown table and a sentence.
+-- @treturn string
+function M.control_bounds()
+  local raw = native.raw
+  if not raw.control_field_list then return "(this build has no control channel)\n" end
+  local lines = { "| command | field | accepts | what it is |", "|---|---|---|---|" }
+  for _, f in ipairs(raw.control_field_list) do
+    lines[#lines + 1] = string.format("| `%s` | `%s` | %s | %s |", f.command, f.name, cell(f.expected), cell(f.what))
+  end
+  local limits = raw.control_limits
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = string.format("A request line is at most %d bytes; a client that sends no complete request "
+    .. "for %g s is disconnected.", limits.requestLine, limits.idleSeconds)
+  return table.concat(lines, "\n") .. "\n"
+end
+
+--- `text` with every marked option table, command-line help and table of
+-- bounds made again (`<!-- options: NAME -->`, `<!-- help: COMMAND -->`,
+-- `<!-- bounds: control -->`); returns the new text and how many blocks
+-- it holds.
 function M.refresh(text)
   local n = 0
   local out = text:gsub("(<!%-%- (%a+): ([%w]+) %-%->\n)(.-)(<!%-%- /%2: %3 %-%->)",
     function(open, kind, name, old, close)
-      if kind ~= "options" and kind ~= "help" then return nil end
+      local made
+      if kind == "options" then
+        made = M.markdown(name)
+      elseif kind == "help" then
+        made = M.help(name)
+      elseif kind == "bounds" and name == "control" then
+        made = M.control_bounds()
+      else
+        return nil
+      end
       n = n + 1
-      return open .. (kind == "options" and M.markdown(name) or M.help(name)) .. close
+      return open .. made .. close
     end)
   return out, n
 end

@@ -18,6 +18,13 @@ local function call_site(fn, line, state)
   return require("tecs.profile.callsite").resolve(fn, line, state)
 end
 
+-- The Lua paths of C and Lua functions (`tecs.profile.cfuncs`), asked by a
+-- view of a session that recorded a function it has no name for; the walk
+-- is loaded for each ask, not kept.
+local function function_paths()
+  return once("tecs.profile.cfuncs").paths()
+end
+
 --- `profile.sample(opts)`: starts a session of `sample`
 -- (`tecs.profile.sample`), which it makes the running one, and returns it.
 -- Errors are raised at the level of `profile.sample`'s caller.
@@ -38,6 +45,10 @@ function M.start(sample, opts)
   local jitinfo = once("tecs.profile.jitinfo")
   local handle, settings
   local zones = jitinfo.zone()
+  -- Every view of the session, running or stopped, names C functions
+  -- (`love.graphics.points`) and Lua functions by the Lua paths this walk
+  -- finds, when it has recorded one it has no name for.
+  native.raw.set_function_paths(function_paths)
   ok, handle, settings = native.call(native.raw.start, opts, {
     zones = zones,
     -- Copied into the session's own memory: `jit.vmdef` is not kept.
@@ -70,9 +81,7 @@ end
 
 --- Stops a session of `sample` and returns its final text. Data lost to
 -- another sampler taking LuaJIT's profiler over is reported once, here;
--- stats().warning keeps the text. C functions and recorded Lua functions
--- get their Lua paths once, when the session stops (`tecs.profile.cfuncs`):
--- snapshots of a running session leave C functions to dladdr.
+-- stats().warning keeps the text.
 function M.finish(sample, self)
   -- An allocation session attached to this one stops with it (its samples
   -- come through this session's profiler callback): its recording ends
@@ -85,7 +94,6 @@ function M.finish(sample, self)
   if love_zones then love_zones.uninstall() end
   self._native:stop()
   if alloc then alloc:stop() end
-  once("tecs.profile.cfuncs").name_functions(self._native)
   local warning = self._native:stats().warning
   if warning then
     self.warning = warning

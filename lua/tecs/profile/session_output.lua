@@ -13,14 +13,17 @@ local native = require("tecs.profile.native")
 
 local M = {}
 
---- `_write_file(filename, format)`: writes the profile to `filename` in
--- the session's format (or `format`), atomically.
+--- `_write_file(filename, format, write)`: writes the profile to
+-- `filename` in the session's format (or `format`), atomically, with
+-- `write(path, text)` (default `fs.write_atomic`; the control channel
+-- passes its own, which writes only where a client may).
 -- @return true, or nil and a message
-function M._write_file(_, kind, self, filename, format)
+function M._write_file(_, kind, self, filename, format, write)
+  write = write or fs.write_atomic
   local fmt = output.format_for(filename, format or self.format)
   local content, err
   if fmt == "collapsed" then
-    local ok, why = fs.write_atomic(filename, self:collapsed())
+    local ok, why = write(filename, self:collapsed())
     if not ok then return nil, why end
     -- Beside collapsed text, which has no room for them, the functions
     -- the session recorded for its frames: a report of the file made
@@ -29,7 +32,7 @@ function M._write_file(_, kind, self, filename, format)
     local functions = prof and prof.functionsFile and
       prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()))
     if not functions then return true end
-    return fs.write_atomic(filename .. native.functionsFileEnding, functions)
+    return write(filename .. native.functionsFileEnding, functions)
   elseif kind.timeline and output.is_timeline_format(fmt) then
     local ok
     ok, content = pcall(kind.timeline, self, fmt)
@@ -39,7 +42,7 @@ function M._write_file(_, kind, self, filename, format)
     content, err = output.render(self._native:profile(), fmt, meta)
     if not content then return nil, string.format("cannot write '%s': %s", filename, err) end
   end
-  return fs.write_atomic(filename, content)
+  return write(filename, content)
 end
 
 --- `write(filename, format)`: writes the profile to `filename`

@@ -16,12 +16,10 @@ local timeline = require("tecs.profile.timeline")
 
 local M = {}
 
---- What a request may ask for: each field's default and greatest value.
-M.FIELDS = {
-  frames = { default = 600, max = 20000, what = "the last frames marked" },
-  hitches = { default = 20, max = 200, what = "the slowest frames, with their functions" },
-  stacks = { default = 2000, max = 20000, what = "the heaviest stacks" },
-}
+--- What a request may ask for, and how much when it does not say. The
+-- bounds are the protocol's (`control::FIELDS` in the native module),
+-- which the program checks each request against as it reads it.
+M.DEFAULTS = { frames = 600, hitches = 20, stacks = 2000 }
 
 --- The heaviest functions listed, and the last trace-abort events kept.
 M.TOP = 30
@@ -76,14 +74,14 @@ end
 -- the message naming the field.
 -- @tparam table request `frames`, `hitches`, `stacks` (each optional)
 function M.counts(request)
+  local bounds = require("tecs.profile.native").raw.control_fields.snapshot
   local counts = {}
-  for name, f in pairs(M.FIELDS) do
-    local v = request[name]
+  for name, default in pairs(M.DEFAULTS) do
+    local v, b = request[name], bounds[name]
     if v == nil then
-      counts[name] = f.default
-    elseif type(v) ~= "number" or v < 1 or v > f.max or v ~= math.floor(v) then
-      return nil, string.format("bad field '%s' (%s: an integer from 1 to %d expected, got %s)", name, f.what, f.max,
-        tostring(v))
+      counts[name] = default
+    elseif type(v) ~= "number" or not (v >= b.minimum and v <= b.maximum) or v ~= math.floor(v) then
+      return nil, string.format("bad field '%s' (%s: %s expected, got %s)", name, b.what, b.expected, tostring(v))
     else
       counts[name] = v
     end

@@ -98,6 +98,17 @@ function M.absolute(path)
   return (cwd or ".") .. "/" .. path
 end
 
+--- The `path` of a `stop` or `trace_stop` for `-o FILE`: a bare file name
+-- as it is (the program writes it in its output directory), any other
+-- path made absolute (the program, which writes it, runs elsewhere; it
+-- writes only in its output directory or the control directory).
+-- @tparam string file
+-- @treturn string
+function M.output_path(file)
+  if not file:find("/", 1, true) then return file end
+  return M.absolute(file)
+end
+
 local function percent(share) return string.format("%5.1f%%", share * 100) end
 
 --- One of a stop's slowest frames as one line: its index, length and
@@ -203,7 +214,7 @@ function M.attach(opts, pos, usage_error)
   if cmd == "start" then
     request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
   elseif cmd == "stop" or cmd == "trace_stop" then
-    request.path = opts.output and M.absolute(opts.output)
+    request.path = opts.output and M.output_path(opts.output)
   elseif cmd == "report" then
     request.by, request["then"], request.top, request.hitches = opts.by, opts["then"], opts.top, opts.hitches
   end

@@ -27,26 +27,44 @@ local function say(fmt, ...)
   io.stdout:flush()
 end
 
+-- Whether a request failed because the program had closed the connection
+-- before reading it (it closes one idle too long): it did not run, and may
+-- be sent again on a new connection.
+local function closed_before(err)
+  return err:find("closed the connection without answering", 1, true) ~= nil
+    or err:find("cannot send the request", 1, true) ~= nil
+end
+
 -- The connection to `target`'s channel: `request(req)` answers the
--- program's answer, or nil and why there is none. A request that got no
--- answer in time leaves the connection out of step (its answer comes
--- later): the connection is closed and the next request opens another.
+-- program's answer, or nil and why there is none; `idle()`, the seconds
+-- since the last answer. A request that got no answer in time leaves the
+-- connection out of step (its answer comes later): the connection is
+-- closed and the next request opens another.
 local function channel(native, target, timeout)
+  local clock = require("tecs.profile.clock")
   local conn
+  local answered = clock.now()
   local self = {}
   function self.request(req)
-    if not conn then
-      local ok, c = native.call(native.raw.control_connect, target.socket)
-      if not ok then return nil, c end
-      conn = c
-    end
-    local ok, answer = native.call(conn.request, conn, req, timeout)
-    if not ok then
+    for _ = 1, 2 do
+      local fresh = conn == nil
+      if fresh then
+        local ok, c = native.call(native.raw.control_connect, target.socket)
+        if not ok then return nil, c end
+        conn = c
+      end
+      local ok, answer = native.call(conn.request, conn, req, timeout)
+      if ok then
+        answered = clock.now()
+        return answer
+      end
       conn:close()
       conn = nil
-      return nil, answer
+      if fresh or not closed_before(answer) then return nil, answer end
     end
-    return answer
+  end
+  function self.idle()
+    return clock.now() - answered
   end
   function self.close()
     if conn then conn:close() end
@@ -130,6 +148,9 @@ function M.live(opts, pos, usage_error)
     return d
   end
 
+  -- The program closes a connection that sends nothing for its idle
+  -- limit; live asks for the status well before, to keep the channel.
+  local keep_alive = (native.raw.control_limits or { idleSeconds = 60 }).idleSeconds / 3
   local ended, signal
   local ok, loop_err = pcall(function()
     local quiet = 0
@@ -157,6 +178,7 @@ function M.live(opts, pos, usage_error)
         -- No page asks: look now and then whether the program still runs.
         quiet = quiet + 1
         if quiet % 4 == 0 and not listening(target.pid) then ended = true return end
+        if program.idle() >= keep_alive then program.request({ cmd = "status" }) end
       end
     end
   end)
@@ -173,7 +195,9 @@ function M.live(opts, pos, usage_error)
   -- The session is stopped before anything is printed: a terminal that
   -- went away (SIGHUP) may take the output with it.
   local a, serr
-  if started then a, serr = program.request({ cmd = "stop", path = opts.output and attach.absolute(opts.output) }) end
+  if started then
+    a, serr = program.request({ cmd = "stop", path = opts.output and attach.output_path(opts.output) })
+  end
   -- Caught until now: a second Ctrl-C does not cut the stop short.
   native.raw.stop_signals("release")
   if signal then say("%s: live ends", signal) end

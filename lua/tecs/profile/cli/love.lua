@@ -13,12 +13,14 @@
 local M = {}
 
 --- The variables the LD_PRELOAD library reads (and removes): the boot
--- chunk, the package's directories, the user's own `LD_PRELOAD`.
+-- chunk, the package's directories, the user's own `LD_PRELOAD`, and the
+-- options the boot chunk is given (words joined by commas).
 M.ENV = {
   boot = "TECS_PROFILE_LOVE_BOOT",
   luadir = "TECS_PROFILE_LOVE_LUADIR",
   libdir = "TECS_PROFILE_LOVE_LIBDIR",
   user_preload = "TECS_PROFILE_LOVE_PRELOAD",
+  options = "TECS_PROFILE_LOVE_OPTIONS",
 }
 
 local ffi = require("ffi")
@@ -97,6 +99,7 @@ function M.run(opts, pos, usage_error)
   set(M.ENV.boot, files.boot)
   set(M.ENV.luadir, files.luadir)
   set(M.ENV.libdir, files.libdir)
+  set(M.ENV.options, opts.skipVersionCheck and "skip-version-check" or "")
   if user_preload then set(M.ENV.user_preload, user_preload) end
   set("LD_PRELOAD", files.preload .. (user_preload and user_preload ~= "" and (":" .. user_preload) or ""))
   local argv = ffi.new("const char *[?]", #pos + 2)

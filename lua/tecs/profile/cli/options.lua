@@ -171,8 +171,11 @@ local ATTACH = {
   { "seconds", key = "seconds", arg = "S", number = true,
     help = "start: stop by itself after S seconds (at the program's first poll after them)" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "stop, trace_stop: the file the program writes (.svg flamegraph, .speedscope.json, .pb.gz pprof, .trace.json, " ..
-      ".html, anything else collapsed text); without it, a new file in the control directory" },
+    help = "stop, trace_stop: the file the program writes (.collapsed, .svg flamegraph, .speedscope.json, " ..
+      ".pb.gz pprof, .trace.json, .html; .csv for trace_stop): a bare name goes to its outputDir, else to the " ..
+      "control directory; " ..
+      "a path must lead to one of them; never over a file the program did not write; without it, a new file in " ..
+      "the control directory" },
   { "by", key = "by", arg = "GROUP", declared = "report",
     help = "report: function, line, module, zone, zonecomponent, vmstate" },
   { "then", key = "then", arg = "GROUP", help = "report: second level: a GROUP, or caller, callee" },
@@ -190,8 +193,8 @@ local LIVE = {
   { "interval", short = "i", key = "intervalMs", arg = "MS", number = true, declared = "sample",
     help = "the sampling interval of the session live starts when none runs" },
   { "output", short = "o", key = "output", arg = "FILE",
-    help = "where the program writes the session live started, when live ends (formats as attach stop -o); " ..
-      "without it, a new file in the control directory" },
+    help = "where the program writes the session live started, when live ends (formats and directories as " ..
+      "attach stop -o); without it, a new file in the control directory" },
   TIMEOUT,
   HELP,
 }
@@ -199,6 +202,9 @@ local LIVE = {
 local LOVE = {
   { "love", key = "love", arg = "PATH", default = "love",
     help = "the LÖVE 11 executable to run: a build that links LuaJIT dynamically, as Debian's" },
+  { "skip-version-check", key = "skipVersionCheck",
+    help = "run a game made for an older LÖVE (t.version in its conf.lua) as made for this one: " ..
+      "LÖVE shows no compatibility dialog, which waits for a click before main.lua loads" },
   HELP,
 }
 
@@ -222,7 +228,7 @@ M.COMMANDS = {
     about = "Runs script.lua with `arg` set as luajit would, sampling it from start to end,\n" ..
       "then prints a text report (functions by self time, like `luajit -jp`).",
     sections = { { title = "Sampling options:", options = SAMPLING }, { title = "View options:", options = M.VIEW } } },
-  { name = "love", synopsis = "love [--love PATH] GAME [args...]",
+  { name = "love", synopsis = "love [options] GAME [args...]",
     summary = "run an unmodified LÖVE game with the control channel open",
     usage = "love [options] GAMEDIR|GAME.love [args...]",
     about = "Runs `love GAME args...` in this process's place (the same pid and exit status)\n" ..
