@@ -132,7 +132,12 @@ local function check_unchanged(tree, launcher)
   local ours = unchanged.probe(setup .. command .. " busted " .. args)
   unchanged.same(plain, ours)
   assert.equal(0, ours.rc, ours.err)
-  assert.matches("\narg%[%-1%]=" .. interpreter:gsub("%p", "%%%0") .. "\narg%[0%]=", "\n" .. ours.view)
+  -- Nothing of the wrapper's chunk (a launcher of the suite's own, such as
+  -- scripts/luajit2.sh's, brings its arguments to both runs).
+  assert.is_nil(ours.view:find("luarocks.loader", 1, true), ours.view)
+  if not launcher then
+    assert.matches("\narg%[%-1%]=" .. interpreter:gsub("%p", "%%%0") .. "\narg%[0%]=", "\n" .. ours.view)
+  end
   assert.matches("tecs.profile.busted: %d+ samples written to", ours.err)
 end
 
