@@ -33,7 +33,7 @@ section "Whole programs: overhead" programs
 section "stop(): unique stacks to collapsed text" stop \
   "bench/native/stop.rs: a stack table filled with generated 16-frame stacks (zone paths, file:line frames, builtins), then the code stop() runs. Peak transient = highest live heap above the table during it (counting allocator), which includes the text itself."
 section "Allocation sessions: byte shares and overhead" alloc \
-  "bench/alloc.lua: byte shares of functions allocating strings, tables and closures against each one's exact byte count (JIT on and off), and the cost of a session on LuaJIT's binary-trees when its sources are given (LUAJIT_BENCH_DIR)."
+  "bench/alloc.lua: byte shares of functions allocating strings, tables and closures against each one's exact byte count (JIT on and off), and the cost of a session on binary-trees (LuaJIT's program when its sources are given in LUAJIT_BENCH_DIR, else the binary-trees-like bench/trees.lua), every run with the module loaded."
 section "Coverage by source rewriting: cost" cover \
   "bench/cover.lua: CPU time of programs with coverage (counters inserted at load time) and with the cheapest Lua line hook, JIT on and off, as multiples of the unmodified run."
 section "Zones: push+pop cost" zones \

@@ -33,6 +33,7 @@ mod control;
 mod coverage;
 mod frame_names;
 mod json;
+mod lazy;
 mod lifecycle;
 mod options;
 pub mod report_options;
@@ -510,52 +511,101 @@ fn format_extensions(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-pub fn exports(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    let call = lua.create_function(call)?;
-    let raw = lua.create_table()?;
-    raw.set("start", lua.create_function(start::start_raw)?)?;
-    raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
-    raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
-    raw.set("is_profile", lua.create_function(views::is_profile)?)?;
-    raw.set("read_chrome_trace", lua.create_function(timeline::read_chrome_trace)?)?;
-    raw.set("check_options", lua.create_function(check_options)?)?;
-    raw.set("start_allocations", lua.create_function(alloc::start_raw)?)?;
-    raw.set("set_function_paths", lua.create_function(frame_names::set_function_paths)?)?;
-    raw.set("_test_wrap_allocator", lua.create_function(alloc::test_wrap_allocator)?)?;
-    raw.set("_test_allocator_wrapped", lua.create_function(alloc::test_allocator_wrapped)?)?;
-    for name in ["start", "parse_collapsed", "parse_profile", "check_options"] {
-        let f: mlua::Function = raw.get(name)?;
-        t.set(name, raising(lua, &call, &format!("tecs.profile.native.{}", name), &f)?)?;
-    }
-    #[cfg(unix)]
-    control::register(lua, &raw)?;
-    t.set("raw", raw)?;
-    t.set("call", call)?;
-    t.set("available", lua.create_function(available)?)?;
-    t.set("options", report_options::option_tables(lua)?)?;
-    t.set("formats", lua.create_sequence_from(format_names())?)?;
-    let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
-    t.set("timelineFormats", lua.create_sequence_from(time_line)?)?;
-    t.set("formatExtensions", format_extensions(lua)?)?;
-    t.set("formatTable", format_table(lua)?)?;
-    t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
-    t.set("json", lua.create_function(json::json)?)?;
-    t.set("hitchesText", lua.create_function(timeline::hitches_text)?)?;
-    t.set("framesText", lua.create_function(timeline::frames_text)?)?;
-    t.set("json_decode", lua.create_function(json::json_decode)?)?;
+/// A field built from a Rust function of the module.
+macro_rules! function {
+    ($f:expr) => {
+        |lua: &Lua, _: &Table| Ok(Value::Function(lua.create_function($f)?))
+    };
+}
+
+/// A field holding a plain value.
+macro_rules! value {
+    ($v:expr) => {
+        |lua: &Lua, _: &Table| mlua::IntoLua::into_lua($v, lua)
+    };
+}
+
+/// A function of `native.raw` wrapped by [`raising`] under the module's name.
+macro_rules! raising {
+    ($name:literal) => {
+        |lua: &Lua, t: &Table| {
+            let raw: Table = t.get("raw")?;
+            let call: mlua::Function = t.get("call")?;
+            let f: mlua::Function = raw.get($name)?;
+            Ok(Value::Function(raising(lua, &call, concat!("tecs.profile.native.", $name), &f)?))
+        }
+    };
+}
+
+/// `native.raw`: the functions that fail with a plain message, for
+/// [`call`]; the control channel's register themselves on first use.
+const RAW: &[(&str, lazy::Build)] = &[
+    ("start", function!(start::start_raw)),
+    ("parse_collapsed", function!(parse_collapsed)),
+    ("parse_profile", function!(views::parse_profile)),
+    ("is_profile", function!(views::is_profile)),
+    ("read_chrome_trace", function!(timeline::read_chrome_trace)),
+    ("check_options", function!(check_options)),
+    ("start_allocations", function!(alloc::start_raw)),
+    ("set_function_paths", function!(frame_names::set_function_paths)),
+    ("_test_wrap_allocator", function!(alloc::test_wrap_allocator)),
+    ("_test_allocator_wrapped", function!(alloc::test_allocator_wrapped)),
+];
+
+#[cfg(unix)]
+const RAW_REST: Option<lazy::Register> = Some(control::register);
+#[cfg(not(unix))]
+const RAW_REST: Option<lazy::Register> = None;
+
+/// The module's table, field by field; each is built when first read (see
+/// [`lazy`]), so that loading the module leaves next to nothing on the Lua
+/// heap.
+const EXPORTS: &[(&str, lazy::Build)] = &[
+    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_REST)?))),
+    ("call", function!(call)),
+    ("start", raising!("start")),
+    ("parse_collapsed", raising!("parse_collapsed")),
+    ("parse_profile", raising!("parse_profile")),
+    ("check_options", raising!("check_options")),
+    ("available", function!(available)),
+    // Seconds on the monotonic clock (`tecs.profile.clock`): the clock of
+    // the time line, without loading the FFI into the program.
+    ("monotonic", function!(|_, ()| Ok(sys::monotonic_ns() as f64 * 1e-9))),
+    ("options", |lua, _| Ok(Value::Table(report_options::option_tables(lua)?))),
+    ("formats", |lua, _| Ok(Value::Table(lua.create_sequence_from(format_names())?))),
+    ("timelineFormats", |lua, _| {
+        let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
+        Ok(Value::Table(lua.create_sequence_from(time_line)?))
+    }),
+    ("formatExtensions", |lua, _| Ok(Value::Table(format_extensions(lua)?))),
+    ("formatTable", |lua, _| Ok(Value::Table(format_table(lua)?))),
+    ("formatFor", function!(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))),
+    ("json", function!(json::json)),
+    ("hitchesText", function!(timeline::hitches_text)),
+    ("framesText", function!(timeline::frames_text)),
+    ("json_decode", function!(json::json_decode)),
     // JSON's null where a Lua table cannot hold nil (`native.json` writes
     // any light userdata as null).
-    t.set("null", mlua::Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
-    t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
-    t.set("noZone", crate::views::NO_ZONE)?;
-    t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
-    t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
-    let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
-    t.set("allocation_option_names", alloc_names)?;
-    t.set("version", env!("CARGO_PKG_VERSION"))?;
-    coverage::register(lua, &t)?;
-    Ok(t)
+    ("null", |_, _| Ok(Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))),
+    ("functionsFileEnding", value!(crate::profile::sidecar::ENDING)),
+    ("noZone", value!(crate::views::NO_ZONE)),
+    // Below this many samples the views say the profile is too small to
+    // rank (`errorNote`); reports made in Lua say it the same way.
+    ("fewSamples", value!(crate::views::FEW_SAMPLES)),
+    ("errorNote", function!(|_, samples: u64| Ok(crate::views::error_note(samples)))),
+    ("describe", function!(|_, v: mlua::Value| Ok(options::describe(&v)))),
+    ("default_max_stacks", value!(DEFAULT_MAX_STACKS)),
+    ("allocation_option_names", |lua, _| {
+        Ok(Value::Table(lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?))
+    }),
+    ("version", value!(env!("CARGO_PKG_VERSION"))),
+    ("cover_rewrite", function!(coverage::cover_rewrite)),
+    ("cover_global", value!(crate::rewrite::COUNTERS_GLOBAL)),
+    ("cover_key", value!(crate::rewrite::COUNTER_KEY)),
+];
+
+pub fn exports(lua: &Lua) -> mlua::Result<Table> {
+    lazy::table(lua, EXPORTS, None)
 }
 
 #[cfg(test)]

@@ -313,8 +313,8 @@ impl VmStack {
         }
         // SAFETY: `l` is the running callback's thread; lua_getinfo "f"
         // pushes one value after lua_checkstack made room, and lua_xmove moves
-        // it to the anchored coroutine, whose stack was sized for `capacity`
-        // values at creation; both stacks end as they started but for that.
+        // it to the anchored coroutine, growing that stack when it is full
+        // (`capacity` bounds it); both stacks end as they started but for that.
         unsafe {
             let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
             if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_checkstack(self.l, 2) == 0 {
