@@ -320,7 +320,7 @@ static ATTACHED: Mutex<Option<Attached>> = Mutex::new(None);
 
 /// One of our handlers, with `previous` (the handler attached to the event
 /// now, or nil) as its upvalue.
-fn handler(lua: &Lua, f: ffi::lua_CFunction, previous: mlua::Value) -> mlua::Result<mlua::Function> {
+fn handler(lua: &Lua, f: ffi::lua_CFunction, previous: &mlua::Value) -> mlua::Result<mlua::Function> {
     // SAFETY: exec_raw hands a valid state with `previous` pushed; the
     // closure takes it as its upvalue and is left as the result.
     unsafe { lua.exec_raw::<mlua::Function>(previous, |l| ffi::lua_pushcclosure(l, f, 1)) }
@@ -348,7 +348,7 @@ fn passed_over(lua: &Lua, v: mlua::Value, f: ffi::lua_CFunction) -> mlua::Value 
     // SAFETY: exec_raw hands a valid state with `v` at index 1, the
     // result; a closure of `f` has one upvalue, which replaces it.
     let r = unsafe {
-        lua.exec_raw::<mlua::Value>(v.clone(), |l| {
+        lua.exec_raw::<mlua::Value>(&v, |l| {
             let ours = ffi::lua_tocfunction(l, 1).map(|g| g as usize) == Some(f as usize);
             if ours && !ffi::lua_getupvalue(l, 1, 1).is_null() {
                 ffi::lua_replace(l, 1);
@@ -370,11 +370,13 @@ pub fn attach(lua: &Lua, flush: bool) -> Result<(), &'static str> {
         // is what the event had.
         let previous =
             [passed_over(lua, current(lua, "record"), on_record), passed_over(lua, current(lua, "trace"), on_trace)];
-        let record = handler(lua, on_record, previous[0].clone())?;
-        let trace = handler(lua, on_trace, previous[1].clone())?;
+        // Passed by reference: a clone of a handle to a Lua value makes
+        // mlua allocate a shared count for it.
+        let record = handler(lua, on_record, &previous[0])?;
+        let trace = handler(lua, on_trace, &previous[1])?;
         let attach: mlua::Function = jit.get("attach")?;
-        attach.call::<()>((record.clone(), "record"))?;
-        attach.call::<()>((trace.clone(), "trace"))?;
+        attach.call::<()>((&record, "record"))?;
+        attach.call::<()>((&trace, "trace"))?;
         Ok(Attached { record, trace, previous })
     };
     withdraw_all();
@@ -407,7 +409,7 @@ pub fn detach(lua: &Lua) {
                 // which then only passes the event on).
                 let holds = matches!(current(lua, event), mlua::Value::Function(f) if f == *ours);
                 if holds {
-                    attach.call::<()>(ours.clone())?;
+                    attach.call::<()>(ours)?;
                     if let mlua::Value::Function(_) = previous {
                         attach.call::<()>((previous, event))?;
                     }
