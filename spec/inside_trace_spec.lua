@@ -65,12 +65,10 @@ describe("inside a trace at the defaults", function()
       assert.is_true(map.placed > map.noMap, msg)
       for _, name in ipairs(w.parts) do
         local p, spread = (want[name] + again[name]) / 2, math.abs(want[name] - again[name])
-        sampling.check_share(name .. " (" .. msg .. ")", got[name], p, total, spread)
-        -- The product's target: within 5 points or a quarter of the truth,
-        -- whichever is more, the truth's own spread allowed for.
-        local bound = math.max(0.05, p / 4) + 3 * spread
-        assert.is_true(math.abs(got[name] - p) <= bound, string.format("%s: %.1f%% against %.1f%% (bound %.1f points): %s",
-          name, 100 * got[name], 100 * p, 100 * bound, msg))
+        -- The product's target is within 5 points or a quarter of the
+        -- truth (BENCHMARKS.md, "Inside a trace", measures it); a single
+        -- run is held to the sampling error and the map's own granularity.
+        sampling.check_share(name .. " (" .. msg .. ")", got[name], p, total, spread, "inside_trace")
       end
     end)
   end
