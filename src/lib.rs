@@ -9,9 +9,12 @@
 //! * [`sys`]: every FFI declaration and `unsafe` block: LuaJIT's profiler
 //!   API and stacks, and in `sys::posix` the tick handler (`ticks`) and the
 //!   tick sources (`sources`).
-//! * [`record`]: what runs while a session records: which tick source a
-//!   session runs on (`tick_source`), the per-sample callback (`sampler`,
-//!   the hot path) and the stack table it counts into (`stack_table`).
+//! * [`record`]: what runs while a session records: the per-sample
+//!   callback (`sampler`, the hot path) and the stack table it counts into
+//!   (`stack_table`).
+//! * [`session`]: a session's start and stop, and their order: the guards
+//!   that undo each step, the tick source and its fallbacks
+//!   (`tick_source`), and what differs between platforms (`platform`).
 //! * [`profile`]: the finished profile (a name table and rows of name ids,
 //!   built from the stack table or read from text), its frames (`frames`:
 //!   kinds and function identity) and collapsed text (`collapsed`: the
@@ -30,6 +33,7 @@ pub mod output;
 pub mod profile;
 pub mod record;
 pub mod rewrite;
+pub mod session;
 pub mod sys;
 pub mod views;
 

@@ -10,5 +10,4 @@ pub mod fine_map;
 pub mod identity;
 pub mod sampler;
 pub mod stack_table;
-pub mod tick_source;
 pub mod timeline;

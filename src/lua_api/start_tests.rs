@@ -1,10 +1,10 @@
-//! The session lifecycle: a start failing halfway leaves nothing behind,
-//! stop twice, drop without stop, and the one error convention.
+//! Sessions started from Lua: a start failing halfway leaves nothing
+//! behind, stop twice, drop without stop, and the one error convention.
 
 use mlua::Lua;
 
-use super::lifecycle::{self, Ownership};
 use super::*;
+use crate::session::{fail_at, Ownership};
 use crate::sys::one_session_at_a_time;
 
 fn state() -> Lua {
@@ -15,24 +15,13 @@ fn state() -> Lua {
 }
 
 #[test]
-fn ownership_is_released_by_its_guard() {
-    let _turn = one_session_at_a_time();
-    let first = Ownership::claim().expect("free at first");
-    assert!(Ownership::held());
-    assert!(Ownership::claim().is_none(), "one owner per process");
-    drop(first);
-    assert!(!Ownership::held());
-    drop(Ownership::claim().expect("free again"));
-}
-
-#[test]
 fn a_start_failing_halfway_leaves_no_owner_and_a_good_start_follows() {
     let _turn = one_session_at_a_time();
     let lua = state();
     for step in ["anchors", "profiler"] {
-        lifecycle::fail_at(Some(step));
+        fail_at(Some(step));
         let err = lua.load("return native.start({})").exec().unwrap_err().to_string();
-        lifecycle::fail_at(None);
+        fail_at(None);
         assert!(err.contains(&format!("tecs.profile.native.start: test failure at {}", step)), "{}", err);
         assert!(!Ownership::held(), "owner left set after a failure at {}", step);
     }
@@ -153,17 +142,4 @@ fn a_guard_the_first_callback_turned_off_is_reported_in_stats() {
         assert_eq!(stats.get::<u64>("hooksRearmed").unwrap(), 0, "{}", when);
     }
     assert!(!Ownership::held());
-}
-
-#[test]
-fn refused_ticks_stand_for_the_time_at_the_rate_they_came() {
-    // 1 kHz asked and given: 300 refused of 800 ticks in 0.8 s is 0.3 s.
-    assert!((stalled_seconds(300, 500, Some(0.8), 1_000_000) - 0.3).abs() < 1e-9);
-    // The kernel's tick at 250 Hz under a 1 ms interval: 126 refused of 201
-    // in 0.8 s stand for half a second, not 126 ms.
-    let s = stalled_seconds(126, 75, Some(0.8), 1_000_000);
-    assert!((s - 0.5015).abs() < 1e-3, "{s}");
-    assert!(126 >= STALL_TICKS && s >= STALL_SECONDS);
-    // No CPU clock: the interval asked.
-    assert!((stalled_seconds(250, 0, None, 1_000_000) - 0.25).abs() < 1e-9);
 }
