@@ -21,6 +21,7 @@ mod functions;
 pub mod large_pages;
 #[cfg(unix)]
 pub mod process;
+pub mod signal_context;
 #[cfg(unix)]
 pub mod stop_signals;
 mod tick_note;
