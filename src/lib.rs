@@ -6,12 +6,13 @@
 //!
 //! The layout follows the data:
 //!
-//! * [`sys`]: every FFI declaration and `unsafe` block: LuaJIT's profiler
-//!   API and stacks, and in `sys::posix` the tick handler (`ticks`) and the
-//!   tick sources (`sources`).
+//! * [`sys`]: every FFI declaration: LuaJIT's profiler API and stacks, and
+//!   in `sys::posix` the tick handler (`ticks`) and the tick sources
+//!   (`sources`); `sys::signal_context` lists what runs in signal handlers.
 //! * [`record`]: what runs while a session records: the per-sample
-//!   callback (`sampler`, the hot path) and the stack table it counts into
-//!   (`stack_table`).
+//!   callback (`sampler`, the hot path), the stack table it counts into
+//!   (`stack_table`) and the allocator wrapper of allocation sessions
+//!   (`alloc_hook`).
 //! * [`session`]: a session's start and stop, and their order: the guards
 //!   that undo each step, the tick source and its fallbacks
 //!   (`tick_source`), and what differs between platforms (`platform`).
@@ -25,6 +26,8 @@
 //! * [`lua_api`]: the mlua bindings: the functions and session object Lua
 //!   sees, their options (`lua_api::options`) and the views' Lua side
 //!   (`lua_api::views`).
+//!
+//! Each layer uses only the ones listed before it (`tests/layers.rs`).
 
 #[cfg(unix)]
 pub mod control;

@@ -1,6 +1,6 @@
 //! Allocation sessions (`profile.allocations`): a sampling session whose
 //! samples are triggered by bytes allocated instead of a timer (see
-//! `sys::alloc_hook`). The stack table counts samples, each standing for
+//! `record::alloc_hook`). The stack table counts samples, each standing for
 //! `bytesPerSample` bytes on average; every profile and output of such a
 //! session is in bytes (the counts times `bytesPerSample`).
 
@@ -9,9 +9,9 @@ use mlua::{Lua, Table, Value};
 use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
+use crate::record::alloc_hook::Restored;
 use crate::record::stack_table::StackTable;
 use crate::session::{Plan, Session};
-use crate::sys::alloc_hook::Restored;
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
@@ -215,12 +215,12 @@ impl NativeSession {
 /// Rust code is not in the module Lua loads.
 pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm))
+    Ok(crate::record::alloc_hook::wrap_in_pass_through(vm))
 }
 
 /// `native.raw._test_allocator_wrapped()`: whether an allocation session's
 /// wrapper is the VM's allocator now.
 pub(super) fn test_allocator_wrapped(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrapper_installed(vm))
+    Ok(crate::record::alloc_hook::wrapper_installed(vm))
 }

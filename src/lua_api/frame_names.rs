@@ -23,9 +23,9 @@ use mlua::{Lua, Table};
 
 use super::NativeSession;
 use crate::profile::{c_address, FrameNamer};
+use crate::record::alloc_hook;
 use crate::record::identity::FrameIdentity;
-use crate::record::sampler::FRAME_SEP;
-use crate::record::stack_table::Key;
+use crate::record::stack_table::{Key, FRAME_SEP};
 use crate::sys;
 
 /// The registry field holding the state's path finder.
@@ -69,7 +69,7 @@ impl NativeSession {
         }
         // While an allocation session records in this state, the walk's own
         // allocations would be counted in it: the names wait for its stop.
-        if sys::VmHandle::of(lua).is_ok_and(sys::alloc_hook::wrapper_installed) {
+        if sys::VmHandle::of(lua).is_ok_and(alloc_hook::wrapper_installed) {
             return;
         }
         let Ok(finder) = lua.named_registry_value::<mlua::Function>(PATH_FINDER) else { return };

@@ -57,7 +57,7 @@ impl NativeSession {
             Err(why) => t.set("compiledNote", why)?,
         }
         // Where ticks in traces went between two snapshots (see
-        // `record::fine_map`).
+        // `sys::fine_map`).
         match session.fine_map() {
             Ok(()) => {
                 let [mapped, unmapped, placed, at_snapshot, no_map] = session.fine_map_counts();

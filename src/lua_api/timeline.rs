@@ -4,7 +4,7 @@
 
 use mlua::{Lua, Table, UserDataMethods};
 
-use super::views::ProfileData;
+use super::views::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
 use crate::output::timed::{
     rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
@@ -268,7 +268,7 @@ impl NativeSession {
     fn name_stack_functions(&self, tp: &mut TimedProfile, funcs: Option<Table>) -> mlua::Result<()> {
         let mut m = FunctionMap::default();
         if funcs.is_some() {
-            m = super::views::read_funcmap(funcs)?;
+            m = read_funcmap(funcs)?;
             m.apply_identities(&self.frame_identities());
             m.check_sources(tp.stacks.iter().flat_map(|s| s.frames.iter().map(String::as_str)));
         }
@@ -400,45 +400,6 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         let ids = this.frame_identities();
         Ok(ProfileData(this.window_profile(from, to), std::sync::Arc::new(ids)))
     });
-}
-
-/// Self samples by function: the leaf frame of every row named as the
-/// by-function views name it, largest first (ties by name).
-pub(super) fn self_by_function(p: &Profile, funcs: &FunctionMap) -> Vec<(String, u64)> {
-    rank_by_function(p.rows.iter().map(|row| {
-        let name = match p.stack(row).last() {
-            Some(&leaf) => funcs.function_of(p.name(leaf)),
-            None => NO_STACK,
-        };
-        (name, row.total())
-    }))
-}
-
-/// Samples by zone path (`/`-joined; the rows outside any zone under
-/// "(no zone)"), largest first, as a Lua list of `{ name, samples }`.
-pub(super) fn samples_by_zone_table(lua: &Lua, p: &Profile) -> mlua::Result<Table> {
-    let rows: Vec<(String, u64)> = p
-        .named_rows()
-        .map(|r| (if r.zones.is_empty() { crate::views::NO_ZONE.to_string() } else { r.zones.join("/") }, r.total()))
-        .collect();
-    ranked_table(lua, rank_by_function(rows.iter().map(|(z, n)| (z.as_str(), *n))))
-}
-
-/// `selfByFunction(funcs)` as a Lua list of `{ name, samples }`.
-pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) -> mlua::Result<Table> {
-    ranked_table(lua, self_by_function(p, m))
-}
-
-/// Functions ranked by samples as a Lua list of `{ name, samples }`.
-fn ranked_table(lua: &Lua, ranked: Vec<(String, u64)>) -> mlua::Result<Table> {
-    let list = lua.create_table_with_capacity(ranked.len(), 0)?;
-    for (i, (name, samples)) in ranked.into_iter().enumerate() {
-        let r = lua.create_table_with_capacity(0, 2)?;
-        r.set("name", name)?;
-        r.set("samples", samples)?;
-        list.raw_set(i + 1, r)?;
-    }
-    Ok(list)
 }
 
 /// `native.raw.read_chrome_trace(text)`: a Chrome trace event file a

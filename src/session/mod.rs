@@ -33,10 +33,10 @@ mod timing;
 
 use mlua::Lua;
 
+use crate::record::alloc_hook::{AllocHook, Restored};
 use crate::record::alloc_objects::ObjectTable;
 use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
 use crate::record::timeline::Timeline;
-use crate::sys::alloc_hook::{AllocHook, Restored};
 use crate::sys::{self, FunctionAnchor, SamplerBox, TickOrigin, VmHandle, ZoneAnchor};
 #[cfg(test)]
 pub(crate) use guards::fail_at;

@@ -114,7 +114,7 @@ mod linux {
     }
 
     /// Attaches the VM event handlers that build each trace's fine map
-    /// (`record::fine_map`), flushing the traces compiled without one.
+    /// (`sys::fine_map`), flushing the traces compiled without one.
     pub(in crate::session) fn attach_fine_map(lua: &Lua) -> Result<(), &'static str> {
         posix::compiled::attach_logger(lua, true)
     }

@@ -110,7 +110,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "sys/posix/compiled/fine_map.rs: chain_at",
         "atomic loads of a published map, freed only once the handler is disarmed; one read of the proved trace",
     ),
-    entry("record/fine_map.rs: FineMap::at", "a binary search in a published map's arrays; no allocation"),
+    entry("sys/fine_map.rs: FineMap::at", "a binary search in a published map's arrays; no allocation"),
     entry("sys/posix/compiled/text.rs: Captured::push", "writes a fixed array"),
     entry("sys/posix/compiled/text.rs: Out::bytes", "writes a fixed buffer, refusing past its end"),
     entry("sys/posix/compiled/text.rs: Out::int", "formats into a fixed buffer"),

@@ -2,7 +2,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::profile::collapsed;
-use crate::record::stack_table::VM_STATES;
+use crate::profile::VM_STATES;
 
 fn meta_with(interval_ms: Option<f64>) -> RenderMeta<'static> {
     RenderMeta { interval_ms, ..RenderMeta::new() }

@@ -30,13 +30,13 @@
 //! ([`record::KEPT`]), so that a leak checker sees memory held, not lost.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
 use mlua::ffi;
 
-use super::VmHandle;
-use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveTable};
+use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveLink, LiveTable};
 use crate::record::alloc_objects::PendingWeight;
+use crate::sys::{self, VmHandle};
 
 mod record;
 use record::{keep, no_filter, Record};
@@ -93,9 +93,9 @@ unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) ->
 #[inline]
 fn pass_ticks(crossed: u64) {
     // Counted first: the callback may tell them from timer ticks.
-    super::note_alloc_triggers(crossed);
+    sys::note_alloc_triggers(crossed);
     #[cfg(target_os = "linux")]
-    super::posix::pass_alloc_ticks(crossed);
+    sys::posix::pass_alloc_ticks(crossed);
     #[cfg(not(target_os = "linux"))]
     let _ = crossed;
 }
@@ -192,34 +192,14 @@ pub struct AllocHook {
     wrapper: ffi::lua_Alloc,
 }
 
-/// What the sample callback reaches the live table through: nothing once
-/// recording ended.
-#[derive(Clone, Copy)]
-pub struct LiveLink(&'static AtomicPtr<LiveTable>);
-
-impl LiveLink {
-    /// Gives the blocks waiting for a stack the one sampled (`None`: the
-    /// sample was not recorded).
-    pub fn attribute(&self, entry: Option<u32>, state: usize) {
-        let t = self.0.load(Ordering::Relaxed);
-        if t.is_null() {
-            return;
-        }
-        // SAFETY: a non-null pointer is the session's table, alive while
-        // recording (see `counting_alloc`); the callback runs on the VM's
-        // thread at a safe point, never inside the allocator.
-        unsafe { &mut *t }.attribute(entry, state);
-    }
-}
-
 impl AllocHook {
     /// Wraps the allocator of the VM of `vm`, recording from now on, a
     /// sample about every `bytes_per_sample` bytes, tracking up to
     /// `max_live` sampled blocks until they are freed (0: none).
     pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64, max_live: usize) -> AllocHook {
-        let l = vm.0;
+        let l = vm.state();
         #[cfg(target_os = "linux")]
-        super::posix::pin_this_library();
+        sys::posix::pin_this_library();
         let mut inner_ud = std::ptr::null_mut();
         // SAFETY: `l` is a live state of this VM (a `VmHandle` is taken
         // from a live `Lua`); lua_getallocf only reads the global state.
@@ -254,9 +234,9 @@ impl AllocHook {
         // SAFETY: `l` is still open (stops run before lua_close frees the
         // heap: see `VmHandle`); both calls only touch the global state.
         unsafe {
-            let f = ffi::lua_getallocf(self.vm.0, &mut ud);
+            let f = ffi::lua_getallocf(self.vm.state(), &mut ud);
             if f as usize == self.wrapper as usize && std::ptr::eq(ud as *const Record, self.rec) {
-                ffi::lua_setallocf(self.vm.0, self.rec.inner, self.rec.inner_ud);
+                ffi::lua_setallocf(self.vm.state(), self.rec.inner, self.rec.inner_ud);
                 return Restored::Original;
             }
         }
@@ -280,7 +260,7 @@ impl AllocHook {
 
     /// The live table as the sample callback reaches it.
     pub fn live_link(&self) -> LiveLink {
-        LiveLink(&self.rec.live)
+        LiveLink::new(&self.rec.live)
     }
 
     /// The tracked blocks with a stack, and the live table's counters
@@ -323,7 +303,7 @@ impl Drop for AllocHook {
 /// Whether the allocator of the VM of `l` is an allocation session's
 /// wrapper (any session's).
 pub fn wrapper_installed(vm: VmHandle) -> bool {
-    let l = vm.0;
+    let l = vm.state();
     let mut ud = std::ptr::null_mut();
     // SAFETY: `l` is a live state; lua_getallocf only reads.
     let f = unsafe { ffi::lua_getallocf(l, &mut ud) };
@@ -352,9 +332,9 @@ unsafe extern "C" fn pass_through(ud: *mut c_void, ptr: *mut c_void, osize: usiz
 /// would (for tests of a stop that finds its wrapper wrapped). Returns
 /// whether the allocator it wrapped was an allocation session's wrapper.
 pub fn wrap_in_pass_through(vm: VmHandle) -> bool {
-    let l = vm.0;
+    let l = vm.state();
     #[cfg(target_os = "linux")]
-    super::posix::pin_this_library();
+    sys::posix::pin_this_library();
     let mut ud = std::ptr::null_mut();
     // SAFETY: `l` is a live state; the leaked Inner outlives every call of
     // the wrapper, which only forwards to the allocator read here.
