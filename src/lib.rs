@@ -25,7 +25,7 @@
 //! * [`views`]: the text views (top, tree, annotate, hot aborts).
 //! * [`lua_api`]: the mlua bindings: the functions and session object Lua
 //!   sees, their options (`lua_api::options`) and the views' Lua side
-//!   (`lua_api::views`).
+//!   (`lua_api::profile_data`).
 //!
 //! Each layer uses only the ones listed before it (`tests/layers.rs`).
 

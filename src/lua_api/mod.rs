@@ -37,11 +37,11 @@ mod frame_names;
 mod json;
 mod lazy;
 mod options;
+pub mod profile_data;
 pub mod report_options;
 mod start;
 mod stats;
 mod timeline;
-pub mod views;
 
 use options::describe;
 pub use options::{check_start_options, format_names, DEFAULT_MAX_STACKS, SAMPLE_OPTIONS};
@@ -284,12 +284,12 @@ impl UserData for NativeSession {
         methods.add_method("allocStats", |lua, this, ()| this.alloc_stats(lua));
         methods.add_method_mut("objectProfile", |lua, this, ()| {
             this.prepare_view(lua);
-            Ok(this.object_profile().map(crate::lua_api::views::ProfileData::new))
+            Ok(this.object_profile().map(profile_data::ProfileData::new))
         });
         methods.add_method_mut("liveProfiles", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = std::sync::Arc::new(this.frame_identities());
-            let data = |p| crate::lua_api::views::ProfileData(p, ids.clone());
+            let data = |p| profile_data::ProfileData(p, ids.clone());
             Ok(match this.live_profiles() {
                 Some((bytes, objects, points)) => (Some(data(bytes)), Some(data(objects)), Some(data(points))),
                 None => (None, None, None),
@@ -303,19 +303,19 @@ impl UserData for NativeSession {
             let ids = std::sync::Arc::new(this.frame_identities());
             let objects = this.objects_since(&this.delta_objects_mark).map(|(p, mark)| {
                 this.delta_objects_mark = mark;
-                crate::lua_api::views::ProfileData(p, ids.clone())
+                profile_data::ProfileData(p, ids.clone())
             });
-            Ok((crate::lua_api::views::ProfileData(this.delta_profile(), ids), objects))
+            Ok((profile_data::ProfileData(this.delta_profile(), ids), objects))
         });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = this.frame_identities();
-            Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
+            Ok(profile_data::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
         methods.add_method_mut("sampleProfile", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = this.frame_identities();
-            Ok(crate::lua_api::views::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
+            Ok(profile_data::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
         });
         timeline::add_methods(methods);
     }
@@ -394,7 +394,8 @@ fn format_table(lua: &Lua) -> mlua::Result<Table> {
         let t = lua.create_table()?;
         t.set("name", d.name)?;
         t.set("endings", lua.create_sequence_from(d.endings.iter().copied())?)?;
-        t.set("timeLine", d.time_line)?;
+        // `timeLine`: the native API's field name, which the Lua side reads.
+        t.set("timeLine", d.timeline)?;
         match d.writer {
             FormatWriter::Native(_) => t.set("native", true)?,
             FormatWriter::Lua(module) => {
@@ -456,8 +457,8 @@ macro_rules! raising {
 const RAW: &[(&str, lazy::Build)] = &[
     ("start", function!(start::start_raw)),
     ("parse_collapsed", function!(parse_collapsed)),
-    ("parse_profile", function!(views::parse_profile)),
-    ("is_profile", function!(views::is_profile)),
+    ("parse_profile", function!(profile_data::parse_profile)),
+    ("is_profile", function!(profile_data::is_profile)),
     ("read_chrome_trace", function!(timeline::read_chrome_trace)),
     ("check_options", function!(check_options)),
     ("start_allocations", function!(alloc::start_raw)),
@@ -488,8 +489,8 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("options", |lua, _| Ok(Value::Table(report_options::option_tables(lua)?))),
     ("formats", |lua, _| Ok(Value::Table(lua.create_sequence_from(format_names())?))),
     ("timelineFormats", |lua, _| {
-        let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
-        Ok(Value::Table(lua.create_sequence_from(time_line)?))
+        let timeline = crate::output::REGISTRY.iter().filter(|d| d.timeline).map(|d| d.name);
+        Ok(Value::Table(lua.create_sequence_from(timeline)?))
     }),
     ("formatExtensions", |lua, _| Ok(Value::Table(format_extensions(lua)?))),
     ("formatTable", |lua, _| Ok(Value::Table(format_table(lua)?))),

@@ -4,7 +4,7 @@
 
 use mlua::{Lua, Table, UserDataMethods};
 
-use super::views::{ranked_table, read_funcmap, ProfileData};
+use super::profile_data::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
 use crate::output::timed::{
     rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
@@ -349,12 +349,12 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             this.prepare_view(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
             let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
-            let writes_time_line = |d: &&crate::output::Declaration| {
-                d.time_line && matches!(d.writer, crate::output::FormatWriter::Native(_))
+            let writes_timeline = |d: &&crate::output::Declaration| {
+                d.timeline && matches!(d.writer, crate::output::FormatWriter::Native(_))
             };
-            let Some(d) = crate::output::REGISTRY.iter().filter(writes_time_line).find(|d| d.name == format) else {
+            let Some(d) = crate::output::REGISTRY.iter().filter(writes_timeline).find(|d| d.name == format) else {
                 let names: Vec<String> =
-                    crate::output::REGISTRY.iter().filter(writes_time_line).map(|d| format!("{:?}", d.name)).collect();
+                    crate::output::REGISTRY.iter().filter(writes_timeline).map(|d| format!("{:?}", d.name)).collect();
                 return Err(runtime(format!(
                     "bad argument #1 'format' ({} expected, got {:?})",
                     names.join(" or "),
@@ -367,7 +367,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             if funcs.is_some() {
                 this.name_stack_functions(&mut tp, funcs)?;
             }
-            let bytes = d.format.write(crate::output::Source::TimeLine(&tp));
+            let bytes = d.format.write(crate::output::Source::Timeline(&tp));
             lua.create_string(bytes.map_err(runtime)?)
         },
     );

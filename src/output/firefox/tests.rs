@@ -245,6 +245,6 @@ fn the_registry_writes_it_from_a_profile_only() {
     let meta = RenderMeta::new();
     let bytes = FileFormat::Firefox.write(Source::Profile(&p, &meta)).unwrap();
     assert_eq!(String::from_utf8(bytes).unwrap(), render(&p, &meta));
-    assert!(FileFormat::Firefox.write(Source::TimeLine(&TimedProfile::default())).is_err());
+    assert!(FileFormat::Firefox.write(Source::Timeline(&TimedProfile::default())).is_err());
     assert_eq!(FileFormat::for_path("run.firefox.json"), FileFormat::Firefox);
 }

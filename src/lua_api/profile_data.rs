@@ -1,4 +1,4 @@
-//! Lua-facing views: the `ProfileData` object (a finished profile, from a
+//! The profile object Lua holds, `ProfileData` (a finished profile, from a
 //! session or parsed from collapsed text) and its renderers: text reports,
 //! hot aborts, and the file formats of the registry (`output::REGISTRY`)
 //! written from a profile.
@@ -294,7 +294,7 @@ impl UserData for ProfileData {
                 return Err(err(format!("unknown format {}", format)));
             };
             let d = format.declaration();
-            if d.time_line {
+            if d.timeline {
                 return Err(err(crate::output::wrong_source(d.name, true)));
             }
             let m = if d.reads_sources { this.function_map(funcs)? } else { FunctionMap::default() };
