@@ -40,9 +40,9 @@ pub mod session;
 pub mod sys;
 pub mod views;
 
-// The loadable module's heap: large blocks on huge-page boundaries
-// (`sys::large_pages`). Tests and benchmarks declare counting allocators
-// that forward to it.
+// The loadable module's heap: large blocks on huge-page boundaries, which
+// `stop()` needs (`sys::large_pages` says why, with the measurement). Tests
+// and benchmarks declare counting allocators that forward to it.
 #[cfg(all(feature = "module", target_os = "linux", not(test)))]
 #[global_allocator]
 static HEAP: sys::large_pages::LargePages = sys::large_pages::LargePages;
