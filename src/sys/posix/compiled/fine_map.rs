@@ -1,4 +1,4 @@
-//! The raw side of the fine map (`crate::record::fine_map`): the VM event
+//! The raw side of the fine map (`crate::sys::fine_map`): the VM event
 //! handlers that log what the recorder records and read each trace as it
 //! is committed, the table of published maps, and the lookup the tick
 //! handler makes.
@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use mlua::ffi;
 
 use super::*;
-use crate::record::fine_map::{self, Ins, Recorded, Snap, TraceShape};
+use crate::sys::fine_map::{self, Ins, Recorded, Snap, TraceShape};
 
 /// The recorder's log of the trace being recorded.
 struct Log {
