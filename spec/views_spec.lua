@@ -50,8 +50,12 @@ describe("views of a session", function()
     -- it depends on how each loop's trace fared (one run in a few hundred
     -- gave line 7 46% of the samples).
     jit.off(work.two_lines)
+    -- Calls of several ticks each: what happens between two calls (the
+    -- clock read, the scheduler's switch at that system call on a busy
+    -- machine) stays a small part of the time.
+    local n = sampling.calibrate(work.two_lines, 5e-3)
     local s = profile.sample({ precision = "line" })
-    sampling.until_samples(s, 600, function() work.two_lines(20000) end)
+    sampling.until_samples(s, 600, function() work.two_lines(n) end)
     s:stop()
     jit.on(work.two_lines)
     local first, second = parse(profile.report(s, { mode = "fl", raw = true, minPercent = 0 }))
