@@ -31,7 +31,7 @@ RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps consumers test test-rust test-lua install uninstall demo bench clean
+.PHONY: all build deps consumers test test-rust test-lua install uninstall demo bench clean nvim
 .PHONY: soak fuzz valgrind tsan
 
 all: build
@@ -52,6 +52,15 @@ $(BUILD_SO): $(NATIVE_SO)
 $(BUILD_PRELOAD): $(PRELOAD_SO)
 	mkdir -p $(dir $@)
 	cp $(PRELOAD_SO) $@.tmp && mv -f $@.tmp $@
+
+# Neovim finds lua/?.so on its runtime path: the module goes beside the Lua
+# files for a checkout used as a plugin (lazy.nvim `build = "make nvim"`,
+# docs/neovim.md). Copied and renamed into place, as above.
+NVIM_SO = lua/tecs/profile/native.so
+nvim: $(NVIM_SO)
+
+$(NVIM_SO): $(NATIVE_SO)
+	cp $(NATIVE_SO) $@.tmp && mv -f $@.tmp $@
 
 deps:
 	@bash scripts/deps.sh
@@ -100,7 +109,7 @@ demo: deps build
 
 clean:
 	$(CARGO) clean
-	rm -rf build demo-output
+	rm -rf build demo-output $(NVIM_SO)
 
 # Robustness: a long mixed-fault run, fuzzing of the input parsers, and the
 # memory and thread checkers (see docs/robustness.md).
