@@ -40,7 +40,8 @@ end
 -- another one of the process: LuaJIT has a single profiler).
 -- @tparam[opt] table opts options `intervalMs`, `zone`, `stackDepth`,
 --   `clock`, `precision`, `maxStacks`, `resolveC`, `skipStartingThread`,
---   `format`, `timelineSamples`, `slowFrameMs`, `loveZones`: their defaults,
+--   `format`, `timelineSamples`, `slowFrameMs`, `autosavePath`,
+--   `autosaveSeconds`, `loveZones`: their defaults,
 --   the values each accepts and what it does are declared once, in the
 --   native module (`native.options.sample`), and tabled in the docs
 -- @treturn SampleSession
@@ -51,6 +52,9 @@ function M.start(opts)
   -- Bad options are reported as such on every VM, before what this VM lacks.
   local ok, err = native.call(native.raw.check_options, "sample", opts)
   if not ok then error("profile.sample: " .. err, 2) end
+  if opts and opts.autosaveSeconds and not opts.autosavePath then
+    error("profile.sample: option 'autosaveSeconds' goes with option 'autosavePath' (the file to write)", 2)
+  end
   local available, why = native.available()
   if not available then
     error("profile.sample: " .. why, 2)
@@ -70,6 +74,13 @@ function M.start(opts)
     callSite = callsite.resolver(),
   })
   if not ok then error("profile.sample: " .. handle, 2) end
+  if settings.autosavePath then
+    local saving, why = native.call(handle.autosave, handle, settings.autosavePath, settings.autosaveSeconds)
+    if not saving then
+      handle:stop()
+      error("profile.sample: option 'autosavePath': " .. why, 2)
+    end
+  end
   local session = setmetatable({
     _native = handle,
     _stopped = false,
@@ -110,6 +121,8 @@ function lifecycle.finish(self)
   timeline.detach(self._native)
   love_zones.uninstall()
   self._native:stop()
+  -- The autosave file's last write holds every sample of the session.
+  self._native:finishAutosave()
   if alloc then alloc:stop() end
   local warning = self._native:stats().warning
   if warning then
