@@ -32,7 +32,7 @@ const RAW: Declared = opt("raw", Check::Boolean, DefaultValue::Boolean(false), "
 /// Where plugins live (the `plugin` grouping, the `plugin` root level).
 pub const PLUGINS: Declared = opt(
     "plugins",
-    Check::Table("a table of plugin directories: { [name] = dir, ... } or { dir, ... }"),
+    Check::Table("a table of plugin directories: { [name] = dir or { dir, ... }, ... } or { dir, ... }"),
     DefaultValue::None,
     "the directories plugins live in, by name (a list: each named by its last component); a Lua file in none of them belongs to the directory a runtime path's layout shows (see docs/neovim.md)",
 );
@@ -300,33 +300,33 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
     })
 }
 
-/// The `plugins` option: `{ [name] = dir }` pairs and `{ dir, ... }`
-/// entries, each a non-empty string.
+/// The `plugins` option: `{ [name] = dir }` pairs (a name may have a list
+/// of directories: a plugin's path and the one its links lead to) and
+/// `{ dir, ... }` entries, each a non-empty string.
 pub fn read_plugins(t: Option<Table>) -> mlua::Result<Plugins> {
     let Some(t) = t else { return Ok(Plugins::default()) };
+    let bad = |what: String| {
+        mlua::Error::runtime(format!("option 'plugins' must be {} ({})", PLUGINS.check.expected(), what))
+    };
+    let dir = |v: &Value| match v {
+        Value::String(d) if !d.to_string_lossy().is_empty() => Ok(d.to_string_lossy()),
+        other => Err(bad(format!("got {} for a directory", super::options::describe(other)))),
+    };
     let mut roots = Vec::new();
     for pair in t.pairs::<Value, Value>() {
         let (k, v) = pair?;
         let name = match &k {
             Value::String(s) => s.to_string_lossy(),
             Value::Integer(_) | Value::Number(_) => String::new(),
-            other => {
-                return Err(mlua::Error::runtime(format!(
-                    "option 'plugins' must be {} (a key is a {})",
-                    PLUGINS.check.expected(),
-                    super::options::describe(other)
-                )))
-            }
+            other => return Err(bad(format!("a key is a {}", super::options::describe(other)))),
         };
-        match v {
-            Value::String(dir) if !dir.to_string_lossy().is_empty() => roots.push((dir.to_string_lossy(), name)),
-            other => {
-                return Err(mlua::Error::runtime(format!(
-                    "option 'plugins' must be {} (got {} for a directory)",
-                    PLUGINS.check.expected(),
-                    super::options::describe(&other)
-                )))
+        match (&v, name.is_empty()) {
+            (Value::Table(dirs), false) => {
+                for d in dirs.sequence_values::<Value>() {
+                    roots.push((dir(&d?)?, name.clone()));
+                }
             }
+            _ => roots.push((dir(&v)?, name)),
         }
     }
     Ok(Plugins::new(roots))

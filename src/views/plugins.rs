@@ -109,10 +109,10 @@ impl Plugins {
     }
 
     /// The root frame of a stack in a written file: `[plugin NAME]` for
-    /// the plugin of its leaf (as [`Plugins::of_stack`] keys it), when a
-    /// Lua frame gives it one; None otherwise.
+    /// the key of its leaf (as [`Plugins::of_stack`] keys it); None for an
+    /// empty stack.
     pub fn root_frame<'a>(&'a self, stack: &[&'a str], memo: &mut HashMap<&'a str, &'a str>) -> Option<String> {
-        let leaf = stack.iter().rev().find_map(|&f| self.of_frame(f, memo))?;
+        let leaf = *self.of_stack(stack, memo).last()?;
         Some(format!("{}{}]", ROOT_PREFIX, leaf))
     }
 }
@@ -192,7 +192,8 @@ mod tests {
         assert_eq!(p.of_stack(&stack, &mut memo), [CONFIG, "foo.nvim", NVIM, NVIM]);
         assert_eq!(p.of_stack(&["string.format", "/a/lua/b.lua:1"], &mut memo), ["string", "a"]);
         assert_eq!(p.root_frame(&stack, &mut memo).as_deref(), Some("[plugin nvim]"));
-        assert_eq!(p.root_frame(&["[C:x]"], &mut memo), None);
+        assert_eq!(p.root_frame(&["[C:x]"], &mut memo).as_deref(), Some("[plugin [C]]"), "no Lua frame: its module");
+        assert_eq!(p.root_frame(&[], &mut memo), None);
         assert_eq!(p.of_stack(&["[plugin foo.nvim]", "[C:x]"], &mut memo), ["foo.nvim", "foo.nvim"]);
     }
 }

@@ -261,8 +261,10 @@ function M.startup(path, opts)
     -- Scheduled: what other VimEnter handlers run or schedule is startup too.
     vim.schedule(function()
       if not s:isRunning() then return end
-      s:stop()
-      local wok, werr = pcall(write, s, path, "plugin")
+      local wok, werr = pcall(function()
+        s:stop()
+        write(s, path, "plugin")
+      end)
       if not wok then
         notify("startup: " .. message(werr) .. " (:TecsProfile report shows the profile)", vim.log.levels.ERROR)
         return

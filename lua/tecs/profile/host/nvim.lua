@@ -53,7 +53,8 @@ end
 -- `nvim` and the user's configuration as `config` (an `after` directory
 -- goes with the directory it belongs to). Reads editor state: call it
 -- from the main loop, not from a libuv callback.
--- @treturn table `{ [name] = dir }`
+-- @treturn table `{ [name] = dir }`, or `{ dir, real path }` for a
+--   directory that is a link or lies below one
 function M.plugins()
   local roots = {}
   local ok, dirs = pcall(vim.api.nvim_list_runtime_paths)
@@ -74,6 +75,13 @@ function M.plugins()
       if roots[name] and roots[name] ~= base then name = base end
       roots[name] = base
     end
+  end
+  -- Files sourced through a link are named by the path it leads to: each
+  -- directory is known by that path too.
+  local uv_ = uv()
+  for name, dir in pairs(roots) do
+    local real = uv_.fs_realpath(dir)
+    if real and real ~= dir then roots[name] = { dir, real } end
   end
   return roots
 end
