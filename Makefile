@@ -5,7 +5,7 @@
 #   make install   PREFIX=/usr/local (or LIBDIR=... LUADIR=... BINDIR=...)
 #   make bench     the benchmark (bench/run.sh all): prints tables, updates
 #                  BENCHMARKS.md; pieces: bench-floor, bench-stop, bench-zones,
-#                  bench-persample, bench-matrix, bench-report
+#                  bench-persample, bench-matrix, bench-autosave, bench-report
 
 PREFIX     ?= /usr/local
 LUA_VERSION = 5.1
@@ -131,7 +131,7 @@ tsan: deps
 	@bash scripts/tsan.sh
 
 # Benchmarks (bench/run.sh has the pieces; each builds what it needs).
-.PHONY: bench-floor bench-stop bench-zones bench-persample bench-matrix bench-report
+.PHONY: bench-floor bench-stop bench-zones bench-persample bench-matrix bench-autosave bench-report
 bench: build
 	@bash bench/run.sh all
 bench-floor:
@@ -140,6 +140,8 @@ bench-stop:
 	@bash bench/run.sh stop
 bench-zones: build
 	@bash bench/run.sh zonecost
+bench-autosave: build
+	@bash bench/run.sh autosave
 bench-persample: build
 	@bash bench/run.sh persample
 bench-matrix: build

@@ -12,7 +12,8 @@ vim.g.loaded_tecs_profile = true
 -- Sourced with --cmd, before the plugin manager has put this package on
 -- the runtime path: its own directory goes there, so that its modules and
 -- lua/tecs/profile/native.so are found.
-if #vim.api.nvim_get_runtime_file("lua/tecs/profile/nvim.lua", false) == 0 then
+if #vim.api.nvim_get_runtime_file("lua/tecs/profile/nvim.lua", false) == 0
+  and not package.searchpath("tecs.profile.nvim", package.path) then
   local here = debug.getinfo(1, "S").source:match("^@(.*)/plugin/[^/]*$")
   if here then vim.opt.runtimepath:prepend((vim.fn.fnamemodify(here, ":p"):gsub("/$", ""))) end
 end
