@@ -483,7 +483,8 @@ end
 --   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
 --   user's alone), `program` (the name `targets` shows; default `arg[0]`,
---   a LÖVE game's identity, or "nginx worker N"), `wake` (Linux: a
+--   a LÖVE game's identity, "nginx worker N", or a host module's name
+--   such as "nvim DIR"), `wake` (Linux: a
 --   command that arrives runs at the program's next interpreted
 --   instruction even if it never polls: SIGIO sets a one-shot count hook,
 --   taken off as it runs; refused where the host handles SIGIO itself or

@@ -156,7 +156,7 @@ local FLAMEGRAPH = {
   { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
   { "functions", key = "functions", help = "one box per function instead of per source line" },
-  { "root", key = "root", arg = "plugin", declared = "flamegraph",
+  { "root", key = "root", arg = "plugin",
     help = "a root level above each stack: the plugin (runtime path directory) of its innermost Lua frame" },
   HELP,
 }
@@ -245,7 +245,8 @@ M.COMMANDS = {
     summary = "list the running programs that can be attached",
     usage = "targets",
     about = "Lists the programs listening for tecs-profile attach (profile.listen(), or run\n" ..
-      "--listen) of this user: pid, kind (luajit, love, nginx), start time, program.\n" ..
+      "--listen) of this user: pid, kind (luajit, love, nginx, nvim), start time,\n" ..
+      "program.\n" ..
       "Entries of programs that have ended are removed.",
     sections = { { options = { HELP } } } },
   { name = "mcp", synopsis = "mcp",
