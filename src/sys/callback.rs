@@ -242,3 +242,27 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
         }
     }));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(u64);
+
+    impl SampleSink for Count {
+        fn on_sample(&mut self, _vm: &VmStack, samples: u32, _vmstate: u8) {
+            self.0 += samples as u64;
+        }
+    }
+
+    #[test]
+    fn a_watch_reads_the_state_from_another_thread_until_the_box_drops() {
+        let b = SamplerBox::new(Count(0));
+        b.with(|c| c.0 = 7);
+        let w = b.watch();
+        let (seen, w) = std::thread::spawn(move || (w.with(|c| c.0), w)).join().unwrap();
+        assert_eq!(seen, Some(7));
+        drop(b);
+        assert_eq!(w.with(|c| c.0), None, "the box took its state with it");
+    }
+}
