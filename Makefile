@@ -3,6 +3,7 @@
 #   make demo      build, then profile examples/demo.lua into demo-output/
 #   make test      every test suite (installs missing system packages first)
 #   make install   PREFIX=/usr/local (or LIBDIR=... LUADIR=... BINDIR=...)
+#   make mcp-latest  the MCP server with the newest MCP clients (not in make test)
 #   make bench     the benchmark (bench/run.sh all): prints tables, updates
 #                  BENCHMARKS.md; pieces: bench-floor, bench-stop, bench-zones,
 #                  bench-persample, bench-matrix, bench-autosave, bench-report
@@ -31,7 +32,7 @@ RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps consumers test test-rust test-lua install uninstall demo bench clean nvim
+.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim
 .PHONY: soak fuzz valgrind tsan
 
 all: build
@@ -66,9 +67,17 @@ deps:
 	@bash scripts/deps.sh
 
 # Outside programs the format tests feed our output to (inferno, speedscope, ajv),
-# and the MCP inspector the MCP server's tests drive it with.
+# and the MCP clients the MCP server's tests drive it with (scripts/mcp-clients.sh
+# pins them).
 consumers:
 	@bash scripts/consumers.sh
+
+# The MCP server against the newest releases of the clients and of the
+# specification's schema models (not part of `make test`): a release that
+# breaks it shows here before users meet it.
+mcp-latest: build
+	MCP_CLIENTS=latest bash scripts/mcp-clients.sh
+	MCP_CLIENTS=latest busted --lua=$(LUAJIT) spec/mcp_conformance_spec.lua spec/mcp_clients_spec.lua
 
 test: deps consumers build
 	@bash scripts/test.sh

@@ -1,7 +1,10 @@
 --- Allocation sessions: accuracy on workloads of known allocation shares,
--- and overhead on LuaJIT's binary-trees program (not part of this
--- repository: give its path in ALLOC_BENCH_PROGRAM, or a checkout of
--- LuaJIT's bench/ folder in LUAJIT_BENCH_DIR). Writes alloc.md.
+-- and overhead on binary-trees: LuaJIT's program where its sources are
+-- given (not part of this repository: its path in ALLOC_BENCH_PROGRAM, or
+-- a checkout of LuaJIT's bench/ folder in LUAJIT_BENCH_DIR), else the
+-- binary-trees-like bench/trees.lua. Every run loads the module first, so
+-- the overheads are the session's, against the module loaded. Writes
+-- alloc.md.
 --
 --   luajit bench/alloc.lua            accuracy, then overhead
 --   luajit bench/alloc.lua run MODE BYTES PROGRAM ARG   one timed run (internal)
@@ -14,6 +17,7 @@ local OUT = os.getenv("BENCH_OUT") or "build/bench"
 local LUAJIT = os.getenv("LUAJIT") or "luajit"
 local PROGRAM = os.getenv("ALLOC_BENCH_PROGRAM")
   or (os.getenv("LUAJIT_BENCH_DIR") and os.getenv("LUAJIT_BENCH_DIR") .. "/binary-trees.lua")
+  or "bench/trees.lua"
 local PROGRAM_ARG = os.getenv("ALLOC_BENCH_ARG") or "15"
 local BYTES = tonumber(os.getenv("ALLOC_BENCH_BYTES")) or 524288 -- the default bytesPerSample
 
@@ -131,7 +135,7 @@ out("|---|---:|---:|")
 for _, l in ipairs(gc_lines) do out(l) end
 out("")
 
-if PROGRAM then
+do
   local modes = { "none", "profiler", "wrapper", "alloc", "live", "stopped" }
   local times, samples = {}, {}
   for _, m in ipairs(modes) do times[m] = {} end
@@ -160,8 +164,8 @@ if PROGRAM then
     ratio[m] = {}
     for i = 1, REPS do ratio[m][i] = times[m][i] / times.none[i] end
   end
-  out(string.format("Overhead on binary-trees %s (CPU time, %d rounds of alternating runs; bytesPerSample %d)",
-    PROGRAM_ARG, REPS, BYTES))
+  out(string.format("Overhead on %s %s (CPU time, %d rounds of alternating runs, the module loaded in every run; " ..
+    "bytesPerSample %d)", PROGRAM:match("([^/]+)%.lua$") or PROGRAM, PROGRAM_ARG, REPS, BYTES))
   out("")
   out("| configuration | median s | overhead (median of paired ratios) | samples |")
   out("|---|---:|---:|---:|")
@@ -173,8 +177,6 @@ if PROGRAM then
     local r = median(ratio[m])
     out(string.format("| %s | %.3f | %+.1f%% | %d |", label[m], median(times[m]), 100 * (r - 1), samples[m]))
   end
-else
-  out("(overhead: set ALLOC_BENCH_PROGRAM or LUAJIT_BENCH_DIR to LuaJIT's binary-trees program)")
 end
 
 os.execute("mkdir -p " .. sh(OUT))

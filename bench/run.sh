@@ -15,6 +15,11 @@
 #                                    dkjson and Penlight; LuaJIT's benchmark
 #                                    programs too if LUAJIT_BENCH_DIR is set)
 #   bench/run.sh truth               where samples land against the truth
+#   bench/run.sh inside              inside a trace: inlined callees and hoisted
+#                                    work against their marginal costs
+#   bench/run.sh realcode            self shares on real libraries three ways
+#                                    (Debian's lua-binaryheap and lua-basexx;
+#                                    Jumper too if JUMPER_DIR is set)
 #   bench/run.sh alloc               allocation sessions: byte shares against
 #                                    exact counts; overhead on binary-trees
 #                                    (LUAJIT_BENCH_DIR or ALLOC_BENCH_PROGRAM)
@@ -87,6 +92,8 @@ piece() {
     autosave) build_main; $LUAJIT bench/autosave.lua | tee "$OUT/autosave.md" ;;
     programs) shift; build_main; build_floor; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
+    inside) build_main; $LUAJIT bench/inside_trace.lua ;;
+    realcode) build_main; bash scripts/deps-bench.sh; $LUAJIT bench/real_code.lua ;;
     alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
     cover)
       build_main; bash scripts/deps-bench.sh
@@ -112,6 +119,7 @@ piece() {
       echo; echo "== per-sample cost by stack depth =="; piece persample
       echo; echo "== workloads: overhead, rate, aborts =="; piece matrix
       echo; echo "== where samples land: truth, tecs-profile, jit.profile =="; piece truth
+      echo; echo "== inside a trace: marginal costs, tecs-profile, jit.p =="; piece inside
       echo; echo "== whole programs: overhead =="; piece programs
       echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
       echo; echo "== line coverage: cost against plain runs and a line hook =="; piece cover

@@ -3,9 +3,11 @@
 --
 --   luajit bench/under.lua CONFIG program.lua [args...]
 --
--- CONFIG: none | tecs | tecs-function | tecs-line | tecs-wall | jitp-f |
--- jitp-l | floor-f | floor-signal | floor-trap
--- (tecs: profile.sample() at its defaults, 1 ms; tecs-function, tecs-line:
+-- CONFIG: none | loaded | tecs | tecs-function | tecs-line | tecs-wall |
+-- jitp-f | jitp-l | floor-f | floor-signal | floor-trap
+-- (loaded: require("tecs.profile") and no session, what loading the
+-- module costs a program by itself; tecs: profile.sample() at its
+-- defaults, 1 ms; tecs-function, tecs-line:
 -- precision "function" or "line"; jitp-f / jitp-l: LuaJIT's jit.p in
 -- function / line mode at 1 ms;
 -- floor-signal: a signal to an empty handler at 1 ms of CPU time, what any
@@ -31,7 +33,9 @@ local args = {}
 for i = 3, #arg do args[#args + 1] = arg[i] end
 
 local stop
-if config == "tecs" or config == "tecs-function" or config == "tecs-line" or config == "tecs-wall" then
+if config == "loaded" then
+  require("tecs.profile")
+elseif config == "tecs" or config == "tecs-function" or config == "tecs-line" or config == "tecs-wall" then
   local opts = { intervalMs = interval_ms }
   if config == "tecs-line" then opts.precision = "line" end
   if config == "tecs-function" then opts.precision = "function" end

@@ -368,11 +368,12 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
 
   -- A launched game running in the background, once it listens: `{ pid,
   -- ctl, stop, finish() }`; `finish` makes it quit and returns its output.
-  local function launch(game, work)
+  -- It quits by itself after `patience` seconds (default PATIENCE_SECONDS).
+  local function launch(game, work, patience)
     assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work)) == 0)
     local g = { ctl = work .. "/ctl", stop = work .. "/stop" }
     g.p = assert(io.popen("env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" .. sh_quote(g.ctl) ..
-      " timeout " .. PATIENCE_SECONDS .. " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " ..
+      " timeout " .. (patience or PATIENCE_SECONDS) .. " " .. xvfb_run() .. " " .. launcher() .. " " .. sh_quote(game) .. " --stop " ..
       sh_quote(g.stop) .. " 2>&1"))
     local said, line = {}, nil
     repeat
@@ -558,7 +559,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
   it("love GAME: the live page's data names LÖVE's C functions as the report of its session does", function()
     -- love_cfuncs spends its frames in love.data.hash and love.data.compress.
     local g = launch(root .. "/platform_spec/fixtures/love_cfuncs", save_root .. "/live-names")
-    local written = save_root .. "/live-names/live.collapsed"
+    -- The control directory: where a client (live) may have the profile written.
+    local written = g.ctl .. "/live.collapsed"
     local live, data
     local ok, err = pcall(function()
       assert.is_number(g.pid, g.said)
@@ -614,37 +616,35 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(in_hitches, data.functions)
   end)
 
-  it("love GAME: the MCP server profiles the launched game (PyPI's client, the MCP inspector)", function()
-    local rc, python = run.run3("bash scripts/mcp-client.sh")
-    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
-    python = python:match("[^\n]+")
-    local g = launch(PLAIN, save_root .. "/mcp")
+  it("love GAME: today's MCP clients profile the launched game, in both eras", function()
+    local mcp = require("spec.support.mcp")
+    local native = require("tecs.profile.native")
+    -- Time for every client's session, however slow the machine is.
+    local g = launch(PLAIN, save_root .. "/mcp", 10 * PATIENCE_SECONDS)
     local ok, err = pcall(function()
       assert.is_number(g.pid, g.said)
-      local native = require("tecs.profile.native")
-      local calls = native.json({ { "profiler_start", { target = g.pid, seconds = 2 } } })
-      local out, e
-      rc, out, e = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s",
-        sh_quote(g.ctl), sh_quote(python), sh_quote(run.luajit:match("^%S+")), sh_quote(root .. "/bin/tecs-profile"),
-        sh_quote(calls)))
-      assert.equal(0, rc, e)
-      local r = assert(native.json_decode(out:match("[^\n]+")), out)
-      local answer = r.calls[1]
-      assert.is_false(answer.isError, answer.text)
-      assert.is_true(answer.structured.samples > 0, answer.text)
-      assert.is_true(is_burn_cycles(answer.structured.top[1].name), answer.text)
-      -- The MCP inspector's CLI mode (npm, installed by scripts/consumers.sh)
-      -- reads the same profile by zone: LÖVE's callbacks are zones with no
-      -- change to the game, and love.update is where it burns.
-      local inspector = root .. "/build/consumers/node_modules/.bin/mcp-inspector"
-      assert(run.read(inspector), "the MCP inspector is not installed: run make consumers")
-      rc, out, e = run.run3(string.format("TECS_PROFILE_DIR=%s %s --cli %s %s mcp --method tools/call "
-        .. "--tool-name report --tool-arg target=%d --tool-arg by=zone", sh_quote(g.ctl), sh_quote(inspector),
-        sh_quote(run.luajit:match("^%S+")), sh_quote(root .. "/bin/tecs-profile"), g.pid))
-      assert.equal(0, rc, out .. e)
-      local report = assert(native.json_decode(out), out)
-      assert.is_nil(report.isError, out)
-      assert.matches("%d+%.%d%% ±[%d.]+%s+love%.update\n", report.content[1].text)
+      -- What an agent does (list, profile with seconds and progress, stop
+      -- with nothing running, report, trace, mistakes, the resources), by
+      -- each client in each era it speaks; the game's own function is the
+      -- heaviest of each profile.
+      local seconds = 2
+      for _, driver in ipairs(mcp.drivers()) do
+        local r = mcp.drive(g.ctl, driver, mcp.agent_calls(g.pid, seconds))
+        local profiled = mcp.assert_agent_session(r, g.pid, seconds, driver.mode)
+        assert.is_true(profiled.structured.samples > 0, r.client .. ": " .. profiled.text)
+        assert.is_true(is_burn_cycles(profiled.structured.top[1].name), r.client .. ": " .. profiled.text)
+      end
+      -- The inspector's CLI reads the last profile by zone: LÖVE's
+      -- callbacks are zones with no change to the game, and love.update is
+      -- where it burns.
+      for _, era in ipairs({ "legacy", "modern" }) do
+        local report, said = mcp.inspect(g.ctl, era, string.format("--method tools/call --tool-name report "
+          .. "--tool-arg target=%d --tool-arg by=zone", g.pid))
+        assert(report and report.result, said)
+        assert.is_nil(report.result.isError, said)
+        assert.matches("%d+%.%d%% ±[%d.]+%s+love%.update\n", report.result.content[1].text, nil, false,
+          native.json(report.result))
+      end
     end)
     local said = g.finish()
     assert(ok, tostring(err) .. "\n" .. said)

@@ -6,7 +6,8 @@ in every worker, a bounded burst of requests exercises
 examples/openresty/handler.lua, /profile/stop makes every worker write its own
 profile. Then the control channel, which each worker opens with one line
 in init_worker_by_lua_block: `tecs-profile targets` lists both workers, and
-PyPI's MCP client (scripts/mcp-client.sh, spec/support/mcp_client.py) drives
+today's MCP clients (scripts/mcp-clients.sh: PyPI's mcp 2.x in both eras and
+1.x, the TypeScript SDK and its 2.x client, the inspector's CLI) drive
 `tecs-profile mcp` against one of them while requests keep it busy. Prints
 TAP. Usage: openresty_check.py NGINX_ROOT (from the repository root, after
 make build).
@@ -223,84 +224,126 @@ try:
         baseline = get(port, "/work")
         conn, target = worker_connection(port)
         check("the worker holding the connection is a target (%d)" % target, target in pids)
-        rc = subprocess.run(["bash", "scripts/mcp-client.sh"], capture_output=True, text=True)
-        python = rc.stdout.strip().splitlines()[-1] if rc.returncode == 0 and rc.stdout.strip() else None
-        check("PyPI's mcp client is set up (scripts/mcp-client.sh)", python, rc.stderr)
-        if python and target in pids:
+        rc = subprocess.run(["bash", "scripts/mcp-clients.sh"], capture_output=True, text=True)
+        clients = dict(line.split("=", 1) for line in rc.stdout.splitlines() if "=" in line)
+        check("today's MCP clients are set up (scripts/mcp-clients.sh)", rc.returncode == 0 and clients, rc.stderr)
+        if clients and target in pids:
+            # What an agent does, by each client in each era it speaks,
+            # while requests keep the worker busy.
             calls = [["list_targets", {}], ["profiler_start", {}],
-                     ["profiler_start", {"target": target, "seconds": 3}]]
-            client = subprocess.Popen([python, "spec/support/mcp_client.py", "luajit", repo + "/bin/tecs-profile",
-                                       json.dumps(calls)], env=cli_env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
-            # Requests keep the target busy until its session holds enough
-            # samples (or the session is over), however fast the machine.
-            served, sampled, bodies = 0, 0, set()
-            deadline = time.time() + PATIENCE_SECONDS
-            while client.poll() is None and sampled < ENOUGH_SAMPLES and time.time() < deadline:
-                for _ in range(20):
-                    status, body = fetch(conn, "/work")
-                    bodies.add((status, body))
-                    served += 1
-                out = subprocess.run(cli + ["attach", str(target), "status"], env=cli_env, capture_output=True,
-                                     text=True).stdout
-                m = re.search(r"sampling, (\d+) samples", out)
-                if m:
-                    sampled = int(m.group(1))
-            check("requests served to the profiled worker while the session ran (%d)" % served,
-                  served > 0 and bodies == {(200, baseline)}, "answers: %s, before: %r" % (bodies, baseline))
-            try:
-                out, err = client.communicate(timeout=PATIENCE_SECONDS)
-            except subprocess.TimeoutExpired:
-                client.kill()
-                out, err = client.communicate()
-            try:
-                r = json.loads(out.splitlines()[-1])
-            except (ValueError, IndexError):
-                r = None
-            check("the MCP client ran its calls", client.returncode == 0 and r, err[-2000:])
-            if r:
-                for (name, args), call in zip(calls, r["calls"]):
-                    exchange.append("%s %s" % (name, json.dumps(args)))
-                    exchange.extend("  " + line for line in call["text"].splitlines())
-                listed, untargeted, profiled = r["calls"]
+                     ["profiler_start", {"target": target, "seconds": 3}], ["profiler_stop", {"target": target}],
+                     ["report", {"target": target, "by": "function"}]]
+            node_env = dict(cli_env, NODE_MODULES=clients["node_modules"])
+            drivers = [
+                ("PyPI's mcp %s" % clients["python_version"], "2025-11-25",
+                 [clients["python"], "spec/support/mcp_client.py", "legacy"], cli_env),
+                ("PyPI's mcp %s" % clients["python_version"], "2026-07-28",
+                 [clients["python"], "spec/support/mcp_client.py", "2026-07-28"], cli_env),
+                ("PyPI's mcp %s" % clients["python1_version"], "2025-11-25",
+                 [clients["python1"], "spec/support/mcp_client.py", "legacy"], cli_env),
+                ("@modelcontextprotocol/sdk %s" % clients["sdk_version"], "2025-11-25",
+                 [clients["node"], "spec/support/mcp_client.cjs", "sdk", "legacy"], node_env),
+                ("@modelcontextprotocol/client %s" % clients["client_version"], "2026-07-28",
+                 [clients["node"], "spec/support/mcp_client.cjs", "client", "2026-07-28"], node_env),
+            ]
+            for name, revision, argv, env_of in drivers:
+                name = "%s (%s)" % (name, revision)
+                client = subprocess.Popen(argv + ["luajit", repo + "/bin/tecs-profile", json.dumps(calls)], env=env_of,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                # Requests keep the target busy until its session holds
+                # enough samples (or the session is over), however fast the
+                # machine.
+                served, sampled, bodies = 0, 0, set()
+                deadline = time.time() + PATIENCE_SECONDS
+                while client.poll() is None and sampled < ENOUGH_SAMPLES and time.time() < deadline:
+                    for _ in range(20):
+                        status, body = fetch(conn, "/work")
+                        bodies.add((status, body))
+                        served += 1
+                    out = subprocess.run(cli + ["attach", str(target), "status"], env=cli_env, capture_output=True,
+                                         text=True).stdout
+                    # "not sampling, N samples" is the last session's.
+                    m = re.search(r"\): sampling, (\d+) samples", out)
+                    if m:
+                        sampled = int(m.group(1))
+                check("%s: requests served to the profiled worker while the session ran (%d)" % (name, served),
+                      served > 0 and bodies == {(200, baseline)}, "answers: %s, before: %r" % (bodies, baseline))
+                try:
+                    out, err = client.communicate(timeout=PATIENCE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    client.kill()
+                    out, err = client.communicate()
+                try:
+                    r = json.loads(out.splitlines()[-1])
+                except (ValueError, IndexError):
+                    r = None
+                check("%s: ran its calls" % name, client.returncode == 0 and r, err[-2000:])
+                if not r:
+                    continue
+                exchange.append(name)
+                for (call_name, args), call in zip(calls, r["calls"]):
+                    exchange.append("%s %s" % (call_name, json.dumps(args)))
+                    exchange.extend("  " + line for line in (call.get("text") or json.dumps(call)).splitlines())
+                check("%s: in revision %s" % (name, revision), r["protocolVersion"] == revision, r["protocolVersion"])
+                listed, untargeted, profiled, again, report = r["calls"]
                 got = sorted(t["pid"] for t in (listed["structured"] or {}).get("targets", []))
-                check("list_targets lists both workers", got == pids, listed["text"])
-                check("profiler_start without target fails, naming the pids and the target argument",
+                check("%s: list_targets lists both workers" % name, got == pids, listed["text"])
+                check("%s: profiler_start without target fails, naming the pids and the target argument" % name,
                       untargeted["isError"] and all(str(p) in untargeted["text"] for p in pids)
                       and "target" in untargeted["text"], untargeted["text"])
-                sc = profiled["structured"] or {}
-                check("profiler_start with target and seconds returns the worker's profile (%s samples)"
-                      % sc.get("samples"), not profiled["isError"] and sc.get("samples", 0) > 0, profiled["text"])
+                sc = profiled.get("structured") or {}
+                check("%s: profiler_start with target and seconds returns the worker's profile (%s samples)"
+                      % (name, sc.get("samples")), not profiled["isError"] and sc.get("samples", 0) > 0,
+                      profiled["text"])
                 names = [f["name"] for f in sc.get("top", [])]
-                check("the handler's function is among the top functions",
+                check("%s: the handler's function is among the top functions" % name,
                       any(re.search(r"\bhandler\.lua:\d+", n) for n in names), profiled["text"])
-                check("progress notifications came while it waited (%d)" % len(profiled["progress"]),
+                check("%s: progress notifications came while it waited (%d)" % (name, len(profiled["progress"])),
                       len(profiled["progress"]) >= 1, profiled["progress"])
-                check("the profile was written (%s)" % sc.get("path"), os.path.isfile(sc.get("path") or ""))
+                check("%s: the profile was written (%s)" % (name, sc.get("path")), os.path.isfile(sc.get("path") or ""))
+                link = (profiled.get("links") or [{}])[0]
+                read = [x for x in r["reads"] if x["uri"] == link.get("uri")]
+                with open(sc.get("path") or os.devnull) as f:
+                    written = f.read()
+                check("%s: the profile is a resource, read as the file written" % name,
+                      read and read[0].get("contents", [{}])[0].get("text") == written, read)
+                check("%s: profiler_stop with nothing running is an error pointing to report" % name,
+                      again["isError"] and "no profiling session is running" in again["text"]
+                      and "call report" in again["text"], again["text"])
+                check("%s: report names the profile it is of" % name,
+                      not report["isError"] and report["text"].startswith("pid %d: the last profile, of the session "
+                                                                          "started " % target), report["text"])
             after = [fetch(conn, "/work") for _ in range(3)] + [(200, get(port, "/work")) for _ in range(3)]
-            check("the workers serve the same answers after the session",
+            check("the workers serve the same answers after the sessions",
                   all(a == (200, baseline) for a in after), "after: %s, before: %r" % (after, baseline))
-            # The MCP inspector's CLI mode (npm, installed by scripts/consumers.sh)
-            # lists the workers and reads the profile just taken.
-            inspector = repo + "/build/consumers/node_modules/.bin/mcp-inspector"
-            check("the MCP inspector is installed (make consumers)", os.path.isfile(inspector), inspector)
-            if os.path.isfile(inspector):
-                def inspect(*args):
-                    rc = subprocess.run([inspector, "--cli", "luajit", repo + "/bin/tecs-profile", "mcp"] + list(args),
-                                        env=cli_env, capture_output=True, text=True, timeout=PATIENCE_SECONDS)
-                    try:
-                        return json.loads(rc.stdout), rc.stdout + rc.stderr
-                    except ValueError:
-                        return None, rc.stdout + rc.stderr
-                listed, said = inspect("--method", "tools/call", "--tool-name", "list_targets")
+            # The inspector's CLI lists the workers and reads the last
+            # profile, in both eras.
+            inspector = clients["inspector"]
+
+            def inspect(era, *args):
+                env_args = []
+                for k in ("LUA_PATH", "LUA_CPATH", "TECS_PROFILE_DIR"):
+                    env_args += ["-e", "%s=%s" % (k, cli_env[k])]
+                env_of = dict(cli_env, PATH=os.path.dirname(clients["node"]) + ":" + cli_env.get("PATH", ""),
+                              MCP_CATALOG_PATH=prefix + "inspector-catalog.json",
+                              MCP_CLIENT_CONFIG_PATH=prefix + "inspector-client.json")
+                rc = subprocess.run([inspector, "--cli", "--protocol-era", era, "--format", "json", "-q"] + env_args
+                                    + ["luajit", repo + "/bin/tecs-profile", "mcp"] + list(args),
+                                    env=env_of, capture_output=True, text=True, timeout=PATIENCE_SECONDS)
+                try:
+                    return json.loads(rc.stdout).get("result"), rc.stdout + rc.stderr
+                except ValueError:
+                    return None, rc.stdout + rc.stderr
+            for era in ("legacy", "modern"):
+                listed, said = inspect(era, "--method", "tools/call", "--tool-name", "list_targets")
                 kinds = sorted((t["pid"], t["kind"]) for t in ((listed or {}).get("structuredContent") or {})
                                .get("targets", []))
-                check("the MCP inspector's list_targets lists both workers", kinds == [(p, "nginx") for p in pids],
-                      said)
-                report, said = inspect("--method", "tools/call", "--tool-name", "report", "--tool-arg",
+                check("the inspector (%s, %s) lists both workers" % (clients["inspector_version"], era),
+                      kinds == [(p, "nginx") for p in pids], said)
+                report, said = inspect(era, "--method", "tools/call", "--tool-name", "report", "--tool-arg",
                                        "target=%d" % target, "--tool-arg", "by=function")
                 text = ((report or {}).get("content") or [{}])[0].get("text", "")
-                check("the MCP inspector's report names the handler's function",
+                check("the inspector's report (%s) names the handler's function" % era,
                       report and not report.get("isError") and re.search(r"\bhandler\.lua:\d+", text), said)
         conn.close()
         conn.close()

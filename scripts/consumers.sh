@@ -3,9 +3,8 @@
 #   inferno-flamegraph   (cargo install inferno), reads collapsed text
 #   speedscope + ajv     (npm, into build/consumers), the published speedscope
 #                        file-format schema and a JSON-schema validator
-#   @modelcontextprotocol/inspector (npm, into build/consumers, pinned: later
-#                        releases need Node 22), whose CLI mode drives
-#                        tecs-profile mcp in spec/mcp_spec.lua
+#   the MCP clients      (PyPI, npm: scripts/mcp-clients.sh pins them), which
+#                        drive tecs-profile mcp in spec/mcp_clients_spec.lua
 # Each is skipped when already present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,15 +23,4 @@ if [ ! -f "$dir/node_modules/speedscope/package.json" ] || [ ! -f "$dir/node_mod
   [ -f "$dir/package.json" ] || echo '{"name":"tecs-profile-consumers","private":true}' > "$dir/package.json"
   npm install --prefix "$dir" --no-audit --no-fund --silent speedscope ajv >/dev/null
 fi
-inspector=0.15.0
-if [ "$(node -p "require('./$dir/node_modules/@modelcontextprotocol/inspector/package.json').version" 2>/dev/null)" \
-  != "$inspector" ]; then
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "npm is required to install the MCP inspector for the MCP server's tests" >&2
-    exit 1
-  fi
-  echo "installing @modelcontextprotocol/inspector@$inspector (npm, into $dir)"
-  mkdir -p "$dir"
-  [ -f "$dir/package.json" ] || echo '{"name":"tecs-profile-consumers","private":true}' > "$dir/package.json"
-  npm install --prefix "$dir" --no-audit --no-fund --silent "@modelcontextprotocol/inspector@$inspector" >/dev/null
-fi
+bash scripts/mcp-clients.sh >/dev/null

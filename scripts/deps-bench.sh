@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian-packaged Lua libraries the programs benchmark drives
-# (bench/programs/), if missing.
+# Installs the Debian-packaged Lua libraries the benchmarks drive
+# (bench/programs/, bench/real_code.lua), if missing.
 set -euo pipefail
 need=()
-for p in lua-dkjson lua-penlight; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in lua-dkjson lua-penlight lua-cjson lua-inspect lua-binaryheap lua-basexx; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 echo "installing: ${need[*]}"

@@ -255,6 +255,35 @@ describe("newProfiler", function()
       assert.equal("time", assert(profile.newProfiler()).variant)
     end)
 
+    it("says why a run shorter than one interval has no samples, and what to do", function()
+      -- One sample a minute of CPU time: no run of this test reaches one.
+      local p = assert(profile.newProfiler("time", 6e9))
+      assert.is_true(p:start())
+      work.wrapper(10)
+      p:stop()
+      local text = p:report()
+      assert.matches('^# newProfiler "time": 0 samples', text)
+      assert.matches("\n# no samples: the run took [%d.]+ ms of CPU time, less than one interval %(60000 ms%): " ..
+        "profile a longer run, or sample more often with a smaller sampledelay", text)
+      local data = assert(loadstring(p:lua_report()))()
+      assert.equal(0, data.samples)
+      assert.equal(text:match("\n# (no samples[^\n]*)"), data.note)
+    end)
+
+    it("says a handful of samples are too few to rank, as the views do", function()
+      local p = assert(profile.newProfiler("time"))
+      assert.is_true(p:start())
+      -- Until the session has a few samples; stopped then, it has far fewer
+      -- than the views' threshold.
+      sampling.until_samples(p._session, 3, function() work.wrapper(100) end)
+      p:stop()
+      local text = p:report()
+      local n = tonumber(text:match('^# newProfiler "time": (%d+) samples'))
+      assert.is_true(n >= 3 and n < require("tecs.profile.native").fewSamples, text)
+      assert.matches("\n# only " .. n .. " samples: too few to rank reliably %(shares are ±[%d.]+ points or less, " ..
+        "95%%%); the run took [%d.]+ ms of CPU time: profile a longer run", text)
+    end)
+
     it("gives shares in the known 3:1 proportion, and prevent works on samples", function()
       work.wrapper(2000) -- warm up: let the JIT compile the loops first
       local p = assert(profile.newProfiler("time"))
@@ -387,8 +416,9 @@ describe("newProfiler", function()
 
     it("sets no global on require; install() sets newProfiler for code written against the original", function()
       assert.is_nil(rawget(_G, "newProfiler"))
-      assert.equal(profile.newProfiler, dst.install())
-      assert.equal(profile.newProfiler, rawget(_G, "newProfiler"))
+      assert.equal(dst.newProfiler, dst.install())
+      assert.equal(dst.newProfiler, rawget(_G, "newProfiler"))
+      assert.equal(dst.Profiler, getmetatable(profile.newProfiler("call")))
       local text, lua, fn = dofile("spec/fixtures/dst_seed_usage.lua")
       local by = {}
       for _, f in ipairs(assert(loadstring(lua))().functions) do by[f.name] = f end

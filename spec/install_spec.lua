@@ -2,6 +2,7 @@
 -- installed library and the `tecs-profile` command used from a fresh luajit
 -- that sees only that tree.
 local proc = require("spec.support.run")
+local unchanged = require("spec.support.unchanged")
 
 local root, luajit = proc.root, proc.luajit
 local sh_quote, run, write = proc.quote, proc.run, proc.write
@@ -108,6 +109,38 @@ local function check_busted(tree, launcher)
   assert.is_nil(text:find("[builtin#", 1, true), "LuaJIT's jit/ modules not found")
 end
 
+-- `tecs-profile busted` from an installed command changes nothing the
+-- specs see: the probe's specs see what they see under plain busted (run
+-- by the interpreter the command runs on), in the paths `luarocks path`
+-- gives for `tree`. Under luarocks' wrapper script, which runs the
+-- interpreter with `-e '<path setup>'` before the command, `arg[-1]` is
+-- still the interpreter.
+local function check_unchanged(tree, launcher)
+  local command = (launcher and (sh_quote(launcher) .. " ") or "") .. sh_quote(tree .. "/bin/tecs-profile")
+  local interpreter = launcher
+  if not interpreter then
+    -- The interpreter luarocks' wrapper script runs.
+    interpreter = assert(proc.read(tree .. "/bin/tecs-profile")):match("exec '([^']+)' %-e ")
+    assert.is_truthy(interpreter, "not a luarocks wrapper script: " .. tree .. "/bin/tecs-profile")
+  end
+  local busted = select(2, proc.run("command -v busted")):match("^(%S+)")
+  assert.is_truthy(busted, "busted is on PATH")
+  local setup = string.format("cd %s && unset LUA_PATH LUA_CPATH && eval \"$(luarocks --lua-version=5.1 --tree %s path)\" && ",
+    sh_quote(root), sh_quote(tree))
+  local args = "-o TAP --pattern=_test " .. unchanged.SPECS
+  local plain = unchanged.probe(setup .. sh_quote(interpreter) .. " " .. sh_quote(busted) .. " " .. args)
+  local ours = unchanged.probe(setup .. command .. " busted " .. args)
+  unchanged.same(plain, ours)
+  assert.equal(0, ours.rc, ours.err)
+  -- Nothing of the wrapper's chunk (a launcher of the suite's own, such as
+  -- scripts/luajit2.sh's, brings its arguments to both runs).
+  assert.is_nil(ours.view:find("luarocks.loader", 1, true), ours.view)
+  if not launcher then
+    assert.matches("\narg%[%-1%]=" .. interpreter:gsub("%p", "%%%0") .. "\narg%[0%]=", "\n" .. ours.view)
+  end
+  assert.matches("tecs.profile.busted: %d+ samples written to", ours.err)
+end
+
 describe("installed trees", function()
   local make_tree, rocks_tree = os.tmpname(), os.tmpname()
   os.remove(make_tree)
@@ -144,5 +177,14 @@ describe("installed trees", function()
     end
     check_busted(make_tree, luajit)
     check_busted(rocks_tree)
+  end)
+
+  it("tecs-profile busted changes nothing the specs see, from both trees", function()
+    if not has_cli then
+      pending("bin/tecs-profile is not part of this source tree: nothing to install or run")
+      return
+    end
+    check_unchanged(make_tree, luajit)
+    check_unchanged(rocks_tree)
   end)
 end)

@@ -3,70 +3,28 @@
 -- is a run of its own; the session is read through the same tools an agent
 -- calls.
 local native = require("tecs.profile.native")
+local mcp = require("spec.support.mcp")
 local run = require("spec.support.run")
 
-local FIXTURE = "spec/fixtures/listen_child.lua"
--- A bound on waiting for the child, not a guess at its speed.
-local PATIENCE_SECONDS = 120
-
+local FIXTURE = mcp.FIXTURE
+local PATIENCE_SECONDS = mcp.PATIENCE_SECONDS
 local q = run.quote
 
 describe("tecs-profile mcp", function()
-  local dir, ctl, child
+  local place, dir, ctl, child
   before_each(function()
-    dir = run.tmpdir()
-    ctl = dir .. "/ctl"
+    place = mcp.place()
+    dir = place.dir
+    ctl = place.ctl
   end)
   after_each(function()
-    if child then
-      run.write(child.stop, "")
-      child.p:read("*a")
-      child.p:close()
-      child = nil
-    end
-    os.execute("rm -rf " .. q(dir))
+    place.close()
+    child = nil
   end)
 
-  -- A child listening in `ctl`, its outputDir `output` (default `dir`).
-  local function spawn(mode, output)
-    child = { stop = dir .. "/stop" }
-    child.p = assert(io.popen(string.format(
-      "TECS_PROFILE_DIR=%s LISTEN_OUTPUT_DIR=%s timeout -k 10 %d %s %s %s %s 2>&1",
-      q(ctl), q(output or dir), run.TIMEOUT_SECONDS, run.luajit, q(FIXTURE), q(child.stop), mode or "")))
-    child.first = child.p:read("*l")
-    child.pid = child.first and tonumber(child.first:match("/(%d+)%.sock$"))
-    assert.is_number(child.pid, child.first)
-  end
-
-  -- The answers of a run of the server given `messages` (tables), decoded.
-  local function exchange(messages)
-    local lines = {}
-    for i, m in ipairs(messages) do lines[i] = native.json(m) end
-    run.write(dir .. "/in.jsonl", table.concat(lines, "\n") .. "\n")
-    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s mcp < %s", q(ctl), run.cli,
-      q(dir .. "/in.jsonl")))
-    assert.equal(0, rc, err)
-    local answers = {}
-    for line in out:gmatch("[^\n]+") do
-      local v, why = native.json_decode(line)
-      assert.is_nil(why, line)
-      answers[#answers + 1] = v
-    end
-    return answers, err
-  end
-
-  -- Until the running session holds `n` samples, however fast the child
-  -- runs (bounded in real time).
-  local function samples_until(n)
-    local deadline = os.time() + PATIENCE_SECONDS
-    repeat
-      local rc, out = run.run3(string.format("TECS_PROFILE_DIR=%s %s attach status", q(ctl), run.cli))
-      assert.equal(0, rc, out)
-      assert.is_true(os.time() < deadline, out)
-      local got = tonumber(out:match("(%d+) samples")) or 0
-      if got < n then os.execute("sleep 0.05") end
-    until got >= n
-  end
+  local function spawn(mode, output) child = place.spawn(mode, output) end
+  local function exchange(messages) return place.exchange(messages) end
+  local function samples_until(n) place.samples_until(n) end
 
   local function call(name, arguments, meta)
     local params = { name = name, arguments = arguments or setmetatable({}, { __jsontype = "object" }), _meta = meta }
@@ -111,6 +69,12 @@ describe("tecs-profile mcp", function()
     assert.equal("complete", a[1].result.resultType)
     assert.equal("complete", a[2].result.resultType)
     assert.equal("tecs-profile", a[1].result._meta["io.modelcontextprotocol/serverInfo"].name)
+    -- Cacheable in this revision: the tools and the capabilities change
+    -- only with tecs-profile itself.
+    for _, answer in ipairs(a) do
+      assert.equal(3600000, answer.result.ttlMs)
+      assert.equal("public", answer.result.cacheScope)
+    end
   end)
 
   it("profiles a running program: list_targets, profiler_start, profiler_stop, report", function()
@@ -123,10 +87,17 @@ describe("tecs-profile mcp", function()
     spawn()
     local listed = call("list_targets")
     assert.equal(child.pid, listed.structuredContent.targets[1].pid)
+    local never = call("profiler_stop")
+    assert.is_true(never.isError, never.content[1].text)
+    assert.matches("no profiling session is running, and none has run", never.content[1].text)
     local started = call("profiler_start", { intervalMs = 1 })
     assert.is_nil(started.isError, started.content[1].text)
     assert.matches("profiler_stop", started.content[1].text)
     samples_until(200)
+    local running = call("report", { top = 3 })
+    assert.matches("^pid " .. child.pid .. ": the running session so far: the session started ",
+      running.content[1].text)
+    assert.is_true(running.structuredContent.running)
     local path = dir .. "/agent.collapsed"
     local stopped = call("profiler_stop", { target = child.pid, path = path })
     assert.is_nil(stopped.isError, stopped.content[1].text)
@@ -137,78 +108,22 @@ describe("tecs-profile mcp", function()
     assert.matches("burn", sc.top[1].name)
     assert.is_true(sc.top[1].share > 0 and sc.top[1].share <= 1)
     assert.matches("±", stopped.content[1].text)
+    -- Nothing runs now: a second stop is an error that says so, names the
+    -- profile just taken and says that report gives its views.
+    local again = call("profiler_stop", { target = child.pid })
+    assert.is_true(again.isError, again.content[1].text)
+    assert.matches("^pid " .. child.pid .. ": no profiling session is running, so nothing was stopped%. The last "
+      .. "profile, of the session started %d+%-%d+%-%d+ [%d:]+, [%d.]+ s, " .. sc.samples .. " samples, was written to "
+      .. path:gsub("%p", "%%%0") .. ": call report", again.content[1].text)
     local report = call("report", { by = "function", top = 5 })
     assert.matches("burn", report.content[1].text)
+    assert.matches("^pid " .. child.pid .. ": the last profile, of the session started [^\n]*, " .. sc.samples
+      .. " samples %(stopped; written to " .. path:gsub("%p", "%%%0") .. "%)%.\n", report.content[1].text)
+    assert.same({ sc.samples, sc.startedAt, path, false }, { report.structuredContent.samples,
+      report.structuredContent.startedAt, report.structuredContent.path, report.structuredContent.running })
     local bad = call("report", { by = "colour" })
     assert.is_true(bad.isError)
     assert.matches("argument 'by' must be one of", bad.content[1].text)
-  end)
-
-  it("works with the reference client (PyPI's mcp): handshake, tools, a profile of a running program", function()
-    local rc, python = run.run3("bash scripts/mcp-client.sh")
-    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
-    python = python:match("[^\n]+")
-    spawn()
-    local started = call("profiler_start", {})
-    assert.is_nil(started.isError, started.content[1].text)
-    samples_until(200)
-    local calls = native.json({ { "list_targets", setmetatable({}, { __jsontype = "object" }) },
-      { "profiler_stop", { path = dir .. "/client.collapsed" } }, { "report", { by = "line", top = 3 } } })
-    local out, err
-    rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s", q(ctl),
-      q(python), q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), q(calls)))
-    assert.equal(0, rc, err)
-    local r = assert(native.json_decode(out:match("[^\n]+")), out)
-    assert.equal("tecs-profile", r.server)
-    assert.same({ "list_targets", "profiler_start", "profiler_stop", "report", "trace_start", "trace_stop" }, r.tools)
-    assert.equal(child.pid, r.calls[1].structured.targets[1].pid)
-    local stopped = r.calls[2]
-    assert.is_false(stopped.isError, stopped.text)
-    assert.is_true(stopped.structured.samples >= 200, stopped.text)
-    assert.matches("burn", stopped.structured.top[1].name)
-    assert.is_false(r.calls[3].isError, r.calls[3].text)
-    assert.matches("listen_child%.lua:%d+", r.calls[3].text)
-  end)
-
-  -- PyPI's mcp client (scripts/mcp-client.sh): its python path.
-  local function mcp_python()
-    local rc, python = run.run3("bash scripts/mcp-client.sh")
-    assert.equal(0, rc, "cannot set up PyPI's mcp: " .. tostring(python))
-    return python:match("[^\n]+")
-  end
-
-  -- The calls (`{ { name, arguments }, ... }`) made by PyPI's client, and
-  -- what it received (spec/support/mcp_client.py).
-  local function python_calls(python, calls)
-    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s spec/support/mcp_client.py %s %s %s", q(ctl),
-      q(python), q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), q(native.json(calls))))
-    assert.equal(0, rc, err)
-    return assert(native.json_decode(out:match("[^\n]+")), out)
-  end
-
-  it("reports progress while profiler_start with seconds waits (PyPI's client's progress callback)", function()
-    local python = mcp_python()
-    spawn()
-    -- Three seconds: notifications come about once a second, so one
-    -- comes while the wait goes on unless a one-second sleep takes three.
-    local r = python_calls(python, { { "profiler_start", { seconds = 3 } } })
-    local call1 = r.calls[1]
-    assert.is_false(call1.isError, call1.text)
-    assert.is_number(call1.structured.samples, call1.text)
-    local progress = call1.progress
-    assert.is_true(#progress >= 1, "no notifications/progress arrived")
-    local before, during = -math.huge, 0
-    for i, p in ipairs(progress) do
-      local done, total, message = p[1], p[2], p[3]
-      assert.is_true(done > before, "progress " .. i .. " does not increase: " .. native.json(progress))
-      assert.equal(3, total)
-      if done < total then during = during + 1 end
-      assert.is_true(done <= total, native.json(p))
-      assert.matches("pid " .. child.pid, message)
-      before = done
-    end
-    assert.is_true(during >= 1, "no notification while the wait went on: " .. native.json(progress))
-    assert.equal(3, progress[#progress][1], "the last notification says the wait is over")
   end)
 
   it("sends no progress without a progress token, and none for a call that does not wait", function()
@@ -224,54 +139,18 @@ describe("tecs-profile mcp", function()
     assert.equal(2, a[2].id)
   end)
 
-  -- The MCP inspector's CLI mode (npm @modelcontextprotocol/inspector,
-  -- installed by scripts/consumers.sh): one method per run, its result as
-  -- JSON on stdout.
-  local INSPECTOR = "build/consumers/node_modules/.bin/mcp-inspector"
-
-  local function inspector(args)
-    assert(run.read(INSPECTOR), "the MCP inspector is not installed (" .. INSPECTOR .. "): run make consumers, "
-      .. "which installs npm's @modelcontextprotocol/inspector into build/consumers")
-    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s --cli %s %s mcp %s", q(ctl), INSPECTOR,
-      q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), args))
-    assert.equal(0, rc, out .. err)
-    local v, why = native.json_decode(out)
-    assert.is_nil(why, out)
-    return v
-  end
-
-  it("works with the MCP inspector's CLI mode: tools/list, list_targets, profiler_start with seconds", function()
-    local listed = inspector("--method tools/list")
-    local schemas = {}
-    for _, t in ipairs(listed.tools) do schemas[t.name] = t.inputSchema end
-    assert.equal("object", schemas.list_targets.type)
-    assert.equal("number", schemas.profiler_start.properties.seconds.type)
-    assert.equal("integer", schemas.profiler_start.properties.target.type)
-    assert.equal("string", schemas.profiler_stop.properties.path.type)
-    assert.same({ "function", "line", "module", "zone", "zonecomponent", "vmstate", "plugin" },
-      schemas.report.properties.by.enum)
-    assert.is_table(schemas.trace_start.properties.includeBenign)
+  it("with a progress token, ends the notifications with one that says the wait is over, before the result", function()
     spawn()
-    local targets = inspector("--method tools/call --tool-name list_targets")
-    assert.is_nil(targets.isError)
-    assert.equal(1, #targets.structuredContent.targets)
-    assert.equal(child.pid, targets.structuredContent.targets[1].pid)
-    assert.equal("luajit", targets.structuredContent.targets[1].kind)
-    local profiled = inspector(string.format("--method tools/call --tool-name profiler_start --tool-arg target=%d "
-      .. "--tool-arg seconds=1", child.pid))
-    assert.is_nil(profiled.isError, profiled.content[1].text)
-    local sc = profiled.structuredContent
-    assert.matches("^/.*%.collapsed$", sc.path)
-    local written = 0
-    for count in assert(run.read(sc.path)):gmatch(" (%d+)\n") do written = written + tonumber(count) end
-    assert.equal(written, sc.samples, "the samples the answer gives are the file's")
-    assert.equal(sc.samples > 0, #sc.top > 0, profiled.content[1].text)
-    local shares = 0
-    for _, f in ipairs(sc.top) do
-      assert.is_string(f.name)
-      shares = shares + f.share
-    end
-    assert.is_true(shares <= 1 + 1e-9, profiled.content[1].text)
+    local a = exchange({ { jsonrpc = "2.0", id = 1, method = "tools/call",
+      params = { name = "profiler_start", arguments = { seconds = 1.2 }, _meta = { progressToken = 7 } } } })
+    local result = a[#a]
+    assert.equal(1, result.id)
+    assert.is_nil(result.result.isError, result.result.content[1].text)
+    assert.is_true(#a >= 2, "no notification")
+    local last = a[#a - 1]
+    assert.equal("notifications/progress", last.method)
+    assert.same({ 7, 1.2, 1.2 }, { last.params.progressToken, last.params.progress, last.params.total })
+    assert.matches("pid " .. child.pid .. ": 1.2 s done, stopping", last.params.message)
   end)
 
   it("says how to go on when the target does not poll", function()
@@ -325,7 +204,7 @@ describe("tecs-profile mcp", function()
     assert.matches("burn (" .. FIXTURE, r.content[1].text, 1, true)
     r = call("report", { hitches = 2 })
     assert.is_nil(r.isError, r.content[1].text)
-    assert.matches("^Slowest %d of %d+ frames:\n", r.content[1].text)
+    assert.matches("\nSlowest %d of %d+ frames:\n", r.content[1].text)
   end)
 
   it("declares the bounds of every argument in the tools' input schemas", function()
@@ -416,19 +295,18 @@ describe("tecs-profile mcp", function()
     assert.equal(t.out .. "/agent.svg", r.structuredContent.path)
     r = call("profiler_stop", { path = "again.svg" })
     assert.is_true(r.isError)
-    assert.matches("no session to stop: none is running; the last one", r.content[1].text, 1, true)
+    assert.matches("no profiling session is running, so nothing was stopped", r.content[1].text, 1, true)
     assert.is_nil(run.read(t.out .. "/again.svg"))
   end)
 
   it("through PyPI's client: a path outside is refused, a bare name is written in outputDir", function()
     local sentinel = require("spec.support.sentinel")
-    local python = mcp_python()
     local t = sentinel.make(dir)
     spawn(nil, t.out)
     local before = sentinel.digest(t.outside)
     assert.is_nil(call("profiler_start", {}).isError)
     samples_until(50)
-    local r = python_calls(python, { { "profiler_stop", { path = t.outside .. "/victim.svg" } },
+    local r = mcp.drive(ctl, { kind = "python", mode = "legacy" }, { { "profiler_stop", { path = t.outside .. "/victim.svg" } },
       { "profiler_stop", { path = t.out .. "/theirs.svg" } }, { "profiler_stop", { path = "client.svg" } },
       { "profiler_stop", { path = "again.svg" } } })
     local outside, theirs, written, again = r.calls[1], r.calls[2], r.calls[3], r.calls[4]
@@ -440,7 +318,7 @@ describe("tecs-profile mcp", function()
     assert.equal(t.out .. "/client.svg", written.structured.path)
     assert.matches("^<%?xml", assert(run.read(t.out .. "/client.svg")))
     assert.is_true(again.isError, again.text)
-    assert.matches("no session to stop", again.text, 1, true)
+    assert.matches("no profiling session is running, so nothing was stopped", again.text, 1, true)
     assert.equal(before, sentinel.digest(t.outside))
     assert.equal("the user s own\n", run.read(t.out .. "/theirs.svg"))
   end)
@@ -451,5 +329,61 @@ describe("tecs-profile mcp", function()
     assert.is_nil(r.isError, r.content[1].text)
     assert.is_number(r.structuredContent.samples)
     assert.is_string(r.structuredContent.path)
+    -- The file written is in the control directory: a resource, linked.
+    local link = r.content[2]
+    assert.same({ "resource_link", "file://" .. r.structuredContent.path, "text/plain" },
+      { link.type, link.uri, link.mimeType })
+    assert.equal(#assert(run.read(r.structuredContent.path)), link.size)
+  end)
+
+  it("reads the profiles written as resources, and nothing else", function()
+    spawn()
+    local r = call("profiler_start", { seconds = 0.3 })
+    assert.is_nil(r.isError, r.content[1].text)
+    local path = r.structuredContent.path
+    local meta = mcp.STATELESS_META
+    local outside = dir .. "/outside.collapsed"
+    run.write(outside, "main.lua:1 1\n")
+    local a = exchange({
+      { jsonrpc = "2.0", id = 1, method = "resources/list", params = { _meta = meta } },
+      { jsonrpc = "2.0", id = 2, method = "resources/read", params = { _meta = meta, uri = r.content[2].uri } },
+      { jsonrpc = "2.0", id = 3, method = "resources/read", params = { _meta = meta, uri = "file://" .. outside } },
+      { jsonrpc = "2.0", id = 4, method = "resources/read",
+        params = { _meta = meta, uri = "file://" .. place.ctl .. "/" .. child.pid .. ".json" } },
+      { jsonrpc = "2.0", id = 5, method = "resources/read", params = { _meta = meta, uri = "http://example.org/x" } },
+    })
+    assert.equal(1, #a[1].result.resources, native.json(a[1]))
+    local listed = a[1].result.resources[1]
+    assert.equal(r.content[2].uri, listed.uri)
+    assert.matches("^pid " .. child.pid .. " %(", listed.title)
+    assert.equal(0, a[1].result.ttlMs, "the profiles change at any time")
+    assert.equal(run.read(path), a[2].result.contents[1].text)
+    assert.equal("text/plain", a[2].result.contents[1].mimeType)
+    assert.matches("only the profiles in the control directory", a[3].error.message)
+    assert.matches("is not a profile", a[4].error.message, 1, true)
+    assert.matches("its resources are file:// URIs", a[5].error.message, 1, true)
+
+    -- Past the bound a read is refused, saying how large the file is; a
+    -- binary profile comes as base64.
+    local limit = require("tecs.profile.mcp.resources").MAX_BYTES
+    local big, binary = place.ctl .. "/big.collapsed", place.ctl .. "/bytes.pb.gz"
+    run.write(big, string.rep("x", limit + 1))
+    local bytes = {}
+    for i = 0, 255 do bytes[#bytes + 1] = string.char(i) end
+    run.write(binary, table.concat(bytes) .. "\0\1")
+    a = exchange({
+      { jsonrpc = "2.0", id = 1, method = "resources/read", params = { _meta = meta, uri = "file://" .. big } },
+      { jsonrpc = "2.0", id = 2, method = "resources/read", params = { _meta = meta, uri = "file://" .. binary } },
+    })
+    assert.matches(string.format("is %d bytes, more than the %d a read returns", limit + 1, limit), a[1].error.message)
+    local got = a[2].result.contents[1]
+    assert.equal("application/gzip", got.mimeType)
+    local rc, decoded = run.run3("printf %s " .. run.quote(got.blob) .. " | base64 -d | od -An -v -tu1")
+    assert.equal(0, rc)
+    local values = {}
+    for v in decoded:gmatch("%d+") do values[#values + 1] = tonumber(v) end
+    assert.equal(258, #values)
+    for i = 0, 255 do assert.equal(i, values[i + 1]) end
+    assert.same({ 0, 1 }, { values[257], values[258] })
   end)
 end)

@@ -18,33 +18,11 @@
 -- of its own (`coroutine.running()` is not nil), so that the profile holds
 -- the program's frames only.
 local run = require("spec.support.run")
+local unchanged = require("spec.support.unchanged")
 
 local quote = run.quote
-local FIXTURES = "spec/fixtures/run_unchanged"
-local PROBE = FIXTURES .. "/probe.lua"
-local SPECS = FIXTURES .. "/specs"
-
--- Runs `cmd` with the probe's environment (its ending, when given); returns
--- `{ view, rc, out, err }`: what the probe saw, the exit code, stdout and stderr.
-local function probe(cmd, ending)
-  local view_file, profile_file = os.tmpname(), os.tmpname()
-  local env = string.format("env -u RUN_UNCHANGED_END RUN_UNCHANGED_VIEW=%s TECS_PROFILE=%s %s",
-    quote(view_file), quote(profile_file), ending and ("RUN_UNCHANGED_END=" .. quote(ending)) or "")
-  local rc, out, err = run.run3(env .. " " .. cmd)
-  local seen = { view = run.read(view_file), rc = rc, out = out, err = err }
-  os.remove(view_file)
-  os.remove(profile_file)
-  return seen
-end
-
--- Checks that `ours` saw, wrote and returned what `plain` did.
-local function same(plain, ours)
-  assert.is_truthy(plain.view and plain.view ~= "", "the plain run wrote no view:\n" .. plain.err)
-  assert.is_truthy(ours.view and ours.view ~= "", "the profiled run wrote no view:\n" .. ours.err)
-  assert.equal(plain.view, ours.view)
-  assert.equal(plain.out, ours.out)
-  assert.equal(plain.rc, ours.rc, ours.err)
-end
+local FIXTURES, PROBE, SPECS = unchanged.FIXTURES, unchanged.PROBE, unchanged.SPECS
+local probe, same = unchanged.probe, unchanged.same
 
 describe("tecs-profile run changes nothing the program sees", function()
   local cases = {

@@ -125,7 +125,7 @@ describe("profile.trace", function()
         { "warn", 3, "line\nbreak", "c.lua:3", 'z"' },
         { "warn", 4, "plain", "d.lua:4", "cr\ronly" },
       }
-      local text = csv.document(trace.COLUMNS, rows)
+      local text = csv.document(require("tecs.profile.trace.report").COLUMNS, rows)
       local records = csv4180.parse(text)
       assert.same(records, csv.parse(text)) -- and our reader reads it back
       for i, row in ipairs(rows) do

@@ -12,9 +12,12 @@ local read, find_site, fresh_nyi_loop = t.read, t.find_site, t.fresh_nyi_loop
 describe("profile.trace", function()
   after_each(t.stop_active)
 
-  it("is the tracker's start function, reachable under both module names", function()
-    assert.equal(trace.start, profile.trace)
-    assert.equal(trace.start, require("tecs.utils.profile").trace)
+  it("starts the tracker, reachable under both module names", function()
+    assert.equal(profile.trace, require("tecs.utils.profile").trace)
+    local s = profile.trace()
+    assert.equal(trace.TraceSession, getmetatable(s))
+    assert.equal(s, trace.active())
+    s:stop()
   end)
 
   it("loading the package attaches nothing", function()

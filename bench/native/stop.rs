@@ -18,8 +18,7 @@ use tecs_profile::sys::large_pages::LargePages as Heap;
 
 use tecs_profile::profile::collapsed;
 use tecs_profile::profile::{FrameNamer, Profile};
-use tecs_profile::record::sampler::FRAME_SEP;
-use tecs_profile::record::stack_table::{Key, StackTable};
+use tecs_profile::record::stack_table::{Key, StackTable, FRAME_SEP};
 
 // Unused with the `module` feature (see the declaration below).
 #[cfg_attr(feature = "module", allow(dead_code))]

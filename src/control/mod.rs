@@ -339,6 +339,10 @@ pub struct Response {
     /// Seconds the session has run (or ran, once stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_sec: Option<f64>,
+    /// When the session started, in Unix seconds (stop, status, report):
+    /// with `elapsedSec`, which profile an answer describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
     /// Seconds left before a session started with `seconds` stops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds_left: Option<f64>,

@@ -1,20 +1,17 @@
 //! Allocation sessions (`profile.allocations`): a sampling session whose
 //! samples are triggered by bytes allocated instead of a timer (see
-//! `sys::alloc_hook`). The stack table counts samples, each standing for
+//! `record::alloc_hook`). The stack table counts samples, each standing for
 //! `bytesPerSample` bytes on average; every profile and output of such a
 //! session is in bytes (the counts times `bytesPerSample`).
 
 use mlua::{Lua, Table, Value};
 
-use super::lifecycle;
 use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
 use crate::profile::Profile;
-use crate::record::alloc_objects::ObjectTable;
+use crate::record::alloc_hook::Restored;
 use crate::record::stack_table::StackTable;
-use crate::record::tick_source::TickSource;
-use crate::sys::alloc_hook::{AllocHook, Restored};
-use crate::sys::{SamplerBox, VmHandle};
+use crate::session::{Plan, Session};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
 pub const DEFAULT_BYTES_PER_SAMPLE: u64 = 512 * 1024;
@@ -66,64 +63,22 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
     let max_stacks = o.max_stacks;
     // Beside a sampling session of this VM, the session attaches to it:
     // LuaJIT has one profiler, and that session holds it.
-    let native = match start_attached(lua, &o, bytes_per_sample)? {
-        Some(attached) => attached,
+    let native = match Session::attach(lua, attached_plan(&o, bytes_per_sample))? {
+        Some(attached) => NativeSession::new(attached, &o),
         None => super::start::start(lua, o, Some(bytes_per_sample))?,
     };
-    // The wrapper goes in once the session is a Lua value: the first
-    // session's metatable is built then, on the Lua heap, and no session
-    // charges its own start.
+    // The wrapper goes in once the session is a Lua value (see
+    // `Session::install_allocator`).
     let ud = lua.create_userdata(native)?;
-    {
-        let mut session = ud.borrow_mut::<NativeSession>()?;
-        let vm = crate::sys::VmHandle::of(lua)?;
-        session.alloc = Some(install(&vm, bytes_per_sample, &session.sampler, max_stacks, max_live));
-    }
+    ud.borrow_mut::<NativeSession>()?.session.install_allocator(lua, max_stacks, max_live)?;
     Ok((ud, settings))
 }
 
-/// Starts an allocation session attached to the sampling session of this
-/// VM that runs (see `lifecycle::Attachable`): LuaJIT's profiler and the
-/// tick handler are that session's; this one only adds its own sampler to
-/// the callback. None when no such session runs.
-fn start_attached(lua: &Lua, o: &StartOptions, bytes_per_sample: u64) -> mlua::Result<Option<NativeSession>> {
-    let vm = VmHandle::of(lua)?;
-    if !lifecycle::Attachable::is(&vm) {
-        return Ok(None);
-    }
-    let mut recorder = super::start::new_sampler(lua, o)?;
-    // Its samples go on a time line of their own, which the sampling
-    // session's time line reads (`allocation_points`).
-    recorder.timeline = crate::record::timeline::Timeline::new(options::DEFAULT_TIMELINE_SAMPLES);
-    let sampler = SamplerBox::new(recorder);
-    if !sampler.attach() {
-        lifecycle::release_anchors(lua, &sampler);
-        return Ok(None);
-    }
-    let mut session = NativeSession::new(sampler, o, TickSource::luajit(None));
-    session.attached = true;
-    session.running_c = lifecycle::Attachable::running_c();
-    session.bytes_per_sample = Some(bytes_per_sample);
-    Ok(Some(session))
-}
-
-/// Installs the allocator wrapper on the VM of `vm` (a live state), and
-/// the table of objects per stack its samples fill.
-pub(super) fn install(
-    vm: &crate::sys::VmHandle,
-    bytes_per_sample: u64,
-    sampler: &crate::sys::SamplerBox<crate::record::sampler::Sampler>,
-    max_stacks: usize,
-    max_live: usize,
-) -> AllocHook {
-    let seed = crate::sys::monotonic_ns() ^ (vm.addr() as u64).rotate_left(32);
-    let hook = AllocHook::install(*vm, bytes_per_sample, seed, max_live);
-    let objects = ObjectTable::new(hook.pending_objects(), max_stacks).with_live(hook.live_link());
-    sampler.with(|s| {
-        s.objects = Some(objects);
-        s.ticks_from = crate::sys::TickOrigin::Allocator;
-    });
-    hook
+/// The plan of a session attached to the sampling session of this VM: its
+/// samples go on a time line of their own, which the sampling session's
+/// time line reads (`allocation_points`).
+fn attached_plan(o: &StartOptions, bytes_per_sample: u64) -> Plan {
+    Plan { timeline_samples: options::DEFAULT_TIMELINE_SAMPLES, ..o.plan(Some(bytes_per_sample)) }
 }
 
 /// A profile of sample counts turned into bytes.
@@ -155,8 +110,8 @@ impl NativeSession {
     /// entry's objects when it was taken; entries past its end count from
     /// zero), rounded to whole objects, and the mark of now.
     pub(super) fn objects_since(&self, mark: &[[f64; 5]]) -> Option<(Profile, Vec<[f64; 5]>)> {
-        self.alloc.as_ref()?;
-        let (table, now) = self.sampler.with(|s| {
+        self.session.alloc_hook()?;
+        let (table, now) = self.session.sampler().with(|s| {
             let objects = s.objects.as_ref()?;
             let mut out = StackTable::new(s.table.len().max(1));
             let mut now = Vec::with_capacity(s.table.len());
@@ -183,8 +138,8 @@ impl NativeSession {
     /// of the tracked blocks not freed (at the stop, or now), per stack; nil
     /// for a sampling session or one that tracks no block.
     pub(super) fn live_profiles(&self) -> Option<(Profile, Profile, Profile)> {
-        let (blocks, _) = self.alloc.as_ref()?.live()?;
-        let (bytes, objects) = self.sampler.with(|s| {
+        let (blocks, _) = self.session.alloc_hook()?.live()?;
+        let (bytes, objects) = self.session.sampler().with(|s| {
             let n = s.table.len().max(1);
             let mut per = vec![([0u64; 5], [0f64; 5]); s.table.len()];
             for b in &blocks {
@@ -214,17 +169,17 @@ impl NativeSession {
             Profile::from_table(&t, &mut namer)
         };
         let points = named(bytes);
-        Some((in_bytes(points.clone(), self.bytes_per_sample.unwrap_or(1)), named(objects), points))
+        Some((in_bytes(points.clone(), self.session.bytes_per_sample().unwrap_or(1)), named(objects), points))
     }
 
     /// `handle:allocStats()`: what the allocator wrapper counted, for an
     /// allocation session (nil for a sampling session).
     pub(super) fn alloc_stats(&self, lua: &Lua) -> mlua::Result<Option<Table>> {
-        let Some(hook) = &self.alloc else { return Ok(None) };
+        let Some(hook) = self.session.alloc_hook() else { return Ok(None) };
         let totals = hook.totals();
-        let delivered = self.sampler.with(|s| s.stats.samples);
+        let delivered = self.session.sampler().with(|s| s.stats.samples);
         let t = lua.create_table()?;
-        t.set("bytesPerSample", self.bytes_per_sample.unwrap_or(0))?;
+        t.set("bytesPerSample", self.session.bytes_per_sample().unwrap_or(0))?;
         t.set("allocatedBytes", totals.bytes)?;
         t.set("allocatedObjects", totals.objects)?;
         t.set("triggeredSamples", totals.samples)?;
@@ -244,7 +199,7 @@ impl NativeSession {
             t.set("liveDroppedSamples", live.dropped)?;
             t.set("liveTableBytes", hook.live_memory_bytes())?;
         }
-        if let Some(r) = self.alloc_restored {
+        if let Some(r) = self.session.alloc_restored() {
             t.set("allocator", if r == Restored::Original { "restored" } else { "pass-through" })?;
         }
         Ok(Some(t))
@@ -260,12 +215,12 @@ impl NativeSession {
 /// Rust code is not in the module Lua loads.
 pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrap_in_pass_through(vm))
+    Ok(crate::record::alloc_hook::wrap_in_pass_through(vm))
 }
 
 /// `native.raw._test_allocator_wrapped()`: whether an allocation session's
 /// wrapper is the VM's allocator now.
 pub(super) fn test_allocator_wrapped(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;
-    Ok(crate::sys::alloc_hook::wrapper_installed(vm))
+    Ok(crate::record::alloc_hook::wrapper_installed(vm))
 }

@@ -113,7 +113,7 @@ impl NativeSession {
         let names = Names { ffnames: self.ffnames.clone(), c_paths: self.c_paths.clone(), resolve_c: self.resolve_c };
         // Made absolute now: the program may change its directory later.
         let path = std::path::absolute(&path).map_err(|e| runtime(format!("cannot write '{}': {}", path, e)))?;
-        let watch = self.sampler.watch();
+        let watch = self.session.sampler().watch();
         let first = snapshot(&watch, &names).unwrap_or_default();
         write_file(&path, &first).map_err(runtime)?;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));

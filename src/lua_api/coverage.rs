@@ -1,13 +1,14 @@
 //! The coverage rewriter's Lua side: `native.cover_rewrite(source, id)`
 //! returns the rewritten source and a table describing its counters, or nil
 //! and a message when the source cannot be rewritten (the caller then loads
-//! it unchanged). `native.cover_global` names the global table of counters.
+//! it unchanged). `native.cover_global` names the global table of counters
+//! (the module's table declares both, in `lua_api`).
 
-use mlua::{Lua, MultiValue, Table, Value};
+use mlua::{Lua, MultiValue, Value};
 
-use crate::rewrite::{rewrite, COUNTERS_GLOBAL, COUNTER_KEY};
+use crate::rewrite::rewrite;
 
-fn cover_rewrite(lua: &Lua, (source, id): (mlua::LuaString, u64)) -> mlua::Result<MultiValue> {
+pub fn cover_rewrite(lua: &Lua, (source, id): (mlua::LuaString, u64)) -> mlua::Result<MultiValue> {
     let r = match rewrite(&source.as_bytes(), id) {
         Ok(r) => r,
         Err(e) => {
@@ -29,12 +30,4 @@ fn cover_rewrite(lua: &Lua, (source, id): (mlua::LuaString, u64)) -> mlua::Resul
     }
     info.set("functions", functions)?;
     Ok(MultiValue::from_iter([Value::String(lua.create_string(&r.code)?), Value::Table(info)]))
-}
-
-/// Adds the coverage functions to the native module's table.
-pub fn register(lua: &Lua, t: &Table) -> mlua::Result<()> {
-    t.set("cover_rewrite", lua.create_function(cover_rewrite)?)?;
-    t.set("cover_global", COUNTERS_GLOBAL)?;
-    t.set("cover_key", COUNTER_KEY)?;
-    Ok(())
 }

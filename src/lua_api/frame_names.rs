@@ -23,9 +23,9 @@ use mlua::{Lua, Table};
 
 use super::NativeSession;
 use crate::profile::{c_address, FrameNamer};
+use crate::record::alloc_hook;
 use crate::record::identity::FrameIdentity;
-use crate::record::sampler::FRAME_SEP;
-use crate::record::stack_table::Key;
+use crate::record::stack_table::{Key, FRAME_SEP};
 use crate::sys;
 
 /// The registry field holding the state's path finder.
@@ -69,17 +69,17 @@ impl NativeSession {
         }
         // While an allocation session records in this state, the walk's own
         // allocations would be counted in it: the names wait for its stop.
-        if sys::VmHandle::of(lua).is_ok_and(sys::alloc_hook::wrapper_installed) {
+        if sys::VmHandle::of(lua).is_ok_and(alloc_hook::wrapper_installed) {
             return;
         }
         let Ok(finder) = lua.named_registry_value::<mlua::Function>(PATH_FINDER) else { return };
         // The walk is the profiler's work: the session is paused while it
         // runs, so that neither its time nor its allocations are recorded
         // (they count as paused samples).
-        let was_paused = self.sampler.with(|s| s.paused.swap(true, Ordering::Relaxed));
+        let was_paused = self.session.sampler().with(|s| s.paused.swap(true, Ordering::Relaxed));
         let found = finder.call::<(Option<Table>, Option<Table>)>(());
         if !was_paused {
-            self.sampler.with(|s| s.paused.store(false, Ordering::Relaxed));
+            self.session.sampler().with(|s| s.paused.store(false, Ordering::Relaxed));
         }
         if let Ok((c_list, lua_list)) = found {
             if let Some(list) = c_list {
@@ -101,10 +101,10 @@ impl NativeSession {
     /// or not (for a writer that cannot ask later: see `autosave`).
     pub(super) fn name_every_c_function(&mut self, lua: &Lua) {
         let Ok(finder) = lua.named_registry_value::<mlua::Function>(PATH_FINDER) else { return };
-        let was_paused = self.sampler.with(|s| s.paused.swap(true, Ordering::Relaxed));
+        let was_paused = self.session.sampler().with(|s| s.paused.swap(true, Ordering::Relaxed));
         let found = finder.call::<(Option<Table>, Option<Table>)>(());
         if !was_paused {
-            self.sampler.with(|s| s.paused.store(false, Ordering::Relaxed));
+            self.session.sampler().with(|s| s.paused.store(false, Ordering::Relaxed));
         }
         if let Ok((Some(list), _)) = found {
             let _ = self.name_c_functions(lua, list);
@@ -123,7 +123,7 @@ impl NativeSession {
     fn c_addresses_not_looked_for(&self) -> Vec<usize> {
         let known = &self.c_paths;
         let mut found = HashSet::new();
-        self.sampler.with(|s| {
+        self.session.sampler().with(|s| {
             for (key, _) in s.table.iter() {
                 let stack = Key::stack(key);
                 for at in memchr::memchr_iter(b'@', stack) {
@@ -144,7 +144,7 @@ impl NativeSession {
 
     /// The recorded Lua functions that no walk looked for.
     fn lua_functions_not_looked_for(&self) -> Vec<(String, u32, u32)> {
-        let ids = self.sampler.with(|s| s.identities.snapshot());
+        let ids = self.session.sampler().with(|s| s.identities.snapshot());
         let mut keys: Vec<_> = ids
             .values()
             .map(|id| span_key(&id.source, id.first, id.last))
@@ -211,7 +211,7 @@ impl NativeSession {
     /// The recorded function of each frame, named by its Lua path where a
     /// walk found one.
     pub(super) fn frame_identities(&self) -> HashMap<String, FrameIdentity> {
-        let mut ids = self.sampler.with(|s| s.identities.snapshot());
+        let mut ids = self.session.sampler().with(|s| s.identities.snapshot());
         if !self.lua_paths.is_empty() {
             for id in ids.values_mut() {
                 if let Some(Some(path)) = self.lua_paths.get(&span_key(&id.source, id.first, id.last)) {

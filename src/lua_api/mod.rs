@@ -11,8 +11,10 @@
 //!
 //! Options are declared once, in `options` and [`report_options`], under
 //! their public names; `profile.sample` passes the user's table through.
-//! The session's lifecycle (owner flag, signal mask, tick handler, LuaJIT's
-//! profiler) is a set of guards in `lifecycle`.
+//! Starting and stopping a session (owner flag, signal mask, tick handler,
+//! LuaJIT's profiler, in their order) is `crate::session`'s: this module
+//! turns the Lua options into its typed plan and the session into a Lua
+//! value.
 
 use std::sync::atomic::Ordering;
 
@@ -21,9 +23,9 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
 use crate::profile::Profile;
-use crate::record::sampler::{Precision, Sampler};
+use crate::record::sampler::Sampler;
 use crate::record::stack_table::CountsMark;
-use crate::record::tick_source::{TickKind, TickSource};
+use crate::session::{Session, NO_PROFILER_API};
 use crate::sys::{self, SamplerBox};
 use std::collections::{HashMap, HashSet};
 
@@ -34,33 +36,26 @@ mod control;
 mod coverage;
 mod frame_names;
 mod json;
-mod lifecycle;
+mod lazy;
 mod options;
+pub mod profile_data;
 pub mod report_options;
 mod start;
 mod stats;
 mod timeline;
-pub mod views;
 
-use lifecycle::Running;
 use options::describe;
 pub use options::{check_start_options, format_names, DEFAULT_MAX_STACKS, SAMPLE_OPTIONS};
-use stats::Timing;
 
 /// The names of `profile.sample`'s options, sorted.
 pub fn start_option_names() -> Vec<&'static str> {
     options::names(SAMPLE_OPTIONS)
 }
 
-const NO_PROFILER_API: &str = "this LuaJIT has no profiler API (luaJIT_profile_start needs LuaJIT 2.1 or later)";
-
+/// A session as Lua sees it: the running [`Session`], and what turns its
+/// samples into profiles (names, call-site lines, frame marks).
 pub struct NativeSession {
-    sampler: SamplerBox<Sampler>,
-    ticks: TickSource,
-    interval_ns: u64,
-    /// The guards of a running session; None once stopped.
-    run: Option<Running>,
-    timing: Timing,
+    session: Session,
     ffnames: Vec<Option<String>>,
     resolve_c: bool,
     /// C function addresses -> Lua paths, None where a walk found none
@@ -74,11 +69,6 @@ pub struct NativeSession {
     lua_paths: HashMap<(String, u32, u32), Option<String>>,
     /// The profile of the stopped session, built once for every output.
     finished: Option<Profile>,
-    /// Ticks passed on and refused, read at the stop.
-    ticks_at_stop: (u64, u64),
-    precision: Precision,
-    /// Why compiled code is not read in the tick handler (Ok: it is).
-    compiled: Result<(), &'static str>,
     /// Lua function (function, line, state) -> the line the time of samples
     /// charged to `line` in that VM state belongs to, or nil; see
     /// `Sampler::call_sites`.
@@ -86,7 +76,6 @@ pub struct NativeSession {
     call_sites_checked: HashSet<Vec<u8>>,
     /// State letter and leaf frame -> the corrected leaf frame.
     call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
-    start_warning: Option<String>,
     /// The stack table's counts when `delta` last handed out samples, and
     /// (allocation sessions) the objects estimated per entry then.
     delta_mark: CountsMark,
@@ -95,39 +84,6 @@ pub struct NativeSession {
     frame_marks: crate::record::timeline::FrameMarks,
     /// Events on the time line (trace aborts), on its clock.
     timeline_events: crate::record::timeline::Events,
-    /// Allocation sessions: the allocator wrapper, the bytes each sample
-    /// stands for, and how the stop left the VM's allocator.
-    alloc: Option<sys::alloc_hook::AllocHook>,
-    bytes_per_sample: Option<u64>,
-    alloc_restored: Option<sys::alloc_hook::Restored>,
-    /// Whether the tick handler notes the C function a tick lands in (the
-    /// leaf of samples in state C), or why not.
-    running_c: Result<(), &'static str>,
-    /// Whether the tick handler sets a profiler hook LuaJIT lost again, or
-    /// why not; and how many it had set again when the session stopped.
-    lost_hook: Result<(), &'static str>,
-    hooks_rearmed_at_stop: u64,
-    /// An allocation session attached to the running sampling session (its
-    /// samples come through that session's callback), until it stops.
-    attached: bool,
-}
-
-/// Ticks refused (LuaJIT's profiler no longer ours) after which the session
-/// reports that it lost LuaJIT's profiler: at least this many, standing for
-/// at least 250 ms of its clock at the rate its ticks came (a source on the
-/// kernel's tick comes slower than the interval asked).
-const STALL_TICKS: u64 = 20;
-const STALL_SECONDS: f64 = 0.25;
-
-/// The seconds that `refused` of `passed + refused` ticks stand for, over
-/// `seconds` of the clock the ticks follow (the thread's CPU time, or real
-/// time for a wall-clock source); the interval asked where that is not
-/// known.
-fn stalled_seconds(refused: u64, passed: u64, seconds: Option<f64>, interval_ns: u64) -> f64 {
-    match seconds {
-        Some(s) if s > 0.0 => refused as f64 * s / (passed + refused).max(1) as f64,
-        _ => refused as f64 * interval_ns as f64 / 1e9,
-    }
 }
 
 /// The message of an error without mlua's wrapping and traceback.
@@ -143,95 +99,31 @@ fn runtime(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
 }
 
-/// Ticks passed on and refused by the handler since this session armed it.
-fn tick_counts(kind: TickKind) -> (u64, u64) {
-    #[cfg(target_os = "linux")]
-    if kind != TickKind::LuaJit {
-        return sys::posix::tick_counts();
-    }
-    let _ = kind;
-    (0, 0)
-}
-
 impl NativeSession {
-    /// The one stop path (`stop`, and `Drop` without a `Lua`): stops the tick
-    /// source, reads its counters, then drops the session's guards; with a
-    /// `Lua`, also resolves call sites and releases the registry anchors.
+    /// Stops the session (`stop`, and `Drop` without a `Lua`; see
+    /// `Session::stop`), resolving call sites while their functions are
+    /// still anchored; forgets the functions no walk named (see
+    /// `frame_names`) and ends the time line's last frame.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
-        self.lost_hook = self.lost_hook_state();
-        let run = self.run.take();
-        if run.is_none() && !self.attached {
+        let call_sites = CallSites {
+            resolver: &self.call_site,
+            checked: &mut self.call_sites_checked,
+            lines: &mut self.call_site_lines,
+        };
+        let mut renamed = false;
+        if !self.session.stop(lua, |lua, sampler| renamed = call_sites.resolve(lua, sampler)) {
             return;
         }
-        self.attached = false;
-        if let Some(hook) = &self.alloc {
-            self.alloc_restored = Some(hook.uninstall());
-        }
-        self.ticks.stop();
-        self.ticks_at_stop = tick_counts(self.ticks.kind());
-        self.hooks_rearmed_at_stop = self.hooks_rearmed();
-        match run {
-            Some(run) => run.finish(lua, &self.sampler),
-            None => self.sampler.detach(),
-        }
-        if let Some(lua) = lua {
-            self.resolve_call_sites(lua);
-            lifecycle::release_anchors(lua, &self.sampler);
+        if renamed {
+            self.finished = None;
         }
         self.forget_unnamed();
-        self.timing.finish();
         let marks = &mut self.frame_marks;
-        self.sampler.with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
-    }
-
-    /// Whether the tick handler sets lost hooks again, or why not: the
-    /// check at start, then the first callback's (which may turn it off).
-    fn lost_hook_state(&self) -> Result<(), &'static str> {
-        #[cfg(target_os = "linux")]
-        if self.lost_hook.is_ok() && self.run.is_some() {
-            if let Some(why) = sys::posix::lost_hook::refused_by_callback() {
-                return Err(why);
-            }
-        }
-        self.lost_hook
-    }
-
-    /// Pending profiler hooks the tick handler set again, in case LuaJIT
-    /// lost them, while this session armed it (see `sys::posix::lost_hook`).
-    fn hooks_rearmed(&self) -> u64 {
-        #[cfg(target_os = "linux")]
-        if self.lost_hook_state().is_ok() {
-            return if self.run.is_some() {
-                sys::posix::lost_hook::hooks_rearmed()
-            } else {
-                self.hooks_rearmed_at_stop
-            };
-        }
-        0
+        self.session.sampler().with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
     }
 
     fn running(&self) -> bool {
-        self.run.is_some() || self.attached
-    }
-
-    /// Why this session's data may be incomplete, if it can tell.
-    fn warning(&self) -> Option<String> {
-        let (passed, stalled) = if self.running() { tick_counts(self.ticks.kind()) } else { self.ticks_at_stop };
-        let clock_sec = if self.ticks.kind().is_wall() { Some(self.timing.wall_sec()) } else { self.timing.cpu_sec() };
-        let seconds = stalled_seconds(stalled, passed, clock_sec, self.interval_ns);
-        let mut parts: Vec<String> = self.start_warning.iter().cloned().collect();
-        if stalled >= STALL_TICKS && seconds >= STALL_SECONDS {
-            parts.push(format!(
-                "{} ticks (about {:.2} s) found LuaJIT's profiler no longer ours: another sampler \
-                 (jit.p or jit.profile.start) took it over or stopped it",
-                stalled, seconds
-            ));
-        }
-        if parts.is_empty() {
-            None
-        } else {
-            Some(parts.join("; "))
-        }
+        self.session.running()
     }
 
     /// What every view of the session needs before it is built, running or
@@ -246,34 +138,19 @@ impl NativeSession {
     /// Asks the Lua resolver for the call line of every C-state leaf not
     /// checked yet. Runs Lua code, so never inside `sampler.with`.
     fn resolve_call_sites(&mut self, lua: &Lua) {
-        let Some(resolver) = self.call_site.clone() else { return };
-        let checked = &self.call_sites_checked;
-        let pending: Vec<(Vec<u8>, i32)> = self.sampler.with(|s| {
-            s.call_sites.iter().filter(|(k, _)| !checked.contains(*k)).map(|(k, &v)| (k.clone(), v)).collect()
-        });
-        for (site, slot) in pending {
-            self.call_sites_checked.insert(site.clone());
-            let (state, leaf) = (site[0], &site[1..]);
-            let Some(colon) = leaf.iter().rposition(|&b| b == b':') else { continue };
-            let Some(line) = std::str::from_utf8(&leaf[colon + 1..]).ok().and_then(|t| t.parse::<i64>().ok()) else {
-                continue;
-            };
-            let Ok(func) = self.sampler.with(|s| s.functions.slots()).get(lua, slot) else { continue };
-            let state = (state as char).to_string();
-            if let Ok(Some(fixed_line)) = resolver.call::<Option<i64>>((func, line, state)) {
-                if fixed_line > 0 && fixed_line != line {
-                    let mut fixed = leaf[..=colon].to_vec();
-                    fixed.extend_from_slice(fixed_line.to_string().as_bytes());
-                    self.call_site_lines.insert(site, fixed);
-                    self.finished = None;
-                }
-            }
+        let call_sites = CallSites {
+            resolver: &self.call_site,
+            checked: &mut self.call_sites_checked,
+            lines: &mut self.call_site_lines,
+        };
+        if call_sites.resolve(lua, self.session.sampler()) {
+            self.finished = None;
         }
     }
 
     /// Runs `f` on the stack table with the call-site correction applied.
     fn with_table<R>(&self, f: impl FnOnce(&crate::record::stack_table::StackTable) -> R) -> R {
-        self.sampler.with(|s| {
+        self.session.sampler().with(|s| {
             if self.call_site_lines.is_empty() {
                 f(&s.table)
             } else {
@@ -312,7 +189,7 @@ impl NativeSession {
     /// the start for the first), without stopping: the table is read in
     /// place, so no trace is flushed and no sample is lost between calls.
     fn delta_profile(&mut self) -> Profile {
-        let (since, mark) = self.sampler.with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
+        let (since, mark) = self.session.sampler().with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
         self.delta_mark = mark;
         let since =
             if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
@@ -321,7 +198,7 @@ impl NativeSession {
 
     /// `p` in the session's unit: bytes for an allocation session.
     fn weighed(&self, p: Profile) -> Profile {
-        match self.bytes_per_sample {
+        match self.session.bytes_per_sample() {
             Some(n) => alloc::in_bytes(p, n),
             None => p,
         }
@@ -330,6 +207,46 @@ impl NativeSession {
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
         self.weighed(self.with_table(|t| Profile::from_table(t, &mut self.namer())))
+    }
+}
+
+/// The call-site resolution of a session: the Lua resolver, the leaves it
+/// was asked about, and the lines it corrected.
+struct CallSites<'a> {
+    resolver: &'a Option<mlua::Function>,
+    checked: &'a mut HashSet<Vec<u8>>,
+    lines: &'a mut HashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl CallSites<'_> {
+    /// Asks the resolver for the call line of every C-state leaf `sampler`
+    /// recorded that was not checked yet; returns whether a line changed.
+    fn resolve(self, lua: &Lua, sampler: &SamplerBox<Sampler>) -> bool {
+        let Some(resolver) = self.resolver.clone() else { return false };
+        let checked = &*self.checked;
+        let pending: Vec<(Vec<u8>, i32)> = sampler.with(|s| {
+            s.call_sites.iter().filter(|(k, _)| !checked.contains(*k)).map(|(k, &v)| (k.clone(), v)).collect()
+        });
+        let mut changed = false;
+        for (site, slot) in pending {
+            self.checked.insert(site.clone());
+            let (state, leaf) = (site[0], &site[1..]);
+            let Some(colon) = leaf.iter().rposition(|&b| b == b':') else { continue };
+            let Some(line) = std::str::from_utf8(&leaf[colon + 1..]).ok().and_then(|t| t.parse::<i64>().ok()) else {
+                continue;
+            };
+            let Ok(func) = sampler.with(|s| s.functions.slots()).get(lua, slot) else { continue };
+            let state = (state as char).to_string();
+            if let Ok(Some(fixed_line)) = resolver.call::<Option<i64>>((func, line, state)) {
+                if fixed_line > 0 && fixed_line != line {
+                    let mut fixed = leaf[..=colon].to_vec();
+                    fixed.extend_from_slice(fixed_line.to_string().as_bytes());
+                    self.lines.insert(site, fixed);
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 }
 
@@ -345,11 +262,11 @@ impl Drop for NativeSession {
 impl UserData for NativeSession {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_method("pause", |_, this, ()| {
-            this.sampler.with(|s| s.paused.store(true, Ordering::Relaxed));
+            this.session.sampler().with(|s| s.paused.store(true, Ordering::Relaxed));
             Ok(())
         });
         methods.add_method("resume", |_, this, ()| {
-            this.sampler.with(|s| s.paused.store(false, Ordering::Relaxed));
+            this.session.sampler().with(|s| s.paused.store(false, Ordering::Relaxed));
             Ok(())
         });
         methods.add_method_mut("stop", |lua, this, ()| {
@@ -366,7 +283,7 @@ impl UserData for NativeSession {
             Ok(())
         });
         // Whether this allocation session runs attached to a sampling session.
-        methods.add_method("isAttached", |_, this, ()| Ok(this.attached));
+        methods.add_method("isAttached", |_, this, ()| Ok(this.session.attached()));
         methods.add_method_mut("collapsed", |lua, this, ()| {
             this.prepare_view(lua);
             let text = this.collapsed_text();
@@ -376,12 +293,12 @@ impl UserData for NativeSession {
         methods.add_method("allocStats", |lua, this, ()| this.alloc_stats(lua));
         methods.add_method_mut("objectProfile", |lua, this, ()| {
             this.prepare_view(lua);
-            Ok(this.object_profile().map(crate::lua_api::views::ProfileData::new))
+            Ok(this.object_profile().map(profile_data::ProfileData::new))
         });
         methods.add_method_mut("liveProfiles", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = std::sync::Arc::new(this.frame_identities());
-            let data = |p| crate::lua_api::views::ProfileData(p, ids.clone());
+            let data = |p| profile_data::ProfileData(p, ids.clone());
             Ok(match this.live_profiles() {
                 Some((bytes, objects, points)) => (Some(data(bytes)), Some(data(objects)), Some(data(points))),
                 None => (None, None, None),
@@ -395,19 +312,19 @@ impl UserData for NativeSession {
             let ids = std::sync::Arc::new(this.frame_identities());
             let objects = this.objects_since(&this.delta_objects_mark).map(|(p, mark)| {
                 this.delta_objects_mark = mark;
-                crate::lua_api::views::ProfileData(p, ids.clone())
+                profile_data::ProfileData(p, ids.clone())
             });
-            Ok((crate::lua_api::views::ProfileData(this.delta_profile(), ids), objects))
+            Ok((profile_data::ProfileData(this.delta_profile(), ids), objects))
         });
         methods.add_method_mut("profile", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = this.frame_identities();
-            Ok(crate::lua_api::views::ProfileData(this.profile(), std::sync::Arc::new(ids)))
+            Ok(profile_data::ProfileData(this.profile(), std::sync::Arc::new(ids)))
         });
         methods.add_method_mut("sampleProfile", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = this.frame_identities();
-            Ok(crate::lua_api::views::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
+            Ok(profile_data::ProfileData(this.sample_profile(), std::sync::Arc::new(ids)))
         });
         timeline::add_methods(methods);
     }
@@ -486,7 +403,8 @@ fn format_table(lua: &Lua) -> mlua::Result<Table> {
         let t = lua.create_table()?;
         t.set("name", d.name)?;
         t.set("endings", lua.create_sequence_from(d.endings.iter().copied())?)?;
-        t.set("timeLine", d.time_line)?;
+        // `timeLine`: the native API's field name, which the Lua side reads.
+        t.set("timeLine", d.timeline)?;
         match d.writer {
             FormatWriter::Native(_) => t.set("native", true)?,
             FormatWriter::Lua(module) => {
@@ -517,54 +435,103 @@ fn format_extensions(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-pub fn exports(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    let call = lua.create_function(call)?;
-    let raw = lua.create_table()?;
-    raw.set("start", lua.create_function(start::start_raw)?)?;
-    raw.set("parse_collapsed", lua.create_function(parse_collapsed)?)?;
-    raw.set("parse_profile", lua.create_function(views::parse_profile)?)?;
-    raw.set("is_profile", lua.create_function(views::is_profile)?)?;
-    raw.set("read_chrome_trace", lua.create_function(timeline::read_chrome_trace)?)?;
-    raw.set("check_options", lua.create_function(check_options)?)?;
-    raw.set("start_allocations", lua.create_function(alloc::start_raw)?)?;
-    raw.set("set_function_paths", lua.create_function(frame_names::set_function_paths)?)?;
-    raw.set("_test_wrap_allocator", lua.create_function(alloc::test_wrap_allocator)?)?;
-    raw.set("_test_allocator_wrapped", lua.create_function(alloc::test_allocator_wrapped)?)?;
-    for name in ["start", "parse_collapsed", "parse_profile", "check_options"] {
-        let f: mlua::Function = raw.get(name)?;
-        t.set(name, raising(lua, &call, &format!("tecs.profile.native.{}", name), &f)?)?;
-    }
-    #[cfg(unix)]
-    control::register(lua, &raw)?;
-    t.set("raw", raw)?;
-    t.set("call", call)?;
-    t.set("available", lua.create_function(available)?)?;
-    t.set("options", report_options::option_tables(lua)?)?;
-    t.set("formats", lua.create_sequence_from(format_names())?)?;
-    let time_line = crate::output::REGISTRY.iter().filter(|d| d.time_line).map(|d| d.name);
-    t.set("timelineFormats", lua.create_sequence_from(time_line)?)?;
-    t.set("formatExtensions", format_extensions(lua)?)?;
-    t.set("formatTable", format_table(lua)?)?;
-    t.set("formatFor", lua.create_function(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))?)?;
-    t.set("json", lua.create_function(json::json)?)?;
-    t.set("hitchesText", lua.create_function(timeline::hitches_text)?)?;
-    t.set("framesText", lua.create_function(timeline::frames_text)?)?;
-    t.set("json_decode", lua.create_function(json::json_decode)?)?;
+/// A field built from a Rust function of the module.
+macro_rules! function {
+    ($f:expr) => {
+        |lua: &Lua, _: &Table| Ok(Value::Function(lua.create_function($f)?))
+    };
+}
+
+/// A field holding a plain value.
+macro_rules! value {
+    ($v:expr) => {
+        |lua: &Lua, _: &Table| mlua::IntoLua::into_lua($v, lua)
+    };
+}
+
+/// A function of `native.raw` wrapped by [`raising`] under the module's name.
+macro_rules! raising {
+    ($name:literal) => {
+        |lua: &Lua, t: &Table| {
+            let raw: Table = t.get("raw")?;
+            let call: mlua::Function = t.get("call")?;
+            let f: mlua::Function = raw.get($name)?;
+            Ok(Value::Function(raising(lua, &call, concat!("tecs.profile.native.", $name), &f)?))
+        }
+    };
+}
+
+/// `native.raw`: the functions that fail with a plain message, for
+/// [`call`]; the control channel's register themselves on first use.
+const RAW: &[(&str, lazy::Build)] = &[
+    ("start", function!(start::start_raw)),
+    ("parse_collapsed", function!(parse_collapsed)),
+    ("parse_profile", function!(profile_data::parse_profile)),
+    ("is_profile", function!(profile_data::is_profile)),
+    ("read_chrome_trace", function!(timeline::read_chrome_trace)),
+    ("check_options", function!(check_options)),
+    ("start_allocations", function!(alloc::start_raw)),
+    ("set_function_paths", function!(frame_names::set_function_paths)),
+    ("_test_wrap_allocator", function!(alloc::test_wrap_allocator)),
+    ("_test_allocator_wrapped", function!(alloc::test_allocator_wrapped)),
+];
+
+#[cfg(unix)]
+const RAW_REST: Option<lazy::Register> = Some(control::register);
+#[cfg(not(unix))]
+const RAW_REST: Option<lazy::Register> = None;
+
+/// The module's table, field by field; each is built when first read (see
+/// [`lazy`]), so that loading the module leaves next to nothing on the Lua
+/// heap.
+const EXPORTS: &[(&str, lazy::Build)] = &[
+    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_REST)?))),
+    ("call", function!(call)),
+    ("start", raising!("start")),
+    ("parse_collapsed", raising!("parse_collapsed")),
+    ("parse_profile", raising!("parse_profile")),
+    ("check_options", raising!("check_options")),
+    ("available", function!(available)),
+    // Seconds on the monotonic clock (`tecs.profile.clock`): the clock of
+    // the time line, without loading the FFI into the program.
+    ("monotonic", function!(|_, ()| Ok(sys::monotonic_ns() as f64 * 1e-9))),
+    ("options", |lua, _| Ok(Value::Table(report_options::option_tables(lua)?))),
+    ("formats", |lua, _| Ok(Value::Table(lua.create_sequence_from(format_names())?))),
+    ("timelineFormats", |lua, _| {
+        let timeline = crate::output::REGISTRY.iter().filter(|d| d.timeline).map(|d| d.name);
+        Ok(Value::Table(lua.create_sequence_from(timeline)?))
+    }),
+    ("formatExtensions", |lua, _| Ok(Value::Table(format_extensions(lua)?))),
+    ("formatTable", |lua, _| Ok(Value::Table(format_table(lua)?))),
+    ("formatFor", function!(|_, path: String| Ok(FileFormat::for_path(&path).declaration().name))),
+    ("json", function!(json::json)),
+    ("hitchesText", function!(timeline::hitches_text)),
+    ("framesText", function!(timeline::frames_text)),
+    ("json_decode", function!(json::json_decode)),
     // JSON's null where a Lua table cannot hold nil (`native.json` writes
     // any light userdata as null).
-    t.set("null", mlua::Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
-    t.set("functionsFileEnding", crate::profile::sidecar::ENDING)?;
-    t.set("noZone", crate::views::NO_ZONE)?;
-    t.set("describe", lua.create_function(|_, v: mlua::Value| Ok(options::describe(&v)))?)?;
-    t.set("default_max_stacks", DEFAULT_MAX_STACKS)?;
-    let alloc_names = lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?;
-    t.set("allocation_option_names", alloc_names)?;
-    t.set("version", env!("CARGO_PKG_VERSION"))?;
-    coverage::register(lua, &t)?;
-    Ok(t)
+    ("null", |_, _| Ok(Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))),
+    ("functionsFileEnding", value!(crate::profile::sidecar::ENDING)),
+    ("noZone", value!(crate::views::NO_ZONE)),
+    // Below this many samples the views say the profile is too small to
+    // rank (`errorNote`); reports made in Lua say it the same way.
+    ("fewSamples", value!(crate::views::FEW_SAMPLES)),
+    ("errorNote", function!(|_, samples: u64| Ok(crate::views::error_note(samples)))),
+    ("describe", function!(|_, v: mlua::Value| Ok(options::describe(&v)))),
+    ("default_max_stacks", value!(DEFAULT_MAX_STACKS)),
+    ("allocation_option_names", |lua, _| {
+        Ok(Value::Table(lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?))
+    }),
+    ("version", value!(env!("CARGO_PKG_VERSION"))),
+    ("cover_rewrite", function!(coverage::cover_rewrite)),
+    ("cover_global", value!(crate::rewrite::COUNTERS_GLOBAL)),
+    ("cover_key", value!(crate::rewrite::COUNTER_KEY)),
+];
+
+pub fn exports(lua: &Lua) -> mlua::Result<Table> {
+    lazy::table(lua, EXPORTS, None)
 }
 
 #[cfg(test)]
-#[path = "lifecycle_tests.rs"]
-mod lifecycle_tests;
+#[path = "start_tests.rs"]
+mod start_tests;

@@ -8,7 +8,7 @@
 use mlua::{Lua, Table, Value};
 
 use crate::record::sampler::Precision;
-use crate::record::tick_source::ClockKind;
+use crate::session::ClockKind;
 
 /// Unique stacks a session keeps by default (`maxStacks`).
 pub const DEFAULT_MAX_STACKS: usize = 100_000;
@@ -477,7 +477,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
 /// sampler (sampling and allocation sessions), declared by `decls`. An
 /// option a kind of session does not declare takes the value that kind
 /// runs with: no interval (LuaJIT's own timer at its quietest, see
-/// `lifecycle::QUIET_TIMER_MS`: an allocation session's samples come from
+/// `session::QUIET_TIMER_MS`: an allocation session's samples come from
 /// its allocator), CPU time, every thread, no time line.
 pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) -> Result<StartOptions, String> {
     check_table(decls, opts)?;
@@ -487,7 +487,7 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
     let number = |name| get(name).number();
     Ok(StartOptions {
         interval_ns: number("intervalMs")
-            .map_or(super::lifecycle::QUIET_TIMER_MS * 1_000_000, |ms| (ms * 1e6).round() as u64),
+            .map_or(crate::session::QUIET_TIMER_MS * 1_000_000, |ms| (ms * 1e6).round() as u64),
         depth: number("stackDepth").unwrap_or(1.0) as i32,
         filter: get("zone").text().map(|z| trim_zone(z).as_bytes().to_vec()),
         clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),

@@ -4,7 +4,7 @@
 
 use mlua::{Lua, Table, UserDataMethods};
 
-use super::views::ProfileData;
+use super::profile_data::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
 use crate::output::timed::{
     rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
@@ -23,7 +23,7 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 impl NativeSession {
     /// The time line's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
-        let (kept, dropped, fast, bytes) = self.sampler.with(|s| {
+        let (kept, dropped, fast, bytes) = self.session.sampler().with(|s| {
             let tl = &s.timeline;
             (tl.kept_samples, tl.dropped_samples, tl.fast_frame_samples, tl.memory_bytes())
         });
@@ -40,7 +40,7 @@ impl NativeSession {
 
     /// The profile of the samples the time line holds in `[from_ns, to_ns)`.
     fn window_profile(&self, from_ns: u64, to_ns: u64) -> Profile {
-        let table = self.sampler.with(|s| {
+        let table = self.session.sampler().with(|s| {
             // No entry bound: every key already fit the session's table.
             let mut out = StackTable::new(u32::MAX as usize);
             for ts in s.timeline.window(from_ns, to_ns) {
@@ -63,8 +63,8 @@ impl NativeSession {
     /// sampling session), oldest first, on the monotonic clock: time, bytes
     /// and leaf site, and the sites named as the profile names leaves.
     fn allocation_points(&self) -> (Vec<TimedAllocation>, Vec<String>) {
-        let bytes_per_sample = self.bytes_per_sample.unwrap_or(0);
-        let (points, keys) = self.sampler.with(|s| {
+        let bytes_per_sample = self.session.bytes_per_sample().unwrap_or(0);
+        let (points, keys) = self.session.sampler().with(|s| {
             let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
             let mut keys: Vec<Option<Vec<u8>>> = Vec::new();
             let mut points = Vec::with_capacity(s.timeline.len());
@@ -121,7 +121,7 @@ impl NativeSession {
         let start = self.frame_marks.start_ns;
         // Under the sampler's borrow only copies: the distinct (entry, VM
         // state) keys, and the samples pointing at them.
-        let (keys, points, spans) = self.sampler.with(|s| {
+        let (keys, points, spans) = self.session.sampler().with(|s| {
             let mut ids: std::collections::HashMap<(u32, usize), u32> = std::collections::HashMap::new();
             let mut keys: Vec<(Option<Vec<u8>>, usize)> = Vec::new();
             let mut points = Vec::with_capacity(s.timeline.len());
@@ -200,7 +200,7 @@ impl NativeSession {
                 .iter()
                 .map(|e| TimedEvent { t_ns: e.t_ns.saturating_sub(start), name: e.name.clone(), args: e.args.clone() })
                 .collect(),
-            interval_ns: self.interval_ns,
+            interval_ns: self.session.interval_ns(),
             end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
         }
     }
@@ -210,7 +210,7 @@ impl NativeSession {
     /// each as `frames()` gives it, and how many frames are kept: what a
     /// view of a running session needs, without a table per frame.
     fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
-        let spans = self.sampler.with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
         let start = self.frame_marks.start_ns;
         let record = |f: &FrameSpan| frame_record(lua, start, f);
         let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
@@ -229,7 +229,7 @@ impl NativeSession {
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
-        let spans = self.sampler.with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
         let start = self.frame_marks.start_ns;
         let allocated = alloc.map(|a| {
             let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
@@ -268,7 +268,7 @@ impl NativeSession {
     fn name_stack_functions(&self, tp: &mut TimedProfile, funcs: Option<Table>) -> mlua::Result<()> {
         let mut m = FunctionMap::default();
         if funcs.is_some() {
-            m = super::views::read_funcmap(funcs)?;
+            m = read_funcmap(funcs)?;
             m.apply_identities(&self.frame_identities());
             m.check_sources(tp.stacks.iter().flat_map(|s| s.frames.iter().map(String::as_str)));
         }
@@ -290,7 +290,7 @@ impl NativeSession {
 pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frame", |_, this, ()| {
         let marks = &mut this.frame_marks;
-        this.sampler.with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
+        this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
         Ok(())
     });
     // `frames(alloc)`: with the handle of an allocation session attached
@@ -349,12 +349,12 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             this.prepare_view(lua);
             let name = name.unwrap_or_else(|| "tecs-profile".into());
             let alloc = alloc.map(|a| a.borrow::<NativeSession>()).transpose()?;
-            let writes_time_line = |d: &&crate::output::Declaration| {
-                d.time_line && matches!(d.writer, crate::output::FormatWriter::Native(_))
+            let writes_timeline = |d: &&crate::output::Declaration| {
+                d.timeline && matches!(d.writer, crate::output::FormatWriter::Native(_))
             };
-            let Some(d) = crate::output::REGISTRY.iter().filter(writes_time_line).find(|d| d.name == format) else {
+            let Some(d) = crate::output::REGISTRY.iter().filter(writes_timeline).find(|d| d.name == format) else {
                 let names: Vec<String> =
-                    crate::output::REGISTRY.iter().filter(writes_time_line).map(|d| format!("{:?}", d.name)).collect();
+                    crate::output::REGISTRY.iter().filter(writes_timeline).map(|d| format!("{:?}", d.name)).collect();
                 return Err(runtime(format!(
                     "bad argument #1 'format' ({} expected, got {:?})",
                     names.join(" or "),
@@ -367,7 +367,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             if funcs.is_some() {
                 this.name_stack_functions(&mut tp, funcs)?;
             }
-            let bytes = d.format.write(crate::output::Source::TimeLine(&tp));
+            let bytes = d.format.write(crate::output::Source::Timeline(&tp));
             lua.create_string(bytes.map_err(runtime)?)
         },
     );
@@ -400,45 +400,6 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         let ids = this.frame_identities();
         Ok(ProfileData(this.window_profile(from, to), std::sync::Arc::new(ids)))
     });
-}
-
-/// Self samples by function: the leaf frame of every row named as the
-/// by-function views name it, largest first (ties by name).
-pub(super) fn self_by_function(p: &Profile, funcs: &FunctionMap) -> Vec<(String, u64)> {
-    rank_by_function(p.rows.iter().map(|row| {
-        let name = match p.stack(row).last() {
-            Some(&leaf) => funcs.function_of(p.name(leaf)),
-            None => NO_STACK,
-        };
-        (name, row.total())
-    }))
-}
-
-/// Samples by zone path (`/`-joined; the rows outside any zone under
-/// "(no zone)"), largest first, as a Lua list of `{ name, samples }`.
-pub(super) fn samples_by_zone_table(lua: &Lua, p: &Profile) -> mlua::Result<Table> {
-    let rows: Vec<(String, u64)> = p
-        .named_rows()
-        .map(|r| (if r.zones.is_empty() { crate::views::NO_ZONE.to_string() } else { r.zones.join("/") }, r.total()))
-        .collect();
-    ranked_table(lua, rank_by_function(rows.iter().map(|(z, n)| (z.as_str(), *n))))
-}
-
-/// `selfByFunction(funcs)` as a Lua list of `{ name, samples }`.
-pub(super) fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) -> mlua::Result<Table> {
-    ranked_table(lua, self_by_function(p, m))
-}
-
-/// Functions ranked by samples as a Lua list of `{ name, samples }`.
-fn ranked_table(lua: &Lua, ranked: Vec<(String, u64)>) -> mlua::Result<Table> {
-    let list = lua.create_table_with_capacity(ranked.len(), 0)?;
-    for (i, (name, samples)) in ranked.into_iter().enumerate() {
-        let r = lua.create_table_with_capacity(0, 2)?;
-        r.set("name", name)?;
-        r.set("samples", samples)?;
-        list.raw_set(i + 1, r)?;
-    }
-    Ok(list)
 }
 
 /// `native.raw.read_chrome_trace(text)`: a Chrome trace event file a

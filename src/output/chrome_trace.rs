@@ -342,7 +342,7 @@ pub struct ChromeTrace;
 impl super::Writer for ChromeTrace {
     fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
         match source {
-            super::Source::TimeLine(tp) => Ok(render(tp).into_bytes()),
+            super::Source::Timeline(tp) => Ok(render(tp).into_bytes()),
             super::Source::Profile(..) => Err(super::wrong_source("chrome-trace", true)),
         }
     }
@@ -448,7 +448,7 @@ mod tests {
     }
 
     #[test]
-    fn samples_at_one_instant_and_empty_time_lines() {
+    fn samples_at_one_instant_and_empty_timelines() {
         let tp = TimedProfile {
             stacks: vec![stack(&[], &["a.lua:1"])],
             samples: vec![point(1, 0, b'N'), point(1, 0, b'N')],

@@ -9,7 +9,7 @@ impl Writer for Collapsed {
     fn write(&self, source: Source<'_>) -> Result<Vec<u8>, String> {
         match source {
             Source::Profile(p, _) => Ok(crate::profile::collapsed::write_bytes(p)),
-            Source::TimeLine(_) => Err(super::wrong_source("collapsed", false)),
+            Source::Timeline(_) => Err(super::wrong_source("collapsed", false)),
         }
     }
 }

@@ -46,11 +46,11 @@ pub enum Source<'a> {
     /// taken.
     Profile(&'a Profile, &'a RenderMeta<'a>),
     /// A session's time line: samples in the order they were taken.
-    TimeLine(&'a timed::TimedProfile),
+    Timeline(&'a timed::TimedProfile),
 }
 
 /// Writes one format. A writer of profiles refuses a time line and the
-/// other way round (the registry says which it takes: [`Declaration::time_line`]).
+/// other way round (the registry says which it takes: [`Declaration::timeline`]).
 pub trait Writer: Sync {
     fn write(&self, source: Source<'_>) -> Result<Vec<u8>, String>;
 }
@@ -113,7 +113,7 @@ pub struct Declaration {
     /// File-name endings (lower case) that choose it under "auto".
     pub endings: &'static [&'static str],
     /// Written from a session's time line (a profile object has none).
-    pub time_line: bool,
+    pub timeline: bool,
     /// What writes it.
     pub writer: FormatWriter,
     /// Its writer names Lua functions from their sources (given through
@@ -189,7 +189,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Collapsed,
         name: "collapsed",
         endings: &[],
-        time_line: false,
+        timeline: false,
         writer: FormatWriter::Native(&collapsed::Collapsed),
         reads_sources: false,
         groups_functions: false,
@@ -200,7 +200,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Svg,
         name: "svg",
         endings: &[".svg"],
-        time_line: false,
+        timeline: false,
         writer: FormatWriter::Native(SVG),
         reads_sources: false,
         groups_functions: false,
@@ -211,7 +211,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Speedscope,
         name: "speedscope",
         endings: &[".speedscope.json"],
-        time_line: false,
+        timeline: false,
         writer: FormatWriter::Native(json_writers::SPEEDSCOPE),
         reads_sources: true,
         groups_functions: false,
@@ -222,7 +222,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Pprof,
         name: "pprof",
         endings: &[".pb.gz"],
-        time_line: false,
+        timeline: false,
         writer: FormatWriter::Native(&pprof::Pprof),
         reads_sources: true,
         groups_functions: true,
@@ -233,7 +233,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Firefox,
         name: "firefox",
         endings: &[".firefox.json"],
-        time_line: false,
+        timeline: false,
         writer: FormatWriter::Native(json_writers::FIREFOX),
         reads_sources: true,
         groups_functions: true,
@@ -244,7 +244,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::SpeedscopeTimeline,
         name: "speedscope-timeline",
         endings: &[".timeline.speedscope.json"],
-        time_line: true,
+        timeline: true,
         writer: FormatWriter::Native(json_writers::SPEEDSCOPE_TIMELINE),
         reads_sources: true,
         groups_functions: false,
@@ -255,7 +255,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::ChromeTrace,
         name: "chrome-trace",
         endings: &[".trace.json"],
-        time_line: true,
+        timeline: true,
         writer: FormatWriter::Native(json_writers::CHROME_TRACE),
         reads_sources: true,
         groups_functions: false,
@@ -266,7 +266,7 @@ pub static REGISTRY: &[Declaration] = &[
         format: FileFormat::Html,
         name: "html",
         endings: &[".html"],
-        time_line: true,
+        timeline: true,
         writer: FormatWriter::Lua("tecs.profile.page"),
         reads_sources: false,
         groups_functions: false,
@@ -310,8 +310,8 @@ impl FileFormat {
 }
 
 /// What a writer says when handed the wrong kind of source.
-pub fn wrong_source(name: &str, time_line: bool) -> String {
-    if time_line {
+pub fn wrong_source(name: &str, timeline: bool) -> String {
+    if timeline {
         format!("the {} format is written from a session's time line, not from a profile", name)
     } else {
         format!("the {} format is written from a profile, not from a time line", name)

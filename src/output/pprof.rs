@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use crate::profile::frames;
-use crate::record::stack_table::VM_STATES;
+use crate::profile::VM_STATES;
 
 /// One stack with its counts per VM state (in `VM_STATES` order).
 pub struct StackCounts<'a> {

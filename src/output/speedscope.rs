@@ -190,7 +190,7 @@ pub struct SpeedscopeTimeline;
 impl super::Writer for SpeedscopeTimeline {
     fn write(&self, source: super::Source<'_>) -> Result<Vec<u8>, String> {
         match source {
-            super::Source::TimeLine(tp) => Ok(render_timeline(tp).into_bytes()),
+            super::Source::Timeline(tp) => Ok(render_timeline(tp).into_bytes()),
             super::Source::Profile(..) => Err(super::wrong_source("speedscope-timeline", true)),
         }
     }
@@ -246,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_time_line_keeps_its_order_and_weights() {
+    fn a_timeline_keeps_its_order_and_weights() {
         let tp = TimedProfile {
             name: "tl".into(),
             stacks: vec![

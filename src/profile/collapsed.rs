@@ -3,7 +3,7 @@
 //! the dominant VM state. Also the strict reader used by reports.
 
 use crate::profile::Profile;
-use crate::record::stack_table::VM_STATES;
+use crate::sys::{state_index, VM_STATES};
 
 /// Renders a profile as collapsed text (rows in the profile's order).
 pub fn write(profile: &Profile) -> String {
@@ -295,7 +295,7 @@ pub fn parse(text: &str) -> Result<Profile, ParseError> {
             stack.extend(parts[nz..].iter().map(|f| profile.names.intern(f).0));
         }
         let mut counts = [0u64; 5];
-        counts[crate::record::stack_table::state_index(state)] = count;
+        counts[state_index(state)] = count;
         profile.push_row(zone, &stack, counts);
     }
     Ok(profile)

@@ -16,8 +16,7 @@
 use std::collections::HashMap;
 
 use super::{sanitize, FrameNamer, Names, Profile, OVERFLOW_FRAME};
-use crate::record::sampler::FRAME_SEP;
-use crate::record::stack_table::{Key, StackTable};
+use crate::record::stack_table::{Key, StackTable, FRAME_SEP};
 
 /// Keys per batch (see the loop in [`Profile::from_table`]).
 const BATCH: usize = 128;

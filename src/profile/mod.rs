@@ -17,7 +17,9 @@ use hashbrown::HashTable;
 
 pub use names::Names;
 
-use crate::record::stack_table::VM_STATES;
+/// The VM states a row counts samples in, in the order of [`Row::counts`]
+/// (declared with the tick notes, where the states are first read).
+pub use crate::sys::VM_STATES;
 
 /// An empty vector with room for `n` items, whose memory the kernel is asked
 /// to back with huge pages: a profile of many stacks fills tens of MB of

@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 
 use super::{add_counts, collapsed, sanitize, sum_counts, FrameNamer, Profile, OVERFLOW_FRAME};
-use crate::record::sampler::FRAME_SEP;
-use crate::record::stack_table::{Key, StackTable, VM_STATES};
+use crate::record::stack_table::{Key, StackTable, FRAME_SEP, VM_STATES};
 
 fn key(path: &[u8], frames: &[&[u8]]) -> Vec<u8> {
     let mut k = Vec::new();

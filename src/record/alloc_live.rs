@@ -44,7 +44,7 @@ pub fn maybe_tracked(filter: &Filter, addr: usize) -> bool {
     let word = (addr >> 10) & (FILTER_WORDS - 1);
     filter[word].load(Ordering::Relaxed) & (1 << ((addr >> 4) & 63)) != 0
 }
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// The entry of a block whose stack is not known yet.
 const WAITING: u32 = u32::MAX;
@@ -54,6 +54,34 @@ const EMPTY: usize = 0;
 fn hash(addr: usize) -> u64 {
     // Blocks are at least 8-byte aligned: the low bits carry nothing.
     ((addr as u64) >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// What the sample callback reaches the live table through: the slot the
+/// allocator wrapper's record keeps the session's table in (see
+/// `record::alloc_hook`), null once recording ended.
+#[derive(Clone, Copy)]
+pub struct LiveLink(&'static AtomicPtr<LiveTable>);
+
+impl LiveLink {
+    /// A link through `slot`, which holds the session's table while it
+    /// records and null after.
+    pub fn new(slot: &'static AtomicPtr<LiveTable>) -> LiveLink {
+        LiveLink(slot)
+    }
+
+    /// Gives the blocks waiting for a stack the one sampled (`None`: the
+    /// sample was not recorded).
+    pub fn attribute(&self, entry: Option<u32>, state: usize) {
+        let t = self.0.load(Ordering::Relaxed);
+        if t.is_null() {
+            return;
+        }
+        // SAFETY: a non-null pointer is the session's table, alive while
+        // recording (the hook forgets it before freeing it, see
+        // `record::alloc_hook`); the callback runs on the VM's thread at a
+        // safe point, never inside the allocator.
+        unsafe { &mut *t }.attribute(entry, state);
+    }
 }
 
 /// A live block's share of the live profile.

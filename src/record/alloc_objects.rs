@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sys::alloc_hook::LiveLink;
+use crate::record::alloc_live::LiveLink;
 
 /// A pending sum of weights: an `f64` kept as its bits, written by the
 /// allocator wrapper and taken by the sample callback, both on the VM's

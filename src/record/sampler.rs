@@ -11,14 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::record::alloc_objects::ObjectTable;
 use crate::record::capture::{CapturedStack, FrameFunctions, ReadFrames};
 use crate::record::identity::FrameIdentities;
-use crate::record::stack_table::{state_index, Key, StackTable, VM_STATES};
+use crate::record::stack_table::{state_index, Key, StackTable, FRAME_SEP, VM_STATES};
 use crate::record::timeline::{TimedSample, Timeline};
 use crate::sys::{FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
-
-/// Separator between frames in the raw dumpstack bytes. A control character
-/// rather than `;`, so that `;` inside chunk names cannot split a frame.
-pub const FRAME_SEP: u8 = 0x1f;
 
 /// Root frame of a stack cut at the depth limit: the frames above it are
 /// the innermost `depth` ones, and what called them is not known.

@@ -31,7 +31,13 @@ pub struct CountsMark {
     overflow: [u64; 5],
 }
 
-/// Builds and splits sample keys: `[path_len: u32 LE][path][stack]`.
+/// Separator between the frames of a key's stack (the raw dumpstack bytes,
+/// which the sampler asks LuaJIT to separate so). A control character
+/// rather than `;`, so that `;` inside chunk names cannot split a frame.
+pub const FRAME_SEP: u8 = 0x1f;
+
+/// Builds and splits sample keys: `[path_len: u32 LE][path][stack]`, the
+/// stack's frames separated by [`FRAME_SEP`].
 pub struct Key;
 
 impl Key {
@@ -212,7 +218,6 @@ impl StackTable {
     /// A C function noted above the leaf (see `Sampler`) stays above the
     /// replaced frame: the line is the Lua frame below it.
     pub fn with_leaves_replaced(&self, leaves: &std::collections::HashMap<Vec<u8>, Vec<u8>>) -> StackTable {
-        use crate::record::sampler::FRAME_SEP;
         let mut out = StackTable::new(self.max_entries);
         out.overflow = self.overflow;
         let mut moved = Vec::new();

@@ -20,12 +20,16 @@ impl FunctionAnchor {
     pub fn new(lua: &Lua, capacity: i32) -> mlua::Result<FunctionAnchor> {
         let mut anchor = FunctionAnchor { thread: std::ptr::null_mut(), thread_ref: 0, capacity: 0, len: 0 };
         let out = &mut anchor;
+        // The stack is not sized for `capacity` up front: that would be
+        // `capacity` slots of the program's Lua heap from the start, and the
+        // collector halves an idle coroutine's stack on each cycle anyway
+        // (`lj_state_shrinkstack`), so `lua_xmove` grows it as captures come.
         // SAFETY: exec_raw gives a valid state; the new coroutine is popped
         // into a registry reference, which keeps it (and its stack) alive.
         unsafe {
             lua.exec_raw::<()>((), |l| {
                 let t = ffi::lua_newthread(l);
-                if ffi::lua_checkstack(t, capacity + 8) != 0 {
+                if ffi::lua_checkstack(t, 8) != 0 {
                     out.capacity = capacity;
                 }
                 out.thread_ref = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);

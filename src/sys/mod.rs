@@ -1,10 +1,16 @@
-//! Every raw FFI declaration and every `unsafe` block of the crate lives here.
+//! The crate's side of the VM and the operating system: every FFI
+//! declaration of the crate (LuaJIT's profiler API, looked up at run time),
+//! the safe handles over them, the tick handler and its sources
+//! (`posix`), and the signal handlers ([`signal_context`] lists what runs
+//! in them).
 //!
-//! Above this module the code is safe Rust: the sampler sees a [`VmStack`]
-//! handle for the duration of one callback, a [`ZoneAnchor`] for raw reads of
-//! the `jit.zone` stack, a [`SamplerBox`] that owns the state LuaJIT's
-//! callback writes to, and a handful of POSIX helpers for the precise timer
-//! and the signal mask.
+//! The sampler sees a [`VmStack`] handle for the duration of one callback,
+//! a [`ZoneAnchor`] for raw reads of the `jit.zone` stack, a [`SamplerBox`]
+//! that owns the state LuaJIT's callback writes to, and a handful of POSIX
+//! helpers for the precise timer and the signal mask. Above this module an
+//! `unsafe` block appears only beside the type that owns the pointer it
+//! uses (the allocator wrapper of `record::alloc_hook`, the live table's
+//! link), each with its `// SAFETY:` reason.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -12,15 +18,16 @@ use std::sync::OnceLock;
 use mlua::ffi;
 use mlua::Lua;
 
-pub mod alloc_hook;
 mod callback;
 #[cfg(unix)]
 pub mod dir;
+pub mod fine_map;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;
 #[cfg(unix)]
 pub mod process;
+pub mod signal_context;
 #[cfg(unix)]
 pub mod stop_signals;
 mod tick_note;
@@ -313,8 +320,8 @@ impl VmStack {
         }
         // SAFETY: `l` is the running callback's thread; lua_getinfo "f"
         // pushes one value after lua_checkstack made room, and lua_xmove moves
-        // it to the anchored coroutine, whose stack was sized for `capacity`
-        // values at creation; both stacks end as they started but for that.
+        // it to the anchored coroutine, growing that stack when it is full
+        // (`capacity` bounds it); both stacks end as they started but for that.
         unsafe {
             let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
             if ffi::lua_getstack(self.l, 0, &mut ar) == 0 || ffi::lua_checkstack(self.l, 2) == 0 {
@@ -403,6 +410,12 @@ impl VmHandle {
     /// The state's address.
     pub fn addr(&self) -> usize {
         self.0 as usize
+    }
+
+    /// The state itself, for the code that owns a pointer into this VM
+    /// (the allocator wrapper); using it is `unsafe` there.
+    pub fn state(&self) -> *mut ffi::lua_State {
+        self.0
     }
 
     pub fn of(lua: &Lua) -> mlua::Result<VmHandle> {

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::profile::frames::{self, FunctionMap};
+use crate::profile::VM_STATES;
 use crate::profile::{sum_counts, NamedRow, Profile};
-use crate::record::stack_table::VM_STATES;
 
 mod annotate;
 mod hot_aborts;

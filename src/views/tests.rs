@@ -241,7 +241,7 @@ fn annotates_abort_sites_and_compiled_shares_with_a_trace_report() {
         counts: None,
     };
     let text = annotate_with(&p, &o, Annotate::Excerpts(0), &notes, &mut |_| Ok(src.clone()));
-    assert_eq!(crate::record::stack_table::VM_STATES[annotate::COMPILED], b'N');
+    assert_eq!(crate::profile::VM_STATES[annotate::COMPILED], b'N');
     assert!(text.contains("# traces: 20 started, 8 completed, 12 aborted, 1 loops blacklisted"), "{}", text);
     assert!(text.contains(" 100.0%  100.0%   67% |     5 | code5"), "{}", text);
     // The abort line is shown though it has no samples; the most frequent reason first.

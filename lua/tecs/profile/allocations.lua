@@ -7,7 +7,6 @@
 -- allocation or per sample.
 -- @module tecs.profile.allocations
 
-local cfuncs = require("tecs.profile.cfuncs")
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
 local jitinfo = require("tecs.profile.jitinfo")
@@ -27,6 +26,13 @@ local AllocationSession = session_base.class(lifecycle)
 M.AllocationSession = AllocationSession
 
 local active -- the running session of this Lua state, if any
+
+-- The Lua paths of C and Lua functions (`tecs.profile.cfuncs`), asked by a
+-- view of a session that recorded a function it has no name for; the walk
+-- is loaded for each ask, not kept (`tecs.profile.once`).
+local function function_paths()
+  return require("tecs.profile.once")("tecs.profile.cfuncs").paths()
+end
 
 -- What a profile object of an allocation session is, for the outputs that
 -- label their values (pprof's sample types): its clock, bytes per sample,
@@ -65,7 +71,7 @@ function M.start(opts)
   -- wrapper counts, so the session's own start is not charged.
   local started = clock.now()
   -- Functions named by their Lua paths in every view (see profile.sample).
-  native.raw.set_function_paths(cfuncs.paths)
+  native.raw.set_function_paths(function_paths)
   local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
     zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
@@ -92,12 +98,6 @@ function M.start(opts)
   end
   active = session
   return session
-end
-
---- The option names of `profile.allocations`, as a set.
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.allocation_option_names) do M.option_names[name] = true end
 end
 
 function lifecycle.finish(self)

@@ -57,4 +57,16 @@ function M.resolver()
   end
 end
 
+local resolver -- the resolver, once built; false where this VM has none
+
+--- The resolver's answer for one site (see `resolver`), built on the first
+-- call: sessions pass this function, which only line precision calls, at
+-- the stop, so that this module loads only then.
+-- @return the line of the call, or nil
+function M.resolve(fn, line, state)
+  if resolver == nil then resolver = M.resolver() or false end
+  if resolver then return resolver(fn, line, state) end
+  return nil
+end
+
 return M

@@ -242,8 +242,10 @@ function Profiler:report(sort_by_total_time)
     out[1] = string.format('# newProfiler "time": %d samples, one every %g ms of CPU time; sorted by %s%s',
       n, self.intervalMs, sorted,
       (meta.droppedSamples or 0) > 0 and string.format("; %d samples in prevented functions left out", meta.droppedSamples) or "")
-    out[2] = "# calls are not known (sampling counts no calls); seconds are samples times the interval"
-    out[3] = string.format("%-" .. width .. "s  %10s  %10s  %8s  %8s  %10s  %10s", "function", "self smp", "total smp",
+    local note = self._session and samples.few_samples_note(self._session, n, self.intervalMs)
+    if note then out[#out + 1] = "# " .. note end
+    out[#out + 1] = "# calls are not known (sampling counts no calls); seconds are samples times the interval"
+    out[#out + 1] = string.format("%-" .. width .. "s  %10s  %10s  %8s  %8s  %10s  %10s", "function", "self smp", "total smp",
       "self %", "total %", "self s", "total s")
     for _, row in ipairs(list) do
       out[#out + 1] = string.format("%-" .. width .. "s  %10d  %10d  %7.2f%%  %7.2f%%  %10.4f  %10.4f", row.name,
@@ -297,7 +299,8 @@ local function serialize(v, indent, out)
 end
 
 --- The data of `report` as loadable Lua source (`loadstring(s)()` gives
--- the table): `variant`, `intervalMs` and `samples` ("time"), and
+-- the table): `variant`, `intervalMs`, `samples` and, when they are too few
+-- to rank functions, `note` saying why and what to do ("time"), and
 -- `functions`, in the report's order (by self time), each with `name`,
 -- `self` and `total` (seconds), `calls` and `timed` ("call") or
 -- `selfSamples` and `totalSamples` ("time"), and `callers` and `callees`
@@ -311,6 +314,7 @@ function Profiler:lua_report()
     data.intervalMs = self.intervalMs
     data.samples = meta.samples or 0
     data.droppedSamples = meta.droppedSamples or 0
+    data.note = self._session and samples.few_samples_note(self._session, data.samples, self.intervalMs)
   else
     data.clock = "monotonic"
   end

@@ -6,6 +6,8 @@
 -- requires it keeps working) and builtin names to `[builtin#N]`.
 -- @module tecs.profile.jitinfo
 
+local once = require("tecs.profile.once")
+
 local M = {}
 
 local zone_cache, zone_is_fallback
@@ -25,8 +27,6 @@ function M.zone()
   return zone_cache, zone_is_fallback
 end
 
-local vmdef_cache, vmdef_tried
-
 -- Builtins every LuaJIT 2.1 has, by the name `jit.vmdef` gives them.
 local KNOWN_BUILTINS = {
   ["os.clock"] = os.clock,
@@ -40,7 +40,7 @@ local KNOWN_BUILTINS = {
 -- differently from LuaJIT's), and would then name every builtin, bytecode
 -- and abort reason wrongly.
 local function describes_this_vm(v)
-  local ok, util = pcall(require, "jit.util")
+  local ok, util = pcall(once, "jit.util")
   if not ok or type(v.ffnames) ~= "table" then return ok end
   for name, f in pairs(KNOWN_BUILTINS) do
     local info = type(f) == "function" and util.funcinfo(f)
@@ -51,14 +51,15 @@ local function describes_this_vm(v)
 end
 
 --- `jit.vmdef` of the running VM, or nil when it cannot be loaded or
--- belongs to another LuaJIT build.
+-- belongs to another LuaJIT build. Read afresh and not kept when the
+-- program had not loaded it (`tecs.profile.once`): its tables are about
+-- 24 KB and 300 strings of live heap, which the program's collector
+-- would go over on every cycle; a caller keeps what it needs (a session
+-- copies its names into native memory).
 function M.vmdef()
-  if not vmdef_tried then
-    vmdef_tried = true
-    local ok, v = pcall(require, "jit.vmdef")
-    if ok and type(v) == "table" and describes_this_vm(v) then vmdef_cache = v end
-  end
-  return vmdef_cache
+  local ok, v = pcall(once, "jit.vmdef")
+  if ok and type(v) == "table" and describes_this_vm(v) then return v end
+  return nil
 end
 
 local walked_names
@@ -67,7 +68,7 @@ local walked_names
 -- `string.format`, `pcall`): what `jit.vmdef` would say, for a VM whose
 -- own `jit.vmdef` cannot be loaded. Nil without `jit.util`.
 local function names_from_paths()
-  local ok, util = pcall(require, "jit.util")
+  local ok, util = pcall(once, "jit.util")
   if not ok then return nil end
   local names = {}
   for _, entry in ipairs(require("tecs.profile.cfuncs").collect_builtins()) do

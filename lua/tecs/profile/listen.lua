@@ -202,7 +202,8 @@ local function stop_running()
   local elapsed = clock.now() - r.started
   local ok, err = pcall(r.session.stop, r.session)
   if not ok then return failure("%s", clean(err)) end
-  local answer = { ok = true, running = false, intervalMs = r.session.intervalMs, elapsedSec = elapsed }
+  local answer = { ok = true, running = false, intervalMs = r.session.intervalMs, elapsedSec = elapsed,
+    startedAt = r.session._started_at }
   answer.top, answer.samples = top_functions(r.session, M.TOP)
   answer.zones = top_zones(r.session, M.TOP)
   answer.hitches, answer.framesMarked = slowest_frames(r.session, M.SLOWEST)
@@ -227,8 +228,10 @@ function commands.status()
     kind = channel.kind, path = last and last.answer.path }
   local s = running and running.session or last and last.session
   if s then
-    answer.samples = s:stats().samples
+    -- A stopped session's count is its profile's, as its stop answered.
+    answer.samples = running and s:stats().samples or last.answer.samples
     answer.intervalMs = s.intervalMs
+    answer.startedAt = s._started_at
   end
   if running then
     answer.elapsedSec = clock.now() - running.started
@@ -274,6 +277,15 @@ function commands.stop(req)
   return failure("no session to stop: start one first")
 end
 
+-- A report's answer: its text, and which profile it describes (when its
+-- session started, how long it ran, the file written once stopped).
+local function report_answer(s, text)
+  return { ok = true, running = running ~= nil, samples = running and s:stats().samples or last.answer.samples,
+    text = text, startedAt = s._started_at,
+    elapsedSec = running and clock.now() - running.started or last.answer.elapsedSec,
+    path = not running and last.answer.path or nil }
+end
+
 function commands.report(req)
   local s = running and running.session or last and last.session
   if not s then return failure("no profile yet: start a session first") end
@@ -283,13 +295,13 @@ function commands.report(req)
       return require("tecs.profile.timeline").hitches_text(s:hitches(req.hitches), #frames)
     end)
     if not ok then return failure("%s", clean(text)) end
-    return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
+    return report_answer(s, text)
   end
   local plugins = channel.host and channel.host.plugins and channel.host.plugins()
   local ok, text = pcall(require("tecs.profile.report").report, s, { by = req.by, ["then"] = req["then"],
     limit = req.top, plugins = plugins })
   if not ok then return failure("%s", clean(text)) end
-  return { ok = true, running = running ~= nil, samples = s:stats().samples, text = text }
+  return report_answer(s, text)
 end
 
 -- What the running session (else the last one) has recorded so far,

@@ -4,24 +4,25 @@
 --
 -- One JSON-RPC message per line on stdin, one answer per request on stdout;
 -- nothing else is written there (messages for a person go to stderr). Both
--- protocol revisions in use are answered: 2025-11-25 (`initialize`, then
--- `tools/list` and `tools/call`) and the stateless 2026-07-28 (no
--- handshake; `server/discover`; each request names its version in
--- `_meta`, and its result carries `resultType`). The server keeps no state
--- between requests: each tool call finds its target and sends it one
--- command.
+-- eras of the protocol are answered, each revision as `tecs.profile.mcp.protocol`
+-- declares it: 2025-11-25 and earlier (`initialize`, then `tools/list` and
+-- `tools/call`) and the stateless 2026-07-28 (no handshake; `server/discover`;
+-- each request names its revision in `_meta`). Beyond the revision
+-- `initialize` chose, the server keeps no state between requests: each tool
+-- call finds its target and sends it one command. The profiles the programs
+-- write in the control directory are resources (`tecs.profile.mcp.resources`).
 -- @module tecs.profile.mcp
 
 local attach = require("tecs.profile.cli.attach")
 local clock = require("tecs.profile.clock")
 local native = require("tecs.profile.native")
+local protocol = require("tecs.profile.mcp.protocol")
+local resources = require("tecs.profile.mcp.resources")
 
 local M = {}
 
 --- The revisions answered, newest first.
-M.VERSIONS = { "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" }
-local STATELESS = "2026-07-28"
-local VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+M.VERSIONS = protocol.VERSIONS
 
 -- Seconds between two progress notifications of a call that waits.
 local PROGRESS_SECONDS = 1
@@ -31,7 +32,8 @@ local SERVER_INFO = { name = "tecs-profile", version = "0.1.0" }
 local INSTRUCTIONS = "Profiles running LuaJIT programs (LÖVE games, OpenResty workers, scripts) that listen for "
   .. "tecs-profile (profile.listen() in the program, or tecs-profile run --listen script.lua). "
   .. "Call list_targets first; then profiler_start with seconds to profile for a while and get the result, "
-  .. "or profiler_start and later profiler_stop; report gives another view of the last profile."
+  .. "or profiler_start and later profiler_stop; report gives another view of the last profile. The profiles "
+  .. "written are resources (their links come with the results)."
 
 -- An empty JSON object (an empty table is written as an array otherwise).
 local OBJECT = { __jsontype = "object" }
@@ -94,9 +96,11 @@ M.TOOLS = {
   },
   {
     name = "profiler_stop",
-    description = "Stops the target's session and writes its profile: returns the samples, the file written, the "
-      .. "top functions and zones with their shares and 95% sampling errors, and the slowest frames (games that "
-      .. "mark frames; LÖVE does) with the functions that ran most in them. Call report for other views.",
+    description = "Stops the target's session and writes its profile: returns which profile it is (when it started, "
+      .. "how long it ran), the samples, the file written (also a resource), the top functions and zones with their "
+      .. "shares and 95% sampling errors, and the slowest frames (games that mark frames; LÖVE does) with the "
+      .. "functions that ran most in them. With no session running it fails, saying where the last profile is: "
+      .. "report gives its views.",
     inputSchema = {
       type = "object",
       properties = {
@@ -111,6 +115,8 @@ M.TOOLS = {
       type = "object",
       properties = {
         samples = { type = "number" },
+        startedAt = { type = "number", description = "when the session started, Unix seconds" },
+        elapsedSec = { type = "number", description = "how long it ran" },
         path = { type = "string" },
         top = { type = "array", items = SHARE },
         zones = { type = "array", items = SHARE },
@@ -122,7 +128,8 @@ M.TOOLS = {
   },
   {
     name = "report",
-    description = "A text view of the target's last profile (or the running one): rows by function (default), "
+    description = "A text view of the target's last profile (or the running one), headed by which profile it is "
+      .. "(when its session started, how long it ran, its samples): rows by function (default), "
       .. "line, module, zone, zonecomponent, vmstate or plugin (in Neovim: the plugin whose code ran), each with a "
       .. "second level `then` (caller and callee show "
       .. "who calls a function and what it calls), the top N rows with their shares and the total samples; or "
@@ -229,12 +236,28 @@ local function send(target, request)
   return answer
 end
 
+-- Which profile an answer of the channel describes: when its session
+-- started, how long it ran, its samples.
+local function which_profile(a)
+  local started = a.startedAt and os.date("%Y-%m-%d %H:%M:%S", a.startedAt) or "at an unknown time"
+  return string.format("the session started %s, %.2f s, %d samples", started, a.elapsedSec or 0, a.samples or 0)
+end
+
+-- A result's content: its text, then a link to each file written that is
+-- a resource.
+local function with_links(result, ...)
+  for _, link in ipairs({ ... }) do
+    if link then result.content[#result.content + 1] = link end
+  end
+  return result
+end
+
 -- The text and structured content of a stop's answer.
 local function stopped(target, a)
   local top, lines = {}, {}
   local n = a.samples or 0
-  lines[1] = string.format("pid %d (%s): %d samples in %.2f s; profile written to %s", target.pid,
-    target.program or "?", n, a.elapsedSec or 0, tostring(a.path))
+  lines[1] = string.format("pid %d (%s): profile of %s; written to %s", target.pid, target.program or "?",
+    which_profile(a), tostring(a.path))
   if #(a.top or {}) > 0 then lines[2] = "Top functions by self time (share ± 95% sampling error):" end
   local function share_line(f)
     local err = n > 0 and 1.96 * math.sqrt(f.share * (1 - f.share) / n) or 0
@@ -258,8 +281,9 @@ local function stopped(target, a)
   end
   lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\", then = \"caller\", or hitches = N for other "
     .. "views of this profile."
-  return succeeded(table.concat(lines, "\n"), { samples = n, path = tostring(a.path), top = top, zones = zones,
-    slowest = slowest })
+  return with_links(succeeded(table.concat(lines, "\n"), { samples = n, startedAt = a.startedAt,
+    elapsedSec = a.elapsedSec, path = tostring(a.path), top = top, zones = zones, slowest = slowest }),
+    resources.link(a.path, "the profile of " .. which_profile(a)))
 end
 
 local run = {}
@@ -322,6 +346,22 @@ end
 function run.profiler_stop(args)
   local target, failure = target_of(args)
   if not target then return failure end
+  -- Nothing running: an error that says so, never the last profile again
+  -- as if this call had taken it. (A profile its stop could not write is
+  -- still stopped here: the channel writes it now.)
+  local status
+  status, failure = send(target, { cmd = "status" })
+  if not status then return failure end
+  if not status.running and (status.path or not status.samples) then
+    if not status.samples then
+      return failed(string.format("pid %d: no profiling session is running, and none has run since the program "
+        .. "started listening: call profiler_start first.", target.pid))
+    end
+    return with_links(failed(string.format("pid %d: no profiling session is running, so nothing was stopped. The last "
+      .. "profile, of %s, was written to %s: call report for its views (by function, line, zone, caller, hitches), or "
+      .. "profiler_start to take another.", target.pid, which_profile(status), status.path)),
+      resources.link(status.path, "the profile of " .. which_profile(status)))
+  end
   local a
   a, failure = send(target, { cmd = "stop", path = args.path })
   if not a then return failure end
@@ -335,7 +375,13 @@ function run.report(args)
   a, failure = send(target, { cmd = "report", by = args.by, ["then"] = args["then"], top = args.top or 20,
     hitches = args.hitches })
   if not a then return failure end
-  return succeeded(a.text, { text = a.text })
+  -- Which profile the rows are of, first: the running session's so far, or
+  -- the last one stopped.
+  local head = a.running and string.format("pid %d: the running session so far: %s.", target.pid, which_profile(a))
+    or string.format("pid %d: the last profile, of %s (stopped; written to %s).", target.pid, which_profile(a),
+      tostring(a.path))
+  return succeeded(head .. "\n" .. a.text, { text = a.text, running = a.running, startedAt = a.startedAt,
+    elapsedSec = a.elapsedSec, samples = a.samples, path = a.path })
 end
 
 function run.trace_start(args)
@@ -364,7 +410,8 @@ function run.trace_stop(args)
     lines[#lines + 1] = "Blacklisted and warn sites in hot code are worth fixing first; profiler_stop shows where the "
       .. "time goes."
   end
-  return succeeded(table.concat(lines, "\n"), { aborts = a.aborts or 0, path = tostring(a.path), sites = a.sites or {} })
+  return with_links(succeeded(table.concat(lines, "\n"), { aborts = a.aborts or 0, path = tostring(a.path),
+    sites = a.sites or {} }), resources.link(a.path, "the trace aborts' sites, as CSV"))
 end
 
 -- A number as a message shows it.
@@ -406,21 +453,24 @@ local function check_args(tool, args)
   return nil
 end
 
+-- Each method's answer, given its params, a function that sends a
+-- notification while it runs, and the connection (`{ revision }`: the row
+-- `initialize` chose). Which era has a method and what its result carries
+-- there is `tecs.profile.mcp.protocol`'s.
 local methods = {}
 
-function methods.initialize(params)
-  local asked = params and params.protocolVersion
-  local version = M.VERSIONS[2]
-  for i = 2, #M.VERSIONS do
-    if M.VERSIONS[i] == asked then version = asked end
-  end
-  return { protocolVersion = version, capabilities = { tools = object({ listChanged = false }) },
-    serverInfo = SERVER_INFO, instructions = INSTRUCTIONS }
+local CAPABILITIES = { tools = object({ listChanged = false }),
+  resources = object({ listChanged = false, subscribe = false }) }
+
+function methods.initialize(params, _, conn)
+  local r = protocol.negotiate(type(params) == "table" and params.protocolVersion)
+  conn.revision = r
+  return { protocolVersion = r.version, capabilities = CAPABILITIES, serverInfo = SERVER_INFO,
+    instructions = INSTRUCTIONS }
 end
 
 methods["server/discover"] = function()
-  return { supportedVersions = M.VERSIONS, capabilities = { tools = object({ listChanged = false }) },
-    instructions = INSTRUCTIONS, _meta = { ["io.modelcontextprotocol/serverInfo"] = SERVER_INFO } }
+  return { supportedVersions = protocol.VERSIONS, capabilities = CAPABILITIES, instructions = INSTRUCTIONS }
 end
 
 function methods.ping() return object() end
@@ -432,7 +482,8 @@ end
 methods["tools/call"] = function(params, notify)
   local tool = type(params) == "table" and by_name[params.name]
   if not tool then
-    return nil, { code = -32602, message = "unknown tool: " .. tostring(type(params) == "table" and params.name) }
+    return nil, { code = protocol.ERRORS.invalid_params,
+      message = "unknown tool: " .. tostring(type(params) == "table" and params.name) }
   end
   local args = params.arguments or {}
   local bad = check_args(tool, args)
@@ -451,24 +502,58 @@ methods["tools/call"] = function(params, notify)
   return result
 end
 
+-- The last profile of each program listening, as resources. A program
+-- that does not answer within the channel's patience (as with a tool, a
+-- busy one asked again) is left out.
+methods["resources/list"] = function()
+  local targets = attach.targets_list() or {}
+  local files = {}
+  for _, t in ipairs(targets) do
+    local status = send(t, { cmd = "status" })
+    if status and status.path then
+      files[#files + 1] = { path = status.path, title = string.format("pid %d (%s): last profile", t.pid, t.program),
+        description = "the profile of " .. which_profile(status) }
+    end
+  end
+  return { resources = resources.list(files) }
+end
+
+methods["resources/templates/list"] = function()
+  return { resourceTemplates = {} }
+end
+
+methods["resources/read"] = function(params)
+  local contents, why = resources.read(type(params) == "table" and params.uri)
+  if not contents then return nil, { code = protocol.ERRORS.invalid_params, message = why } end
+  return { contents = contents }
+end
+
+local function error_answer(id, code, message, data)
+  return { jsonrpc = "2.0", id = id, error = { code = code, message = message, data = data } }
+end
+
 --- The answer to one message (a decoded table), or nil for a notification.
 -- @tparam[opt] function notify sends a notification (a table) to the client
 --   while the request runs (progress of a call that waits)
-function M.handle(msg, notify)
+-- @tparam[opt] table conn the connection's state (`M.serve` keeps one per
+--   process): the revision `initialize` chose
+function M.handle(msg, notify, conn)
+  conn = conn or {}
   if type(msg) ~= "table" or msg.jsonrpc ~= "2.0" or type(msg.method) ~= "string" then
-    return { jsonrpc = "2.0", id = type(msg) == "table" and msg.id or native.null,
-      error = { code = -32600, message = "not a JSON-RPC 2.0 request" } }
+    return error_answer(type(msg) == "table" and msg.id or native.null, protocol.ERRORS.invalid_request,
+      "not a JSON-RPC 2.0 request")
   end
   if msg.id == nil then return nil end -- a notification (notifications/initialized, ...)
-  local method = methods[msg.method]
-  if not method then
-    return { jsonrpc = "2.0", id = msg.id, error = { code = -32601, message = "method not found: " .. msg.method } }
+  local revision, err = protocol.revision_of(msg.params, conn.revision)
+  if not revision then return error_answer(msg.id, err.code, err.message, err.data) end
+  if not protocol.has(msg.method, revision) then
+    return error_answer(msg.id, protocol.ERRORS.method_not_found,
+      string.format("method not found in protocol revision %s: %s", revision.version, msg.method))
   end
-  local result, err = method(msg.params, notify)
-  if err then return { jsonrpc = "2.0", id = msg.id, error = err } end
-  local meta = type(msg.params) == "table" and msg.params._meta
-  if type(meta) == "table" and meta[VERSION_KEY] == STATELESS then result.resultType = "complete" end
-  return { jsonrpc = "2.0", id = msg.id, result = result }
+  local result
+  result, err = methods[msg.method](msg.params, notify, conn)
+  if err then return error_answer(msg.id, err.code, err.message, err.data) end
+  return { jsonrpc = "2.0", id = msg.id, result = protocol.shape(result, msg.method, revision, SERVER_INFO) }
 end
 
 --- Serves stdin until it closes; returns the exit code.
@@ -479,14 +564,15 @@ function M.serve(input, output)
     output:write(native.json(message), "\n")
     output:flush()
   end
+  local conn = {}
   for line in input:lines() do
     if line:find("%S") then
       local msg, err = native.json_decode(line)
       local answer
       if err then
-        answer = { jsonrpc = "2.0", id = native.null, error = { code = -32700, message = "parse error: " .. err } }
+        answer = error_answer(native.null, protocol.ERRORS.parse, "parse error: " .. err)
       else
-        answer = M.handle(msg, send_message)
+        answer = M.handle(msg, send_message, conn)
       end
       if answer then send_message(answer) end
     end

@@ -23,10 +23,6 @@ local M = {}
 -- Option names, accepted values and defaults are declared in the native
 -- module (`native.options`); `checked` raises its messages under the public
 -- function's name.
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.options.report.names) do M.option_names[name] = true end
-end
 
 local function checked(fname, kind, opts, level)
   level = level + 1

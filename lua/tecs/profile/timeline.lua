@@ -10,8 +10,8 @@
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
 -- the last to the end of the session. Inside LÖVE, a session marks frames by
--- itself: it wraps `love.timer.step`, which the standard `love.run` calls
--- once per frame, for as long as it runs.
+-- itself (`tecs.profile.marks`, what a running session puts on its time
+-- line). This module reads the time line back; it loads when first used.
 -- @module tecs.profile.timeline
 
 local check = require("tecs.profile.check")
@@ -19,75 +19,6 @@ local funcmap = require("tecs.profile.funcmap")
 local output = require("tecs.profile.output")
 
 local M = {}
-
--- The native handle of the running session, while one runs: the only
--- state `mark` reads, so that a mark without a session costs one test.
-local marking
--- How the handle marks a frame (its `frame` method, looked up once).
-local mark_frame
-
---- Mark the start of a frame (and the end of the previous one). Does
--- nothing when no sampling session runs.
-function M.mark()
-  if marking then mark_frame(marking) end
-end
-
---- Whether a sampling session runs (and takes events).
--- @treturn boolean
-function M.running()
-  return marking ~= nil
-end
-
---- Put an event on the time line of the running sampling session (a trace
--- abort): `details` is a table of strings. Does nothing without a session.
--- @tparam string name
--- @tparam[opt] table details
-function M.event(name, details)
-  if marking then marking:event(name, details) end
-end
-
--- `love.timer.step` as found and as wrapped, while the wrapper is in its
--- chain: { timer = love.timer, original = fn, wrapper = fn }.
-local love_hook
-
-local function hook_love()
-  local timer = type(love) == "table" and type(love.timer) == "table" and love.timer
-  if not timer or type(timer.step) ~= "function" then return end
-  -- A wrapper another library wrapped in turn is still in the chain of
-  -- this `love.timer`, and marks again as soon as a session runs: a second
-  -- one would mark twice.
-  if love_hook and love_hook.timer == timer then return end
-  local original = timer.step
-  local function step(...)
-    if marking then mark_frame(marking) end
-    return original(...)
-  end
-  timer.step = step
-  love_hook = { timer = timer, original = original, wrapper = step }
-end
-
-local function unhook_love()
-  if love_hook and love_hook.timer.step == love_hook.wrapper then
-    love_hook.timer.step = love_hook.original
-    love_hook = nil
-  end
-  -- Otherwise something wrapped the wrapper since: putting the original
-  -- back would drop that library's wrapper, so ours stays in the chain and
-  -- passes calls through while no session runs.
-end
-
---- Start marking frames for a session's native handle (at its start).
-function M.attach(handle)
-  marking, mark_frame = handle, handle.frame
-  hook_love()
-end
-
---- Stop marking frames (at the session's stop).
-function M.detach(handle)
-  if marking ~= handle then return end
-  marking, mark_frame = nil, nil
-  unhook_love()
-end
 
 --- The hitches of a session as text: one line per frame, slowest first,
 -- with the functions that ran in it (at most three, by self samples).
@@ -196,68 +127,70 @@ function M.allocations_of(session)
   return a and a._native or nil
 end
 
---- Add `frames` and `hitches` to the class of sampling sessions.
-function M.install(SampleSession)
-  --- One record per frame marked (see `profile.frame`), in order:
-  -- `index` (from 1; frames past the oldest kept mark are dropped, the
-  -- others keep their index), `startMs` (from the session's start), `ms`
-  -- (its duration: to the next mark, or to the end of the session),
-  -- `samples` and `gcSamples` (taken in it, of those the time line holds).
-  -- @treturn table
-  function SampleSession:frames()
-    check.self(self, SampleSession, "SampleSession", "frames", 2)
-    return self._native:frames(M.allocations_of(self))
-  end
+-- The methods below are `SampleSession`'s: the class (`tecs.profile.sample`)
+-- checks `self` and calls them here, loading this module when first used.
 
-  --- The time line rendered in a time-line format: "chrome-trace" (the
-  -- Chrome trace event JSON that Perfetto, chrome://tracing and speedscope
-  -- read: consecutive samples merged into nested ranges, frames on a track
-  -- of their own, runs of GC samples as instant events) or
-  -- "speedscope-timeline" (a speedscope file whose samples are in the order
-  -- they were taken, for its "Time Order" view), or "html" (the report
-  -- page of `tecs.profile.page`: flamegraph, top functions, zones, the
-  -- frame-time chart, the slowest frames and the trace aborts). Holds the
-  -- samples the time line holds (see `timelineSamples`); the aggregate
-  -- outputs hold them all.
-  -- @tparam string format
-  -- @treturn string
-  function SampleSession:timeline(format)
-    check.self(self, SampleSession, "SampleSession", "timeline", 2)
-    if not output.is_timeline_format(format) then
-      local names = {}
-      for i, f in ipairs(output.timeline_formats) do names[i] = '"' .. f .. '"' end
-      check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
-        table.concat(names, " or "), check.describe(format))
-    end
-    -- A format the native module does not write names the Lua module that
-    -- makes it (the report page: `tecs.profile.page`).
-    local lua_writer = output.declaration(format).luaWriter
-    if lua_writer then return require(lua_writer).render(self) end
-    -- The frames are named by function as `hitches` and the by-function
-    -- views name them, so that hitches read back from a Chrome trace are
-    -- the session's.
-    local functions = output.declaration(format).readsSources and M.function_map(self) or nil
-    return self._native:timeline(format, "tecs-profile", M.allocations_of(self), functions)
-  end
+--- `SampleSession:frames()`: one record per frame marked (see
+-- `profile.frame`), in order: `index` (from 1; frames past the oldest kept
+-- mark are dropped, the others keep their index), `startMs` (from the
+-- session's start), `ms` (its duration: to the next mark, or to the end of
+-- the session), `samples` and `gcSamples` (taken in it, of those the time
+-- line holds).
+-- @param session a `SampleSession`
+-- @treturn table
+function M.frames(session)
+  return session._native:frames(M.allocations_of(session))
+end
 
-  --- The `n` slowest frames, slowest first: `index`, `ms`, `startMs`,
-  -- `samples`, `gcSamples` as in `frames`, and `top`, a list of
-  -- `{ name = function, share = fraction of the frame's samples }` ranked
-  -- by self samples, functions named as the by-function report names them.
-  -- @tparam integer n how many frames (fewer when fewer were marked)
-  -- @treturn table
-  function SampleSession:hitches(n)
-    check.self(self, SampleSession, "SampleSession", "hitches", 2)
-    if type(n) ~= "number" or n < 1 or n ~= math.floor(n) or n == math.huge then
-      check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
-        check.describe(n))
-    end
-    return M.slowest(self._native:frames(M.allocations_of(self)), n, function(slow)
-      local indices = {}
-      for i, f in ipairs(slow) do indices[i] = f.index end
-      return self._native:functionsInFrames(indices, M.function_map(self))
-    end)
+--- `SampleSession:timeline(format)`: the time line rendered in a time-line
+-- format: "chrome-trace" (the Chrome trace event JSON that Perfetto,
+-- chrome://tracing and speedscope read: consecutive samples merged into
+-- nested ranges, frames on a track of their own, runs of GC samples as
+-- instant events) or "speedscope-timeline" (a speedscope file whose
+-- samples are in the order they were taken, for its "Time Order" view), or
+-- "html" (the report page of `tecs.profile.page`: flamegraph, top
+-- functions, zones, the frame-time chart, the slowest frames and the trace
+-- aborts). Holds the samples the time line holds (see `timelineSamples`);
+-- the aggregate outputs hold them all.
+-- @param session a `SampleSession`
+-- @tparam string format
+-- @treturn string
+function M.timeline(session, format)
+  if not output.is_timeline_format(format) then
+    local names = {}
+    for i, f in ipairs(output.timeline_formats) do names[i] = '"' .. f .. '"' end
+    check.fail(2, "SampleSession:timeline: bad argument #1 'format' (%s expected, got %s)",
+      table.concat(names, " or "), check.describe(format))
   end
+  -- A format the native module does not write names the Lua module that
+  -- makes it (the report page: `tecs.profile.page`).
+  local lua_writer = output.declaration(format).luaWriter
+  if lua_writer then return require(lua_writer).render(session) end
+  -- The frames are named by function as `hitches` and the by-function
+  -- views name them, so that hitches read back from a Chrome trace are
+  -- the session's.
+  local functions = output.declaration(format).readsSources and M.function_map(session) or nil
+  return session._native:timeline(format, "tecs-profile", M.allocations_of(session), functions)
+end
+
+--- `SampleSession:hitches(n)`: the `n` slowest frames, slowest first:
+-- `index`, `ms`, `startMs`, `samples`, `gcSamples` as in `frames`, and
+-- `top`, a list of `{ name = function, share = fraction of the frame's
+-- samples }` ranked by self samples, functions named as the by-function
+-- report names them.
+-- @param session a `SampleSession`
+-- @tparam integer n how many frames (fewer when fewer were marked)
+-- @treturn table
+function M.hitches(session, n)
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) or n == math.huge then
+    check.fail(2, "SampleSession:hitches: bad argument #1 'n' (positive integer expected, got %s)",
+      check.describe(n))
+  end
+  return M.slowest(session._native:frames(M.allocations_of(session)), n, function(slow)
+    local indices = {}
+    for i, f in ipairs(slow) do indices[i] = f.index end
+    return session._native:functionsInFrames(indices, M.function_map(session))
+  end)
 end
 
 return M

@@ -27,32 +27,26 @@
 
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")
-local fs = require("tecs.profile.fs")
 local jitinfo = require("tecs.profile.jitinfo")
 local linemap = require("tecs.profile.trace.lines")
 local session_base = require("tecs.profile.session")
 local reasons = require("tecs.profile.trace.reasons")
-local report = require("tecs.profile.trace.report")
 local tracker = require("tecs.profile.trace.tracker")
 local vmevent = require("tecs.profile.trace.vmevent")
+-- The report (`tecs.profile.trace.report`, with the CSV writer) and file
+-- writing load when a report is first made: a running session needs
+-- neither.
 
 local M = {}
 
---- The report returned by `TraceSession:stop` (see `tecs.profile.trace.report`).
-M.TraceReport = report.TraceReport
-
---- CSV columns, in order.
-M.COLUMNS = report.COLUMNS
+local function build_report(self, elapsed_sec)
+  return require("tecs.profile.trace.report").build(self, elapsed_sec)
+end
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
 -- Option names, accepted values and defaults are declared in the native
 -- module with every other function's (`native.options.trace`).
-M.option_names = {}
-if native_ok then
-  for _, name in ipairs(native.options.trace.names) do M.option_names[name] = true end
-end
-
 -- The tracker needs nothing native, so a session without options starts
 -- even where the native module cannot load; options need its declarations.
 local function checked_options(opts, level)
@@ -88,11 +82,11 @@ local TraceSession = session_base.class({
     vmevent.detach(self._record_handler, self._record_link)
     vmevent.detach_trace(self._handler, self._link)
     if active == self then active = nil end
-    return report.build(self, elapsed(self))
+    return build_report(self, elapsed(self))
   end,
-  snapshot = function(self) return report.build(self, elapsed(self)) end,
+  snapshot = function(self) return build_report(self, elapsed(self)) end,
   save = function(self, filename)
-    return fs.write_atomic(filename, tostring(self._result))
+    return require("tecs.profile.fs").write_atomic(filename, tostring(self._result))
   end,
   set_paused = function() end, -- the handler reads `_paused`
 })

@@ -2,7 +2,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::profile::collapsed;
-use crate::record::stack_table::VM_STATES;
+use crate::profile::VM_STATES;
 
 fn meta_with(interval_ms: Option<f64>) -> RenderMeta<'static> {
     RenderMeta { interval_ms, ..RenderMeta::new() }
@@ -245,6 +245,6 @@ fn the_registry_writes_it_from_a_profile_only() {
     let meta = RenderMeta::new();
     let bytes = FileFormat::Firefox.write(Source::Profile(&p, &meta)).unwrap();
     assert_eq!(String::from_utf8(bytes).unwrap(), render(&p, &meta));
-    assert!(FileFormat::Firefox.write(Source::TimeLine(&TimedProfile::default())).is_err());
+    assert!(FileFormat::Firefox.write(Source::Timeline(&TimedProfile::default())).is_err());
     assert_eq!(FileFormat::for_path("run.firefox.json"), FileFormat::Firefox);
 }

@@ -12,6 +12,13 @@
 -- as a last resort: through a metatable on `package.preload`, so that
 -- `package.loaders` stays as the program knows it (a program may replace
 -- or remove an entry by its index) and `package.preload` holds no new keys.
+--
+-- Installed by `luarocks make`, the command is started by the wrapper
+-- script luarocks writes: `luajit -e '<path setup>' <the command> ...`. The
+-- chunk is the wrapper's, not the user's: the program gets neither its
+-- `-e` arguments (its `arg[-1]` is the interpreter, as under plain
+-- `luajit`), nor the directories it put first on the paths, nor the
+-- searcher of `luarocks.loader`, which it loaded.
 -- @module tecs.profile.cli.program
 
 local M = {}
@@ -20,6 +27,30 @@ local M = {}
 -- `arg`) and the search paths as the launcher found them.
 local interpreter = {}
 local program_path, program_cpath
+-- Whether a luarocks wrapper started the command (see `capture`).
+local from_wrapper = false
+
+-- Whether `chunk` is the one the wrapper script of this package's rock
+-- runs before the command (luarocks' `wrap_script`).
+local function wrapper_chunk(chunk)
+  return type(chunk) == "string" and chunk:find("luarocks.loader", 1, true) ~= nil and
+    chunk:find('add_context("tecs-profile"', 1, true) ~= nil
+end
+
+-- The search paths plain `interpreter` starts with in this environment
+-- (`LUA_PATH`, `LUA_CPATH`, its defaults), asked of it: what the wrapper's
+-- chunk did cannot be undone from what it left, since `luarocks.loader`
+-- also adds the user's rocks trees to the paths and drops the entries it
+-- finds twice. Nil when the interpreter cannot be asked.
+local function plain_paths(interpreter)
+  local command = "'" .. interpreter:gsub("'", "'\\''") .. "'" ..
+    [[ -e "io.write('\0', package.path, '\0', package.cpath, '\0')" 2>/dev/null]]
+  local ok, p = pcall(io.popen, command)
+  if not ok or not p then return nil end
+  local out = p:read("*a") or ""
+  p:close()
+  return out:match("%z([^%z]*)%z([^%z]*)%z$")
+end
 
 --- Records what the program must see, before anything changes it.
 -- @tparam table args the launcher's `arg`
@@ -27,13 +58,41 @@ local program_path, program_cpath
 -- the launcher changed them (default: as they are now)
 function M.capture(args, paths)
   interpreter = {}
+  local list = {}
   local i = -1
   while args and args[i] ~= nil do
-    interpreter[i] = args[i]
+    list[#list + 1] = args[i]
     i = i - 1
   end
   program_path = paths and paths.path or package.path
   program_cpath = paths and paths.cpath or package.cpath
+  -- `list` holds arg[-1], arg[-2], ...: the wrapper's chunk comes right
+  -- after its `-e`, so before it here.
+  from_wrapper = false
+  for j = 1, #list - 1 do
+    if list[j + 1] == "-e" and wrapper_chunk(list[j]) then
+      table.remove(list, j)
+      table.remove(list, j)
+      from_wrapper = true
+      local path, cpath = plain_paths(list[#list])
+      if path then program_path, program_cpath = path, cpath end
+      break
+    end
+  end
+  for j, v in ipairs(list) do interpreter[-j] = v end
+end
+
+-- Takes out what the wrapper's `luarocks.loader` added: its searcher and
+-- the luarocks modules it loaded.
+local function undo_wrapper_loader()
+  local loader = package.loaded["luarocks.loader"]
+  local searcher = type(loader) == "table" and loader.luarocks_loader
+  for k = #package.loaders, 1, -1 do
+    if searcher and package.loaders[k] == searcher then table.remove(package.loaders, k) end
+  end
+  for name in pairs(package.loaded) do
+    if type(name) == "string" and name:find("^luarocks%.") then package.loaded[name] = nil end
+  end
 end
 
 --- Adds directories to the program's search paths (a path the program
@@ -92,6 +151,10 @@ end
 -- line's own modules stay reachable.
 -- @tparam table arg the program's `arg` (from `M.arg`)
 function M.enter(arg)
+  if from_wrapper then
+    undo_wrapper_loader()
+    from_wrapper = false
+  end
   local own_path, own_cpath = package.path, package.cpath
   if program_path and program_path ~= own_path or program_cpath and program_cpath ~= own_cpath then
     if getmetatable(package.preload) == nil then

@@ -4,7 +4,9 @@
 -- @module tecs.profile.dst.samples
 
 local funcmap = require("tecs.profile.funcmap")
+local jitinfo = require("tecs.profile.jitinfo")
 local names = require("tecs.profile.dst.names")
+local native = require("tecs.profile.native")
 local bit = require("bit")
 
 local M = {}
@@ -51,8 +53,8 @@ end
 -- LuaJIT ships without jit/*.lua.
 local bytecode = (function()
   local ok_util, util = pcall(require, "jit.util")
-  local ok_def, vmdef = pcall(require, "jit.vmdef")
-  if ok_util and ok_def and type(vmdef.bcnames) == "string" then return { util = util, names = vmdef.bcnames } end
+  local vmdef = jitinfo.vmdef()
+  if ok_util and vmdef and type(vmdef.bcnames) == "string" then return { util = util, names = vmdef.bcnames } end
 end)()
 
 -- The name of the opcode of instruction `ins`.
@@ -124,6 +126,32 @@ function M.tail_callees(fn)
   end
   walk(fn)
   return found
+end
+
+--- What a report says when a session took too few samples to rank
+-- functions (as the views say it: `native.errorNote`), with how long the
+-- run was on the session's clock against the interval, and what to do; nil
+-- when it took enough.
+-- @param session the stopped `SampleSession`
+-- @tparam integer n the samples the report counts
+-- @tparam number interval_ms
+-- @treturn string|nil
+function M.few_samples_note(session, n, interval_ms)
+  if n >= native.fewSamples then return nil end
+  local st = session:stats()
+  local wall = st.clock == "wall" or st.clock == "wall-timer"
+  local sec = (wall and st.durationSec) or st.cpuSec or st.processCpuSec or st.durationSec
+  local ran = string.format("the run took %.1f ms of %s", sec * 1000, wall and "real time" or "CPU time")
+  local todo = string.format("profile a longer run, or sample more often with a smaller sampledelay " ..
+    "(sampledelay / %d ms between samples, %g ms at the least)", M.OPCODES_PER_MS, M.interval_ms(0))
+  if n > 0 then return string.format("%s; %s: %s", native.errorNote(n), ran, todo) end
+  -- Samples the session took all in prevented functions: the header says so.
+  if st.samples > 0 then return nil end
+  if sec * 1000 < interval_ms then
+    return string.format("no samples: %s, less than one interval (%g ms): %s", ran, interval_ms, todo)
+  end
+  return string.format("no samples: %s, %.1f intervals of %g ms, and the %s clock gave none: %s", ran,
+    sec * 1000 / interval_ms, interval_ms, st.clock, todo)
 end
 
 --- Aggregates a stopped session's samples by function.

@@ -8,7 +8,8 @@
 -- running VM's own tables are used whenever `jit.vmdef` can be loaded.
 --
 -- Some LÖVE builds ship without `jit/vmdef.lua`. Then a built-in copy of the
--- LuaJIT 2.1 (or 2.0) message list is used and every reason says so. Opcode
+-- LuaJIT 2.1 (or 2.0) message list (`tecs.profile.trace.builtin_tables`) is
+-- used and every reason says so. Opcode
 -- names come from the built-in opcode list (one per numbering used along the
 -- 2.1 branch) that agrees with the bytecode of probe functions on the running
 -- VM, and are left out when none does.
@@ -23,126 +24,20 @@ local M = {}
 --- Appended to every reason worded from the built-in tables.
 M.FALLBACK_NOTE = " (worded from the built-in LuaJIT message table: jit.vmdef not found)"
 
--- Trace error messages of LuaJIT 2.1, by error code.
-local MESSAGES_21 = {
-  [0] = "error thrown or hook called during recording",
-  "trace too short",
-  "trace too long",
-  "trace too deep",
-  "too many snapshots",
-  "blacklisted",
-  "retry recording",
-  "NYI: bytecode %s",
-  "leaving loop in root trace",
-  "inner loop in root trace",
-  "loop unroll limit reached",
-  "bad argument type",
-  "JIT compilation disabled for function",
-  "call unroll limit reached",
-  "down-recursion, restarting",
-  "NYI: unsupported variant of FastFunc %s",
-  "NYI: return to lower frame",
-  "store with nil or NaN key",
-  "missing metamethod",
-  "looping index lookup",
-  "NYI: mixed sparse/dense table",
-  "symbol not in cache",
-  "NYI: unsupported C type conversion",
-  "NYI: unsupported C function type",
-  "guard would always fail",
-  "too many PHIs",
-  "persistent type instability",
-  "failed to allocate mcode memory",
-  "machine code too long",
-  "hit mcode limit (retrying)",
-  "too many spill slots",
-  "inconsistent register allocation",
-  "NYI: cannot assemble IR instruction %d",
-  "NYI: PHI shuffling too complex",
-  "NYI: register coalescing too complex",
-}
-
--- Trace error messages of LuaJIT 2.0, by error code.
-local MESSAGES_20 = {
-  [0] = "error thrown or hook called during recording",
-  "trace too long",
-  "trace too deep",
-  "too many snapshots",
-  "blacklisted",
-  "NYI: bytecode %d",
-  "leaving loop in root trace",
-  "inner loop in root trace",
-  "loop unroll limit reached",
-  "bad argument type",
-  "call to JIT-disabled function",
-  "call unroll limit reached",
-  "down-recursion, restarting",
-  "NYI: C function %p",
-  "NYI: FastFunc %s",
-  "NYI: unsupported variant of FastFunc %s",
-  "NYI: return to lower frame",
-  "store with nil or NaN key",
-  "missing metamethod",
-  "looping index lookup",
-  "NYI: mixed sparse/dense table",
-  "symbol not in cache",
-  "NYI: unsupported C type conversion",
-  "NYI: unsupported C function type",
-  "guard would always fail",
-  "too many PHIs",
-  "persistent type instability",
-  "failed to allocate mcode memory",
-  "machine code too long",
-  "hit mcode limit (retrying)",
-  "too many spill slots",
-  "inconsistent register allocation",
-  "NYI: cannot assemble IR instruction %d",
-  "NYI: PHI shuffling too complex",
-  "NYI: register coalescing too complex",
-}
-
--- Bytecode opcode names, in opcode order (opcode 0 first), of the LuaJIT
--- 2.1 builds in use: the opcode numbering changed along the 2.1 branch, so
--- the list that matches the running VM is picked by looking at real bytecode
--- (see `opcodes_match_vm`).
-local OPCODE_LISTS = {
-  {
-    -- LuaJIT 2.1.0-beta3 up to the 2023 snapshots (Debian's luajit,
-    -- OpenResty's luajit2).
-    name = "LuaJIT 2.1.0-beta3",
-    names = [[
-ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP ISTC ISFC IST ISF
-ISTYPE ISNUM MOV NOT UNM LEN ADDVN SUBVN MULVN DIVVN MODVN ADDNV SUBNV MULNV DIVNV MODNV
-ADDVV SUBVV MULVV DIVVV MODVV POW CAT KSTR KCDATA KSHORT KNUM KPRI KNIL UGET USETV USETS
-USETN USETP UCLO FNEW TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR TSETV TSETS TSETB TSETM
-TSETR CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT RETM RET RET0 RET1 FORI JFORI FORL
-IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP FUNCF IFUNCF JFUNCF FUNCV IFUNCV
-JFUNCV FUNCC FUNCCW]],
-  },
-  {
-    -- Current LuaJIT 2.1 (rolling releases, version_num 20199): bitwise
-    -- operator opcodes between JMP and the function headers.
-    name = "LuaJIT 2.1 (rolling release)",
-    names = [[
-ISLT ISGE ISLE ISGT ISEQV ISNEV ISEQS ISNES ISEQN ISNEN ISEQP ISNEP ISTC ISFC IST ISF
-ISTYPE ISNUM MOV NOT UNM LEN ADDVN SUBVN MULVN DIVVN MODVN ADDNV SUBNV MULNV DIVNV MODNV
-ADDVV SUBVV MULVV DIVVV MODVV POW CAT KSTR KCDATA KSHORT KNUM KPRI KNIL UGET USETV USETS
-USETN USETP UCLO FNEW TNEW TDUP GGET GSET TGETV TGETS TGETB TGETR TSETV TSETS TSETB TSETM
-TSETR CALLM CALL CALLMT CALLT ITERC ITERN VARG ISNEXT RETM RET RET0 RET1 FORI JFORI FORL
-IFORL JFORL ITERL IITERL JITERL LOOP ILOOP JLOOP JMP BNOT BAND BOR BXOR BSHL BSHR BSAR
-FUNCF IFUNCF JFUNCF FUNCV IFUNCV JFUNCV FUNCC FUNCCW]],
-  },
-}
-
--- Split a fixed-width name table (6 characters a name, as in vmdef) into a
--- 0-based array.
+-- A fixed-width name table (6 characters a name, as in vmdef) as a 0-based
+-- array whose names are cut out of the string when first read: a session
+-- keeps the one string, not a table of names it may never print.
 local function split_fixed(s)
-  local names = {}
-  if type(s) ~= "string" then return names end
-  for i = 0, math.floor(#s / 6) - 1 do
-    names[i] = (s:sub(i * 6 + 1, i * 6 + 6):gsub("%s+$", ""))
-  end
-  return names
+  if type(s) ~= "string" then return {} end
+  local count = math.floor(#s / 6)
+  return setmetatable({}, {
+    __index = function(names, i)
+      if type(i) ~= "number" or i < 0 or i >= count or i ~= math.floor(i) then return nil end
+      local name = (s:sub(i * 6 + 1, i * 6 + 6):gsub("%s+$", ""))
+      rawset(names, i, name)
+      return name
+    end,
+  })
 end
 
 local function split_words(s)
@@ -179,7 +74,7 @@ end
 -- The built-in opcode list matching the running VM: names array and the
 -- list's name, or an empty array and nil when none matches.
 local function builtin_opcodes()
-  for _, list in ipairs(OPCODE_LISTS) do
+  for _, list in ipairs(require("tecs.profile.trace.builtin_tables").OPCODE_LISTS) do
     local names = split_words(list.names)
     if opcodes_match_vm(names) then return names, list.name end
   end
@@ -222,7 +117,8 @@ function M.new(vmdef)
   else
     -- The message list is the same from 2.1.0-beta3 to current 2.1.
     local v21 = (jit and jit.version_num or 20100) >= 20100
-    self.messages = v21 and MESSAGES_21 or MESSAGES_20
+    local builtin = require("tecs.profile.trace.builtin_tables")
+    self.messages = v21 and builtin.MESSAGES_21 or builtin.MESSAGES_20
     self.opcodes, self.opcode_list = builtin_opcodes()
     self.irnames = {}
     self.ffnames = {}

@@ -161,9 +161,9 @@ function M.handler(self)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
     -- On the time line of a sampling session running beside (nothing is
     -- made otherwise).
-    local timeline = package.loaded["tecs.profile.timeline"]
-    if timeline and timeline.running() then
-      timeline.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
+    local marks = package.loaded["tecs.profile.marks"]
+    if marks and marks.running() then
+      marks.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
     end
     local site = sites[key]
     if site then

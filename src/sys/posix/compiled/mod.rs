@@ -42,11 +42,13 @@ use mlua::Lua;
 use super::running_c;
 use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
+mod fine_map;
 mod layout;
 mod probe;
 mod text;
 mod walk;
 
+pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 use layout::*;
 use probe::*;
 pub use probe::{arm, armed, disarm, prove};
@@ -362,12 +364,18 @@ mod tests {
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
         arm(16, 0);
+        // The loop's trace is recorded with the logger on: ticks in it are
+        // placed by its fine map, which is looked up without allocating.
+        assert_eq!(attach_logger(&lua, true), Ok(()));
         let chunk = "local f = require('ffi').cast('int (*)(int)', ...)\n\
                      local function loop(n) local s = 0 for i = 1, n do s = s + f(i) end return s end\n\
                      return loop(3000)";
         let addr = mlua::LightUserData(tick_from_trace as *const () as *mut c_void);
         let _: mlua::Value = lua.load(chunk).set_name("=test.loop").call(addr).unwrap();
         disarm();
+        let [mapped, _, placed, ..] = map_counts();
+        detach_logger(&lua);
+        assert!(mapped > 0 && placed > 0, "no tick was placed by a fine map: {mapped} {placed}");
         let mut stacks = Vec::new();
         drain(|t| stacks.push((String::from_utf8_lossy(t.stack).into_owned(), t.count, t.state, t.facts.count())));
         let taken = TAKEN.load(Ordering::SeqCst);

@@ -239,6 +239,44 @@ pub(super) unsafe fn read_trace_stack(
     if base_slots != innermost {
         return Err(Miss::Frame);
     }
+    // The trace's base frame: its function, and the real frames below it.
+    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
+    let stack = at::<usize>(l + L_STACK);
+    let stack_end = stack + 8 * at::<u32>(l + L_STACKSIZE) as usize;
+    let base = at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed));
+    if base < stack + 16 || base >= stack_end || base % 8 != 0 {
+        return Err(Miss::Frame);
+    }
+    let func = if base_func != 0 { base_func } else { slot_function(at::<u64>(base - 16)).ok_or(Miss::Frame)? };
+    if at::<u8>(func + OBJ_GCT) != GCT_FUNC {
+        return Err(Miss::Frame);
+    }
+    // Between two snapshots, the frames and bytecode whose code the offset
+    // lies in, when the trace's fine map names them (see `fine_map`): the
+    // base frame must run the prototype the map's base frame ran. A tick
+    // interrupts the thread after the instruction it was waiting on has
+    // completed, at the next one: the byte before the interrupted address
+    // is that instruction's (a call's return address already names the
+    // call).
+    let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
+    if let Ok(chain) = super::fine_map::chain_at(t, tr, blamed) {
+        if at::<u8>(func + FN_FFID) == FF_LUA && at::<usize>(func + FN_PC) == chain[0].1 {
+            super::fine_map::PLACED.fetch_add(1, Ordering::Relaxed);
+            for &(f, _, ins) in chain[1..].iter().rev() {
+                if at::<u8>(f + OBJ_GCT) != GCT_FUNC {
+                    return Err(Miss::Function);
+                }
+                if !c.push(Frame { func: f, ins }, limit) {
+                    return Ok(());
+                }
+            }
+            if !c.push(Frame { func, ins: chain[0].2 }, limit) {
+                return Ok(());
+            }
+            return walk_frames(l, stack, base - 8, c, limit);
+        }
+        super::fine_map::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
+    }
     // The frames the trace inlined, innermost first: each runs the
     // instruction its callee's link returns to.
     let mut ins = if after_call { pc } else { pc + 4 };
@@ -250,18 +288,6 @@ pub(super) unsafe fn read_trace_stack(
             return Ok(());
         }
         ins = link;
-    }
-    // The trace's base frame and the real frames below it.
-    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
-    let stack = at::<usize>(l + L_STACK);
-    let stack_end = stack + 8 * at::<u32>(l + L_STACKSIZE) as usize;
-    let base = at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed));
-    if base < stack + 16 || base >= stack_end || base % 8 != 0 {
-        return Err(Miss::Frame);
-    }
-    let func = if base_func != 0 { base_func } else { slot_function(at::<u64>(base - 16)).ok_or(Miss::Frame)? };
-    if at::<u8>(func + OBJ_GCT) != GCT_FUNC {
-        return Err(Miss::Frame);
     }
     if !c.push(Frame { func, ins }, limit) {
         return Ok(());

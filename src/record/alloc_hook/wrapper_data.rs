@@ -1,4 +1,4 @@
-//! The data of one VM's wrapper ([`Record`]): the allocator it wraps, the
+//! The data of one VM's wrapper ([`WrapperData`]): the allocator it wraps, the
 //! session's byte and block counts, and the Poisson sample points over the
 //! bytes. Plain counting: nothing here touches the VM.
 
@@ -15,7 +15,7 @@ use crate::record::alloc_objects::PendingWeight;
 /// VM's thread only (allocations and session calls both run there): the
 /// two counters of the hot path are plain cells ([`VmCell`]), the rest
 /// relaxed atomics.
-pub(super) struct Record {
+pub(super) struct WrapperData {
     pub(super) inner: ffi::lua_Alloc,
     pub(super) inner_ud: *mut c_void,
     pub(super) recording: AtomicBool,
@@ -46,8 +46,8 @@ pub(super) struct Record {
     /// That table's filter, or the empty one: never null, so that a free
     /// costs one filter test and no other.
     pub(super) filter: AtomicPtr<Filter>,
-    /// The record installed before this one ([`KEPT`]).
-    pub(super) kept_next: AtomicPtr<Record>,
+    /// The wrapper's data installed before this one ([`KEPT`]).
+    pub(super) kept_next: AtomicPtr<WrapperData>,
 }
 
 /// A counter of one VM's wrapper, read and written on the VM's thread
@@ -55,7 +55,7 @@ pub(super) struct Record {
 /// instruction on memory (`adc`, `add`), as it does not for atomics.
 pub(super) struct VmCell<T: Copy>(std::cell::Cell<T>);
 
-// SAFETY: a record's cells are touched only by its VM's allocator calls
+// SAFETY: the cells of a WrapperData are touched only by its VM's allocator calls
 // and by its session's methods, which all run on the VM's thread, one at
 // a time (a LuaJIT VM runs one thread at a time; one that is handed
 // between threads is handed with a lock, which orders the accesses).
@@ -75,15 +75,15 @@ impl<T: Copy> VmCell<T> {
     }
 }
 
-/// Every record ever installed, newest first, linked through `kept_next`.
-pub(super) static KEPT: AtomicPtr<Record> = AtomicPtr::new(std::ptr::null_mut());
+/// Every wrapper's data ever installed, newest first, linked through `kept_next`.
+pub(super) static KEPT: AtomicPtr<WrapperData> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Keeps `rec` on the list of records, for the life of the process.
-pub(super) fn keep(rec: &'static Record) {
-    let this = rec as *const Record as *mut Record;
+/// Keeps `data` on the list of wrappers' data, for the life of the process.
+pub(super) fn keep(data: &'static WrapperData) {
+    let this = data as *const WrapperData as *mut WrapperData;
     let mut head = KEPT.load(Ordering::Acquire);
     loop {
-        rec.kept_next.store(head, Ordering::Relaxed);
+        data.kept_next.store(head, Ordering::Relaxed);
         match KEPT.compare_exchange_weak(head, this, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return,
             Err(now) => head = now,
@@ -91,7 +91,7 @@ pub(super) fn keep(rec: &'static Record) {
     }
 }
 
-/// The filter of no table, as the record holds it.
+/// The filter of no table, as the wrapper's data holds it.
 pub(super) fn no_filter() -> *mut Filter {
     &NO_BLOCKS as *const Filter as *mut Filter
 }
@@ -99,9 +99,9 @@ pub(super) fn no_filter() -> *mut Filter {
 /// The countdown of a wrapper that records nothing (2^62 bytes).
 pub(super) const NEVER: i64 = 1 << 62;
 
-impl Record {
-    pub(super) fn new(inner: ffi::lua_Alloc, inner_ud: *mut c_void, mean: u64, seed: u64) -> Record {
-        let r = Record {
+impl WrapperData {
+    pub(super) fn new(inner: ffi::lua_Alloc, inner_ud: *mut c_void, mean: u64, seed: u64) -> WrapperData {
+        let r = WrapperData {
             inner,
             inner_ud,
             recording: AtomicBool::new(true),
@@ -240,13 +240,13 @@ mod tests {
         unreachable!("the tests count without allocating")
     }
 
-    fn record(mean: u64) -> Record {
-        Record::new(never_called, std::ptr::null_mut(), mean, 0x9e37_79b9_7f4a_7c15)
+    fn wrapper_data(mean: u64) -> WrapperData {
+        WrapperData::new(never_called, std::ptr::null_mut(), mean, 0x9e37_79b9_7f4a_7c15)
     }
 
     #[test]
     fn sample_points_are_a_mean_distance_apart() {
-        let r = record(1000);
+        let r = wrapper_data(1000);
         let mut crossed = 0;
         for _ in 0..1_000_000 {
             crossed += r.count(64, true);
@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_large_block_crosses_several_points() {
-        let r = record(100);
+        let r = wrapper_data(100);
         let crossed: u64 = (0..100).map(|_| r.count(100_000, false)).sum();
         // 1e7 bytes at one point per 100: 1e5 expected, sd about 316.
         assert!((98_500..=101_500).contains(&crossed), "{crossed}");
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn object_weights_estimate_the_new_blocks() {
-        let r = record(1000);
+        let r = wrapper_data(1000);
         // Blocks of 40, 200 and 3000 bytes, and growth that adds no block.
         let mut crossed_new = 0u64;
         for i in 0..300_000u64 {
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn an_ended_record_counts_nothing_more() {
-        let r = record(100);
+        let r = wrapper_data(100);
         let _ = r.count(1000, true);
         r.end();
         let (samples, bytes) = (r.samples.load(Ordering::Relaxed), r.bytes());

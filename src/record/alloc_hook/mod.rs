@@ -19,48 +19,48 @@
 //! table's bitmap whether the block may be tracked, and looks it up only
 //! then. A session that tracks none installs the wrapper that only counts
 //! (`counting_alloc_untracked`). The table belongs to the session ([`AllocHook`]);
-//! the wrapper and the sample callback reach it through the record, which
-//! forgets it when recording ends, before the session frees it.
+//! the wrapper and the sample callback reach it through the wrapper's data,
+//! which forgets it when recording ends, before the session frees it.
 //!
-//! The wrapper's data (its [`Record`]) is never freed, on purpose:
+//! The wrapper's data (its [`WrapperData`]) is never freed, on purpose:
 //! `lua_close` frees the whole heap through the allocator after every
 //! session object is gone, and another library may have wrapped our
 //! wrapper, in which case it stays in place, a plain pass-through, until
-//! the process ends. Every record stays reachable from a process-wide list
-//! ([`record::KEPT`]), so that a leak checker sees memory held, not lost.
+//! the process ends. Every wrapper's data stays reachable from a
+//! process-wide list ([`wrapper_data::KEPT`]), so that a leak checker sees memory held, not lost.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
 use mlua::ffi;
 
-use super::VmHandle;
-use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveTable};
+use crate::record::alloc_live::{self, Filter, LiveBlock, LiveCounts, LiveLink, LiveTable};
 use crate::record::alloc_objects::PendingWeight;
+use crate::sys::{self, VmHandle};
 
-mod record;
-use record::{keep, no_filter, Record};
+mod wrapper_data;
+use wrapper_data::{keep, no_filter, WrapperData};
 
 // The allocator path stays a few instructions and a tail call: no stack
 // frame, nothing saved. The rare sample point and the rare tracked block
 // are functions of the wrapper's own signature, which it jumps to as it
 // jumps to the allocator: a call would cost every path a stack frame.
 unsafe extern "C" fn counting_alloc(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
-    // SAFETY: `ud` is the leaked Record installed with this function by
+    // SAFETY: `ud` is the leaked WrapperData installed with this function by
     // `AllocHook::install`; it is never freed.
-    let rec = unsafe { &*(ud as *const Record) };
+    let data = unsafe { &*(ud as *const WrapperData) };
     // A block freed or moved: tracked, perhaps (a new one has no pointer).
     // SAFETY: the filter is the static empty one or the session's table's,
-    // which the record forgets (ending recording) before the table is
+    // which the wrapper's data forgets (ending recording) before the table is
     // freed; allocations and the session's calls run on the VM's thread,
     // one at a time.
-    let filter = unsafe { &*rec.filter.load(Ordering::Relaxed) };
+    let filter = unsafe { &*data.filter.load(Ordering::Relaxed) };
     if !ptr.is_null() && alloc_live::maybe_tracked(filter, ptr as usize) {
         // SAFETY: the same call, passed on.
         return unsafe { tracked_block(ud, ptr, osize, nsize) };
     }
     // SAFETY: the same call, passed on.
-    unsafe { counted(rec, ptr, osize, nsize) }
+    unsafe { counted(data, ptr, osize, nsize) }
 }
 
 /// The wrapper of a session that tracks no live block: the count alone.
@@ -71,31 +71,31 @@ unsafe extern "C" fn counting_alloc_untracked(
     nsize: usize,
 ) -> *mut c_void {
     // SAFETY: as in `counting_alloc`.
-    let rec = unsafe { &*(ud as *const Record) };
+    let data = unsafe { &*(ud as *const WrapperData) };
     // SAFETY: the same call, passed on.
-    unsafe { counted(rec, ptr, osize, nsize) }
+    unsafe { counted(data, ptr, osize, nsize) }
 }
 
 /// Counts the bytes of a call and passes it on.
 #[inline(always)]
-unsafe fn counted(rec: &Record, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
+unsafe fn counted(data: &WrapperData, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // A new block comes with a null pointer (and an `osize` of 0).
-    if nsize > osize && rec.count_fast(nsize - osize, ptr.is_null()).is_some() {
+    if nsize > osize && data.count_fast(nsize - osize, ptr.is_null()).is_some() {
         // SAFETY: the same call, passed on.
-        return unsafe { sample_point(rec as *const Record as *mut c_void, ptr, osize, nsize) };
+        return unsafe { sample_point(data as *const WrapperData as *mut c_void, ptr, osize, nsize) };
     }
     // SAFETY: the allocator this wrapper replaced, called with its own
     // data and the caller's arguments unchanged.
-    unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) }
+    unsafe { (data.inner)(data.inner_ud, ptr, osize, nsize) }
 }
 
 /// Passes `crossed` triggers to LuaJIT's profiler.
 #[inline]
 fn pass_ticks(crossed: u64) {
     // Counted first: the callback may tell them from timer ticks.
-    super::note_alloc_triggers(crossed);
+    sys::note_alloc_triggers(crossed);
     #[cfg(target_os = "linux")]
-    super::posix::pass_alloc_ticks(crossed);
+    sys::posix::pass_alloc_ticks(crossed);
     #[cfg(not(target_os = "linux"))]
     let _ = crossed;
 }
@@ -108,13 +108,13 @@ fn pass_ticks(crossed: u64) {
 #[inline(never)]
 unsafe extern "C" fn sample_point(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // SAFETY: as in `counting_alloc`.
-    let rec = unsafe { &*(ud as *const Record) };
-    let crossed = rec.crossed(rec.countdown.get());
-    let weight = rec.weigh(crossed, nsize - osize, ptr.is_null());
+    let data = unsafe { &*(ud as *const WrapperData) };
+    let crossed = data.crossed(data.countdown.get());
+    let weight = data.weigh(crossed, nsize - osize, ptr.is_null());
     pass_ticks(crossed);
     // SAFETY: as in `counting_alloc`.
-    let out = unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
-    let live = rec.live.load(Ordering::Relaxed);
+    let out = unsafe { (data.inner)(data.inner_ud, ptr, osize, nsize) };
+    let live = data.live.load(Ordering::Relaxed);
     if crossed > 0 && !out.is_null() && !live.is_null() {
         // SAFETY: as in `counting_alloc`; no other reference to the table
         // is held (the inner allocator does not call back into us).
@@ -129,32 +129,32 @@ unsafe extern "C" fn sample_point(ud: *mut c_void, ptr: *mut c_void, osize: usiz
 #[inline(never)]
 unsafe extern "C" fn tracked_block(ud: *mut c_void, ptr: *mut c_void, osize: usize, nsize: usize) -> *mut c_void {
     // SAFETY: as in `counting_alloc`.
-    let rec = unsafe { &*(ud as *const Record) };
+    let data = unsafe { &*(ud as *const WrapperData) };
     let addr = ptr as usize;
-    let live = rec.live.load(Ordering::Relaxed);
+    let live = data.live.load(Ordering::Relaxed);
     // SAFETY: a non-null `live` is the session's table, alive until the
     // session ends recording, which clears `live` (see `counting_alloc`).
     if ptr.is_null() || live.is_null() || !unsafe { &*live }.is_tracked(addr) {
         // SAFETY: the same call, passed on.
-        return unsafe { counted(rec, ptr, osize, nsize) };
+        return unsafe { counted(data, ptr, osize, nsize) };
     }
     if nsize == 0 {
         // SAFETY: as in `counting_alloc`; the reference ends here.
         unsafe { &mut *live }.remove(addr);
         // SAFETY: as in `counted`.
-        return unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
+        return unsafe { (data.inner)(data.inner_ud, ptr, osize, nsize) };
     }
     // Moved by `realloc`: growth is counted (bytes, no object) and its
     // points stay with the block.
     let mut more = 0;
     if nsize > osize {
-        if let Some(left) = rec.count_fast(nsize - osize, false) {
-            more = rec.crossed(left);
+        if let Some(left) = data.count_fast(nsize - osize, false) {
+            more = data.crossed(left);
             pass_ticks(more);
         }
     }
     // SAFETY: as in `counted`.
-    let out = unsafe { (rec.inner)(rec.inner_ud, ptr, osize, nsize) };
+    let out = unsafe { (data.inner)(data.inner_ud, ptr, osize, nsize) };
     if !out.is_null() {
         // SAFETY: as in `sample_point`.
         unsafe { &mut *live }.moved(addr, out as usize, more.min(u32::MAX as u64) as u32);
@@ -185,31 +185,11 @@ pub enum Restored {
 /// The wrapper installed on one VM for one session, and the session's
 /// live table (null when live blocks are not tracked), which it owns.
 pub struct AllocHook {
-    rec: &'static Record,
+    data: &'static WrapperData,
     vm: VmHandle,
     live: *mut LiveTable,
     /// The wrapper function installed: with the live-block filter or not.
     wrapper: ffi::lua_Alloc,
-}
-
-/// What the sample callback reaches the live table through: nothing once
-/// recording ended.
-#[derive(Clone, Copy)]
-pub struct LiveLink(&'static AtomicPtr<LiveTable>);
-
-impl LiveLink {
-    /// Gives the blocks waiting for a stack the one sampled (`None`: the
-    /// sample was not recorded).
-    pub fn attribute(&self, entry: Option<u32>, state: usize) {
-        let t = self.0.load(Ordering::Relaxed);
-        if t.is_null() {
-            return;
-        }
-        // SAFETY: a non-null pointer is the session's table, alive while
-        // recording (see `counting_alloc`); the callback runs on the VM's
-        // thread at a safe point, never inside the allocator.
-        unsafe { &mut *t }.attribute(entry, state);
-    }
 }
 
 impl AllocHook {
@@ -217,15 +197,15 @@ impl AllocHook {
     /// sample about every `bytes_per_sample` bytes, tracking up to
     /// `max_live` sampled blocks until they are freed (0: none).
     pub fn install(vm: VmHandle, bytes_per_sample: u64, seed: u64, max_live: usize) -> AllocHook {
-        let l = vm.0;
+        let l = vm.state();
         #[cfg(target_os = "linux")]
-        super::posix::pin_this_library();
+        sys::posix::pin_this_library();
         let mut inner_ud = std::ptr::null_mut();
         // SAFETY: `l` is a live state of this VM (a `VmHandle` is taken
         // from a live `Lua`); lua_getallocf only reads the global state.
         let inner = unsafe { ffi::lua_getallocf(l, &mut inner_ud) };
-        let rec: &'static Record = Box::leak(Box::new(Record::new(inner, inner_ud, bytes_per_sample, seed)));
-        keep(rec);
+        let data: &'static WrapperData = Box::leak(Box::new(WrapperData::new(inner, inner_ud, bytes_per_sample, seed)));
+        keep(data);
         let (live, filter) = if max_live == 0 {
             (std::ptr::null_mut(), no_filter())
         } else {
@@ -234,29 +214,29 @@ impl AllocHook {
             let filter = table.filter() as *const Filter as *mut Filter;
             (Box::into_raw(table), filter)
         };
-        rec.live.store(live, Ordering::Relaxed);
-        rec.filter.store(filter, Ordering::Relaxed);
+        data.live.store(live, Ordering::Relaxed);
+        data.filter.store(filter, Ordering::Relaxed);
         // Without a live table no block is tracked: the wrapper that asks
         // no filter saves every free and every `realloc` the asking.
         let wrapper: ffi::lua_Alloc = if live.is_null() { counting_alloc_untracked } else { counting_alloc };
-        // SAFETY: the record is leaked, so the data pointer outlives every
+        // SAFETY: the wrapper's data is leaked, so the pointer outlives every
         // call; the wrapper passes each call on to the allocator read just
         // above, on the same thread, with nothing in between.
-        unsafe { ffi::lua_setallocf(l, wrapper, rec as *const Record as *mut c_void) };
-        AllocHook { rec, vm, live, wrapper }
+        unsafe { ffi::lua_setallocf(l, wrapper, data as *const WrapperData as *mut c_void) };
+        AllocHook { data, vm, live, wrapper }
     }
 
     /// Ends recording and puts the wrapped allocator back if ours is still
     /// the VM's; otherwise leaves ours in place as a pass-through.
     pub fn uninstall(&self) -> Restored {
-        self.rec.end();
+        self.data.end();
         let mut ud = std::ptr::null_mut();
         // SAFETY: `l` is still open (stops run before lua_close frees the
         // heap: see `VmHandle`); both calls only touch the global state.
         unsafe {
-            let f = ffi::lua_getallocf(self.vm.0, &mut ud);
-            if f as usize == self.wrapper as usize && std::ptr::eq(ud as *const Record, self.rec) {
-                ffi::lua_setallocf(self.vm.0, self.rec.inner, self.rec.inner_ud);
+            let f = ffi::lua_getallocf(self.vm.state(), &mut ud);
+            if f as usize == self.wrapper as usize && std::ptr::eq(ud as *const WrapperData, self.data) {
+                ffi::lua_setallocf(self.vm.state(), self.data.inner, self.data.inner_ud);
                 return Restored::Original;
             }
         }
@@ -265,22 +245,22 @@ impl AllocHook {
 
     pub fn totals(&self) -> AllocTotals {
         AllocTotals {
-            bytes: self.rec.bytes(),
-            objects: self.rec.objects(),
-            samples: self.rec.samples.load(Ordering::Relaxed),
-            estimated_objects: self.rec.objects_estimate.get(),
-            estimated_objects_variance: self.rec.objects_squares.get(),
+            bytes: self.data.bytes(),
+            objects: self.data.objects(),
+            samples: self.data.samples.load(Ordering::Relaxed),
+            estimated_objects: self.data.objects_estimate.get(),
+            estimated_objects_variance: self.data.objects_squares.get(),
         }
     }
 
     /// The object weights the sample callback charges to stacks.
     pub fn pending_objects(&self) -> &'static PendingWeight {
-        &self.rec.pending_objects
+        &self.data.pending_objects
     }
 
     /// The live table as the sample callback reaches it.
     pub fn live_link(&self) -> LiveLink {
-        LiveLink(&self.rec.live)
+        LiveLink::new(&self.data.live)
     }
 
     /// The tracked blocks with a stack, and the live table's counters
@@ -310,10 +290,10 @@ impl Drop for AllocHook {
     fn drop(&mut self) {
         // Neither the wrapper (still installed if it was wrapped) nor the
         // callback reach the table once recording ended.
-        self.rec.end();
+        self.data.end();
         if !self.live.is_null() {
             // SAFETY: made by `Box::into_raw` in `install`, freed only here,
-            // no longer reachable from the record (just above).
+            // no longer reachable from the wrapper's data (just above).
             drop(unsafe { Box::from_raw(self.live) });
             self.live = std::ptr::null_mut();
         }
@@ -323,7 +303,7 @@ impl Drop for AllocHook {
 /// Whether the allocator of the VM of `l` is an allocation session's
 /// wrapper (any session's).
 pub fn wrapper_installed(vm: VmHandle) -> bool {
-    let l = vm.0;
+    let l = vm.state();
     let mut ud = std::ptr::null_mut();
     // SAFETY: `l` is a live state; lua_getallocf only reads.
     let f = unsafe { ffi::lua_getallocf(l, &mut ud) };
@@ -352,9 +332,9 @@ unsafe extern "C" fn pass_through(ud: *mut c_void, ptr: *mut c_void, osize: usiz
 /// would (for tests of a stop that finds its wrapper wrapped). Returns
 /// whether the allocator it wrapped was an allocation session's wrapper.
 pub fn wrap_in_pass_through(vm: VmHandle) -> bool {
-    let l = vm.0;
+    let l = vm.state();
     #[cfg(target_os = "linux")]
-    super::posix::pin_this_library();
+    sys::posix::pin_this_library();
     let mut ud = std::ptr::null_mut();
     // SAFETY: `l` is a live state; the leaked Inner outlives every call of
     // the wrapper, which only forwards to the allocator read here.

@@ -28,9 +28,12 @@
 //!   safely (no free real-time signal, or LuaJIT's profiler state could not
 //!   be located).
 //!
-//! The POSIX timers send a real-time signal of ours. Both handlers (in
-//! [`crate::sys::posix`]) pass the tick to LuaJIT only while LuaJIT's
-//! profiler is still ours. No thread of ours ever exists.
+//! [`start`] is the one ladder down these sources, with the reason for each
+//! step down. The POSIX timers send a real-time signal of ours. Both
+//! handlers (in `crate::sys::posix`) pass the tick to LuaJIT only while
+//! LuaJIT's profiler is still ours. No thread of ours ever exists.
+
+use super::platform::{self, SourceHandle};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClockKind {
@@ -106,29 +109,19 @@ impl TickKind {
     }
 }
 
-/// A running per-thread tick source.
+/// A running tick source: one of ours, or LuaJIT's own timer.
 pub struct TickSource {
     kind: TickKind,
-    handle: Handle,
+    handle: Option<SourceHandle>,
     signal: i32,
     /// Why a better source was not used, when one was not.
     pub note: Option<String>,
 }
 
-enum Handle {
-    None,
-    #[cfg(target_os = "linux")]
-    Fd(std::ffi::c_int),
-    #[cfg(target_os = "linux")]
-    Fds(std::ffi::c_int, std::ffi::c_int),
-    #[cfg(target_os = "linux")]
-    Timer(usize),
-}
-
 impl TickSource {
     /// LuaJIT's own timer (nothing of ours to run or stop).
     pub fn luajit(note: Option<String>) -> TickSource {
-        TickSource { kind: TickKind::LuaJit, handle: Handle::None, signal: 0, note }
+        TickSource { kind: TickKind::LuaJit, handle: None, signal: 0, note }
     }
 
     pub fn kind(&self) -> TickKind {
@@ -144,64 +137,47 @@ impl TickSource {
         }
     }
 
-    /// Starts a per-thread source for the calling thread that sends `signal`
-    /// every `interval_ns`, trying the sources of [`preference`] in order.
-    /// Returns why when none of them can run.
-    #[cfg(target_os = "linux")]
-    pub fn start(clock: ClockKind, interval_ns: u64, signal: i32) -> Result<TickSource, String> {
-        use crate::sys::posix;
-        let source = |kind, handle, note| TickSource { kind, handle, signal, note };
-        match clock {
-            ClockKind::Wall => {
-                posix::arm_blocked_ticks(interval_ns);
-                let perf = posix::open_task_clock(interval_ns).and_then(|cpu| match posix::open_switch_trap() {
-                    Ok(switches) => Ok((cpu, switches)),
-                    Err(e) => {
-                        posix::close_fd(cpu);
-                        Err(e)
-                    }
-                });
-                match perf {
-                    Ok((cpu, switches)) => Ok(source(TickKind::WallTaskClock, Handle::Fds(cpu, switches), None)),
-                    Err(errno) => {
-                        let why = fallback_note(clock, &std::io::Error::from_raw_os_error(errno).to_string());
-                        posix::create_thread_timer(posix::MONOTONIC, signal, interval_ns)
-                            .map(|t| source(TickKind::WallTimer, Handle::Timer(t), Some(why)))
-                            .ok_or_else(|| "could not create a wall-clock timer".to_string())
-                    }
-                }
+    /// The name `stats().signal` reports: `SIGRTMIN+n` for a real-time
+    /// tick signal, `SIGTRAP` for perf events, `SIGPROF` for LuaJIT's timer.
+    pub fn signal_name(&self) -> String {
+        let sig = self.signal();
+        if let Some((lo, hi)) = platform::realtime_signals() {
+            if (lo..=hi).contains(&sig) {
+                return format!("SIGRTMIN+{}", sig - lo);
             }
-            ClockKind::Cpu => match posix::open_task_clock(interval_ns) {
-                Ok(fd) => Ok(source(TickKind::TaskClock, Handle::Fd(fd), None)),
-                Err(errno) => {
-                    let why = fallback_note(clock, &std::io::Error::from_raw_os_error(errno).to_string());
-                    posix::create_thread_timer(posix::THREAD_CPU, signal, interval_ns)
-                        .map(|t| source(TickKind::ThreadCpuTimer, Handle::Timer(t), Some(why)))
-                        .ok_or_else(|| "could not create a thread CPU-time timer".to_string())
-                }
-            },
+        }
+        match sig {
+            libc::SIGTRAP => "SIGTRAP".into(),
+            _ => "SIGPROF".into(),
         }
     }
 
-    #[cfg(not(target_os = "linux"))]
-    pub fn start(_clock: ClockKind, _interval_ns: u64, _signal: i32) -> Result<TickSource, String> {
-        Err("per-thread tick sources need Linux".into())
+    /// Starts a per-thread source for the calling thread that sends `signal`
+    /// every `interval_ns`: the first two rungs of the ladder (see
+    /// [`start`]). Returns why when neither can run.
+    fn start_per_thread(clock: ClockKind, interval_ns: u64, signal: i32) -> Result<TickSource, String> {
+        let [best, fallback] = preference(clock);
+        let wall = clock == ClockKind::Wall;
+        let source = |kind, handle, note| TickSource { kind, handle: Some(handle), signal, note };
+        match platform::open_perf(wall, interval_ns) {
+            Ok(h) => Ok(source(best, h, None)),
+            Err(errno) => {
+                let why = fallback_note(clock, &std::io::Error::from_raw_os_error(errno).to_string());
+                platform::open_timer(wall, signal, interval_ns).map(|h| source(fallback, h, Some(why))).ok_or_else(
+                    || match clock {
+                        ClockKind::Wall => "could not create a wall-clock timer".to_string(),
+                        ClockKind::Cpu => "could not create a thread CPU-time timer".to_string(),
+                    },
+                )
+            }
+        }
     }
 
     /// Stops the source: no tick is generated afterwards (a tick already
     /// queued is ignored by the disarmed handler).
     pub fn stop(&mut self) {
-        match std::mem::replace(&mut self.handle, Handle::None) {
-            Handle::None => {}
-            #[cfg(target_os = "linux")]
-            Handle::Fd(fd) => crate::sys::posix::close_fd(fd),
-            #[cfg(target_os = "linux")]
-            Handle::Fds(a, b) => {
-                crate::sys::posix::close_fd(b);
-                crate::sys::posix::close_fd(a);
-            }
-            #[cfg(target_os = "linux")]
-            Handle::Timer(t) => crate::sys::posix::delete_timer(t),
+        if let Some(h) = self.handle.take() {
+            platform::close_source(h);
         }
     }
 }
@@ -209,6 +185,41 @@ impl TickSource {
 impl Drop for TickSource {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Why LuaJIT's own timer runs when the tick handler has no free signal.
+pub(super) const NO_FREE_SIGNAL: &str = "no free real-time signal for the tick source";
+
+/// The one fallback ladder of a session that asked for ticks of its own,
+/// LuaJIT's profiler started with its quiet timer: a perf event, else a
+/// POSIX timer (the reason in [`fallback_note`]), else LuaJIT's own timer
+/// at the session's interval with the reason none of ours could run: no
+/// free signal, `arm` failed (it arms the tick handler for `signal`), or
+/// neither source could be created. Returns the source, and what `arm`
+/// gave when a source of ours runs (dropped, so disarmed, otherwise).
+pub(super) fn start<A>(
+    clock: ClockKind,
+    interval_ns: u64,
+    arm: impl FnOnce(i32) -> Result<A, &'static str>,
+) -> (TickSource, Option<A>) {
+    let luajit_timer = |why: String| {
+        platform::arm_luajit_timer(super::interval_ms(interval_ns));
+        TickSource::luajit(Some(why))
+    };
+    let Some(signal) = platform::tick_signal() else {
+        return (luajit_timer(NO_FREE_SIGNAL.into()), None);
+    };
+    let armed = match arm(signal) {
+        Ok(a) => a,
+        Err(why) => return (luajit_timer(why.into()), None),
+    };
+    match TickSource::start_per_thread(clock, interval_ns, signal) {
+        Ok(t) => {
+            platform::disarm_luajit_timer();
+            (t, Some(armed))
+        }
+        Err(why) => (luajit_timer(why), None),
     }
 }
 
@@ -268,7 +279,7 @@ mod tests {
         // resets the blocked-time accounting other tests' sessions read.
         let sig = libc::SIGRTMAX();
         for clock in [ClockKind::Cpu] {
-            match TickSource::start(clock, 60_000_000_000, sig) {
+            match TickSource::start_per_thread(clock, 60_000_000_000, sig) {
                 Ok(mut t) => {
                     assert!(preference(clock).contains(&t.kind()), "{:?} ran {:?}", clock, t.kind());
                     t.stop();

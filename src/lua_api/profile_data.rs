@@ -1,4 +1,4 @@
-//! Lua-facing views: the `ProfileData` object (a finished profile, from a
+//! The profile object Lua holds, `ProfileData` (a finished profile, from a
 //! session or parsed from collapsed text) and its renderers: text reports,
 //! hot aborts, and the file formats of the registry (`output::REGISTRY`)
 //! written from a profile.
@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 
+use crate::output::timed::{rank_by_function, NO_STACK};
 use crate::output::{FileFormat, RenderMeta, Source};
 use crate::profile::collapsed;
 use crate::profile::frames::{FuncRange, FunctionMap};
@@ -293,7 +294,7 @@ impl UserData for ProfileData {
                 return Err(err(format!("unknown format {}", format)));
             };
             let d = format.declaration();
-            if d.time_line {
+            if d.timeline {
                 return Err(err(crate::output::wrong_source(d.name, true)));
             }
             let m = if d.reads_sources { this.function_map(funcs)? } else { FunctionMap::default() };
@@ -343,11 +344,11 @@ impl UserData for ProfileData {
             Ok(ProfileData(this.0.clone(), Arc::new(ids)))
         });
         // Samples by zone path, largest first (see `timeline`).
-        methods.add_method("samplesByZone", |lua, this, ()| super::timeline::samples_by_zone_table(lua, &this.0));
+        methods.add_method("samplesByZone", |lua, this, ()| samples_by_zone_table(lua, &this.0));
         // Self samples by function, largest first (see `timeline`).
         methods.add_method("selfByFunction", |lua, this, funcs: Option<Table>| {
             let m = this.function_map(funcs)?;
-            super::timeline::self_by_function_table(lua, &this.0, &m)
+            self_by_function_table(lua, &this.0, &m)
         });
     }
 }
@@ -401,4 +402,43 @@ pub fn is_profile(_: &Lua, value: mlua::Value) -> mlua::Result<bool> {
 pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData> {
     let text = text.to_string_lossy();
     collapsed::parse(&text).map(ProfileData::new).map_err(|e| err(e.to_string()))
+}
+
+/// Self samples by function: the leaf frame of every row named as the
+/// by-function views name it, largest first (ties by name).
+fn self_by_function(p: &Profile, funcs: &FunctionMap) -> Vec<(String, u64)> {
+    rank_by_function(p.rows.iter().map(|row| {
+        let name = match p.stack(row).last() {
+            Some(&leaf) => funcs.function_of(p.name(leaf)),
+            None => NO_STACK,
+        };
+        (name, row.total())
+    }))
+}
+
+/// Samples by zone path (`/`-joined; the rows outside any zone under
+/// "(no zone)"), largest first, as a Lua list of `{ name, samples }`.
+fn samples_by_zone_table(lua: &Lua, p: &Profile) -> mlua::Result<Table> {
+    let rows: Vec<(String, u64)> = p
+        .named_rows()
+        .map(|r| (if r.zones.is_empty() { crate::views::NO_ZONE.to_string() } else { r.zones.join("/") }, r.total()))
+        .collect();
+    ranked_table(lua, rank_by_function(rows.iter().map(|(z, n)| (z.as_str(), *n))))
+}
+
+/// `selfByFunction(funcs)` as a Lua list of `{ name, samples }`.
+fn self_by_function_table(lua: &Lua, p: &Profile, m: &FunctionMap) -> mlua::Result<Table> {
+    ranked_table(lua, self_by_function(p, m))
+}
+
+/// Functions ranked by samples as a Lua list of `{ name, samples }`.
+pub(super) fn ranked_table(lua: &Lua, ranked: Vec<(String, u64)>) -> mlua::Result<Table> {
+    let list = lua.create_table_with_capacity(ranked.len(), 0)?;
+    for (i, (name, samples)) in ranked.into_iter().enumerate() {
+        let r = lua.create_table_with_capacity(0, 2)?;
+        r.set("name", name)?;
+        r.set("samples", samples)?;
+        list.raw_set(i + 1, r)?;
+    }
+    Ok(list)
 }

@@ -1,10 +1,13 @@
-//! The session lifecycle: a start failing halfway leaves nothing behind,
-//! stop twice, drop without stop, and the one error convention.
+//! Sessions started from Lua: a start failing halfway leaves nothing
+//! behind, stop twice, drop without stop, and the one error convention.
 
 use mlua::Lua;
 
-use super::lifecycle::{self, Ownership};
+use std::sync::atomic::Ordering;
+
 use super::*;
+use crate::session::{fail_at, Ownership};
+use crate::sys::alloc_probe::ALLOCATIONS;
 use crate::sys::one_session_at_a_time;
 
 fn state() -> Lua {
@@ -15,24 +18,13 @@ fn state() -> Lua {
 }
 
 #[test]
-fn ownership_is_released_by_its_guard() {
-    let _turn = one_session_at_a_time();
-    let first = Ownership::claim().expect("free at first");
-    assert!(Ownership::held());
-    assert!(Ownership::claim().is_none(), "one owner per process");
-    drop(first);
-    assert!(!Ownership::held());
-    drop(Ownership::claim().expect("free again"));
-}
-
-#[test]
 fn a_start_failing_halfway_leaves_no_owner_and_a_good_start_follows() {
     let _turn = one_session_at_a_time();
     let lua = state();
     for step in ["anchors", "profiler"] {
-        lifecycle::fail_at(Some(step));
+        fail_at(Some(step));
         let err = lua.load("return native.start({})").exec().unwrap_err().to_string();
-        lifecycle::fail_at(None);
+        fail_at(None);
         assert!(err.contains(&format!("tecs.profile.native.start: test failure at {}", step)), "{}", err);
         assert!(!Ownership::held(), "owner left set after a failure at {}", step);
     }
@@ -156,14 +148,37 @@ fn a_guard_the_first_callback_turned_off_is_reported_in_stats() {
 }
 
 #[test]
-fn refused_ticks_stand_for_the_time_at_the_rate_they_came() {
-    // 1 kHz asked and given: 300 refused of 800 ticks in 0.8 s is 0.3 s.
-    assert!((stalled_seconds(300, 500, Some(0.8), 1_000_000) - 0.3).abs() < 1e-9);
-    // The kernel's tick at 250 Hz under a 1 ms interval: 126 refused of 201
-    // in 0.8 s stand for half a second, not 126 ms.
-    let s = stalled_seconds(126, 75, Some(0.8), 1_000_000);
-    assert!((s - 0.5015).abs() < 1e-3, "{s}");
-    assert!(126 >= STALL_TICKS && s >= STALL_SECONDS);
-    // No CPU clock: the interval asked.
-    assert!((stalled_seconds(250, 0, None, 1_000_000) - 0.25).abs() < 1e-9);
+fn a_stack_seen_before_is_counted_without_allocating() {
+    let _turn = one_session_at_a_time();
+    let lua = mlua::Lua::new();
+    let native = exports(&lua).expect("exports");
+    lua.globals().set("native", native).unwrap();
+    let phase = |code: &str| -> (u64, u64) {
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let samples: u64 = lua.load(code).eval().expect("workload");
+        (samples, ALLOCATIONS.load(Ordering::Relaxed) - before)
+    };
+    let setup = r#"
+        local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
+        function burn(sec) local t0 = os.clock() while os.clock() - t0 < sec do busy(5000) end end
+        -- A small time line: the measured phase overwrites its oldest samples.
+        h = native.start({ intervalMs = 0.2, timelineSamples = 64 })
+        burn(0.4)
+        return h:stats().samples
+    "#;
+    let (warm, first_allocations) = phase(setup);
+    assert!(warm > 100, "warm-up samples: {warm}");
+    // The probe sees allocations: storing the first stacks makes some.
+    assert!(first_allocations > 0, "no allocation counted while new stacks were stored");
+    let (samples, allocations) =
+        phase("local n0 = h:stats().samples; burn(0.4); local n = h:stats().samples - n0; h:stop(); return n");
+    assert!(samples > 100, "samples in the measured phase: {samples}");
+    assert_eq!(allocations, 0, "allocations in {samples} callbacks on known stacks");
+    // Every recorded sample went through the time line, which wrapped.
+    let (kept, dropped, recorded): (u64, u64, u64) = lua
+        .load("local st = h:stats() return st.timelineSamples, st.timelineDroppedSamples, st.recordedSamples")
+        .eval()
+        .expect("stats");
+    assert!(kept >= 64 && dropped > samples / 2, "time line kept {kept}, dropped {dropped}");
+    assert_eq!(kept + dropped, recorded);
 }

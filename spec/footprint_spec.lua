@@ -1,0 +1,126 @@
+-- What loading the profiler and running a session leave on the program's
+-- Lua heap, which its collector marks on every cycle: a program with a
+-- small live set that allocates fast pays for every kilobyte on every
+-- cycle. Each figure is measured in a fresh process by
+-- spec/support/footprint.lua (live heap after full collections: the same on
+-- every run, whatever the machine's speed), against the budgets below,
+-- which docs/api.md states. Loading is on use: `require` loads one module,
+-- a session what it records with; the rest loads when first called, and
+-- every function of the API still works after one `require` under either
+-- name.
+local proc = require("spec.support.run")
+
+-- Live heap over the bare interpreter's, in KB.
+local BUDGET_KB = {
+  require = 32, -- require("tecs.profile")
+  sample = 64, -- and a default sampling session running
+  allocations = 64, -- and a default allocation session running
+  trace = 96, -- and a trace session running, one trace completed
+}
+
+-- Modules that load on first use, never with `require` or a running
+-- session: views, formats, file output, the trace tracker, the DST facade,
+-- coverage, the time line read back, the control channel, the command line,
+-- the MCP server, the pages.
+local ON_USE = {
+  "tecs.profile.report", "tecs.profile.output", "tecs.profile.funcmap", "tecs.profile.fs", "tecs.profile.csv",
+  "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.dst", "tecs.profile.coverage",
+  "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.snapshot", "tecs.profile.cli",
+  "tecs.profile.mcp", "tecs.profile.page", "tecs.profile.cfuncs", "tecs.profile.callsite",
+  "tecs.profile.love_zones", "tecs.profile.options_doc", "tecs.profile.sample_lifecycle", "jit.vmdef",
+}
+
+-- What a sampling session needs only at its start and stop, not kept.
+local NOT_KEPT_BY = {
+  sample = { "tecs.profile.jitinfo", "tecs.profile.clock", "jit.util" },
+}
+
+local function measure(kind)
+  local rc, out = proc.run(string.format("%s spec/support/footprint.lua %s", proc.luajit, kind))
+  assert.equal(0, rc, out)
+  local kb = tonumber(out:match("kb=([%d.]+)"))
+  assert(kb, out)
+  local loaded = {}
+  for name in (out:match("loaded=([^\n]*)") or ""):gmatch("%S+") do loaded[name] = true end
+  return kb, loaded, out
+end
+
+describe("the profiler's footprint on the Lua heap", function()
+  it("require('tecs.profile') loads that module alone, within its budget", function()
+    local kb, loaded, out = measure("require")
+    assert.same({ ["tecs.profile"] = true }, loaded)
+    assert.is_true(kb <= BUDGET_KB.require, out)
+  end)
+
+  for _, kind in ipairs({ "sample", "allocations", "trace" }) do
+    it("a running " .. kind .. " session stays within its budget and loads nothing on use", function()
+      local kb, loaded, out = measure(kind)
+      assert.is_true(kb <= BUDGET_KB[kind], string.format("%.1f KB over the budget of %d KB:\n%s", kb,
+        BUDGET_KB[kind], out))
+      for _, name in ipairs(ON_USE) do
+        assert.is_nil(loaded[name], name .. " loaded by a running " .. kind .. " session")
+      end
+      for _, name in ipairs(NOT_KEPT_BY[kind] or {}) do
+        assert.is_nil(loaded[name], name .. " kept by a running " .. kind .. " session")
+      end
+    end)
+  end
+
+  it("profile.frame() and profile.poll() allocate nothing, with or without a session", function()
+    local rc, out = proc.run(proc.luajit .. " spec/support/footprint.lua frame")
+    assert.equal(0, rc, out)
+    -- Over 10000 calls of each: no collection in between, so any allocation
+    -- per call would show as hundreds of KB. Without a session they read
+    -- `package.loaded` and return; a running session's mark is native (what
+    -- its samples allocate meanwhile, now and then, stays well under 1 KB).
+    assert.equal(0, tonumber(out:match("kb=([%d.]+)")), out)
+    assert.is_true(tonumber(out:match("kb_running=([%d.]+)")) < 1, out)
+  end)
+
+  it("every function of the API works after one require, under both names, loading its module then", function()
+    local rc, out = proc.run(proc.luajit .. " " .. proc.quote([[-e
+      local profile = require("tecs.utils.profile")
+      assert(require("tecs.profile") == profile)
+      local function loaded(name) return package.loaded[name] ~= nil end
+      assert(not loaded("tecs.profile.sample") and not loaded("tecs.profile.native"))
+      local s = profile.sample({ intervalMs = 1 })
+      assert(loaded("tecs.profile.sample") and not loaded("tecs.profile.report"))
+      profile.frame()
+      local x = 0
+      local t0 = os.clock()
+      while s:stats().samples < 5 and os.clock() - t0 < 60 do for i = 1, 1e5 do x = (x + i) % 7 end end
+      profile.frame()
+      assert(#s:frames() == 2 and not loaded("tecs.profile.report"))
+      local text = s:stop()
+      assert(text:find("_%[[NICGJ]%] %d+"), text)
+      assert(not loaded("tecs.profile.report"))
+      assert(profile.report(text):find("samples", 1, true) and loaded("tecs.profile.report"))
+      assert(profile.flamegraph(text):find("<svg", 1, true))
+      assert(profile.speedscope(text):find("speedscope", 1, true))
+      assert(#profile.pprof(text) > 0)
+      assert(profile.render(text, "firefox"):find("{", 1, true))
+      local t = profile.trace()
+      assert(loaded("tecs.profile.trace"))
+      local report = t:stop()
+      assert(report.totalAborts == 0 and tostring(report):find("^severity,count,reason,location,zone"))
+      assert(type(profile.hotAborts(text, report)) == "string")
+      local a = profile.allocations()
+      for i = 1, 1e4 do x = { i } end
+      a:stop()
+      assert(loaded("tecs.profile.allocations"))
+      local p = assert(profile.newProfiler("call"))
+      assert(loaded("tecs.profile.dst"))
+      p:start() p:stop()
+      assert(p:report():find("Total", 1, true) or #p:report() > 0)
+      local c = profile.coverage()
+      c:stop()
+      assert(loaded("tecs.profile.coverage"))
+      assert(profile.poll() == 0 and not loaded("tecs.profile.listen"))
+      profile.close()
+      assert(type(profile.zone()) == "table" and type(profile.listen) == "function")
+      io.write("OK")
+    ]]))
+    assert.equal(0, rc, out)
+    assert.equal("OK", out)
+  end)
+end)

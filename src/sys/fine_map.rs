@@ -1,0 +1,474 @@
+//! Where each bytecode's machine code lies inside a trace: the fine map the
+//! tick handler uses between two snapshots.
+//!
+//! A trace keeps no map from machine code to bytecode: only its snapshots
+//! say where the interpreter would resume, and snapshots are taken before
+//! guards, not per bytecode. Guard-free code (arithmetic, a small inlined
+//! function, stores into known tables) has no snapshot of its own, so "the
+//! last snapshot at or before the address" charges it to the bytecode of the
+//! guard before it, usually in the caller.
+//!
+//! This map is built from three facts, all read on the VM thread outside
+//! any signal handler:
+//!
+//! - the recorder announces each bytecode before recording it (the VM's
+//!   `record` event), when the trace's next IR reference is the first its
+//!   code will get: the log of those events ([`Recorded`]) says which
+//!   bytecode, in which chain of inlined frames, emitted each IR reference
+//!   before the loop;
+//! - the loop optimizer copies the loop body after `LOOP`, in the original
+//!   order, leaving out what it hoisted or merged: each copy is matched to
+//!   its original by opcode and type, in order ([`owners`]);
+//! - the assembler works backwards from the last IR reference and records
+//!   in each snapshot where the code of the references from its own on
+//!   starts (`mcofs`), so the code of the references between two snapshots
+//!   lies between their offsets, in ascending order. Inside that span each
+//!   reference's code is placed by its estimated size ([`weight`]): dead,
+//!   sunk and fused references have none.
+//!
+//! The result ([`FineMap`]) is a sorted list of machine-code offsets, each
+//! starting a range whose ticks go to one chain of frames, checked here
+//! against the frames of the snapshot covering the range.
+
+use std::collections::HashMap;
+
+/// One bytecode the recorder announced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The function being recorded (a GCfunc address).
+    pub func: usize,
+    /// The address of that function's first bytecode: its prototype.
+    pub bc: usize,
+    /// The address just after the bytecode (the stack dump's convention),
+    /// or 0 when the recorder is in no Lua function.
+    pub ins: usize,
+    /// The recorder's frame depth: 0 in the trace's base frame.
+    pub depth: i32,
+    /// The first IR reference (biased) the bytecode's code can get.
+    pub nins: u32,
+}
+
+/// One IR instruction of the committed trace, as the assembler left it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ins {
+    pub op: u8,
+    /// The type byte (guard flag in the top bit).
+    pub t: u8,
+    /// The register (`r`) and spill slot (`s`) the assembler allocated.
+    pub r: u8,
+    pub s: u8,
+    /// The operands: references (biased), constants' references or literals.
+    pub op1: u16,
+    pub op2: u16,
+}
+
+/// One snapshot of the committed trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snap {
+    /// Its first IR reference (biased).
+    pub ir_ref: u32,
+    /// Where the code of its references starts, from the trace's start.
+    pub mcofs: u32,
+    /// The base frame's function when the snapshot names it (a tail call
+    /// replaced it), else 0.
+    pub base: usize,
+    /// The functions of the frames the trace inlined, outermost first (0
+    /// for one that is not a constant of the trace).
+    pub inlined: Vec<usize>,
+}
+
+/// What the map is built from: the committed trace's IR (from `first`, the
+/// first instruction's biased reference), its snapshots, its code size and
+/// its function constants.
+#[derive(Clone, Debug, Default)]
+pub struct TraceShape {
+    pub first: u32,
+    pub ins: Vec<Ins>,
+    pub snaps: Vec<Snap>,
+    pub szmcode: u32,
+    pub functions: Vec<usize>,
+}
+
+// IR opcodes (`lj_ir.h`; the same numbers in the three LuaJITs checked).
+const OP_NOP: u8 = 12;
+const OP_BASE: u8 = 13;
+const OP_LOOP: u8 = 17;
+const OP_USE: u8 = 18;
+const OP_PHI: u8 = 19;
+const OP_RENAME: u8 = 20;
+const OP_KPRI: u8 = 22;
+const OP_KSLOT: u8 = 30;
+const OP_ASTORE: u8 = 74;
+const OP_XSTORE: u8 = 78;
+const OP_SNEW: u8 = 79;
+const OP_BUFSTR: u8 = 87;
+const OP_TBAR: u8 = 88;
+const OP_XBAR: u8 = 90;
+const OP_CALLN: u8 = 95;
+const OP_CALLXS: u8 = 99;
+const OP_RETF: u8 = 11;
+const OP_BNOT: u8 = 31;
+const OP_MULOV: u8 = 55;
+const OP_AREF: u8 = 56;
+const OP_HREFK: u8 = 57;
+const OP_LREF: u8 = 65;
+const OP_ALOAD: u8 = 66;
+const OP_SLOAD: u8 = 71;
+const OP_ALEN: u8 = 73;
+const OP_CONV: u8 = 91;
+const OP_STRTO: u8 = 94;
+const IRT_NUM: u8 = 14;
+const OP_GCSTEP: u8 = 15;
+const OP_NEWREF: u8 = 59;
+const IRT_GUARD: u8 = 0x80;
+const IRT_TYPE: u8 = 0x1f;
+/// `RID_NONE`: a register field with this bit set holds no register.
+const RID_NONE: u8 = 0x80;
+
+/// The estimated size in bytes of an instruction's machine code: 0 for
+/// markers and constants, a little for what emits nothing of its own
+/// (dead, sunk, fused into its user: their neighbours' register moves),
+/// more for guards (a compare and a branch to an exit) and calls. Fitted by
+/// least squares to the byte lengths of 2,451 snapshot spans of the traces
+/// of LuaJIT's benchmark programs (md5, nbody, ray, fannkuch, scimark...):
+/// the mean span is 85 bytes, the fit's mean error 20.
+pub fn weight(i: &Ins) -> u32 {
+    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI) || (OP_KPRI..=OP_KSLOT).contains(&i.op)
+    {
+        return 0;
+    }
+    let guard = i.t & IRT_GUARD != 0;
+    let num = i.t & IRT_TYPE == IRT_NUM;
+    let effect = matches!(i.op, OP_RETF | OP_GCSTEP | OP_NEWREF)
+        || (OP_ASTORE..=OP_XSTORE).contains(&i.op)
+        || (OP_SNEW..=OP_BUFSTR).contains(&i.op)
+        || (OP_TBAR..=OP_XBAR).contains(&i.op)
+        || (OP_CALLN..=OP_CALLXS).contains(&i.op);
+    let has_reg = i.r & RID_NONE == 0 || i.s != 0;
+    if !(has_reg || guard || effect) {
+        return 2;
+    }
+    match i.op {
+        0..=10 => 12,
+        OP_SLOAD if guard => 21,
+        OP_SLOAD => 12,
+        OP_HREFK..=OP_NEWREF if guard => 37,
+        OP_HREFK..=OP_NEWREF => 26,
+        OP_AREF..=OP_LREF => 16,
+        OP_ALOAD..=OP_ALEN if guard => 13,
+        OP_ALOAD..=OP_ALEN => 2,
+        OP_BNOT..=OP_MULOV if guard => 14,
+        OP_BNOT..=OP_MULOV if num => 6,
+        OP_BNOT..=OP_MULOV => 3,
+        OP_ASTORE..=OP_XSTORE => 8,
+        OP_TBAR..=OP_XBAR => 35,
+        OP_CONV..=OP_STRTO if guard => 22,
+        OP_CONV..=OP_STRTO => 3,
+        OP_RETF => 29,
+        _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
+        _ => 6 + if guard { 8 } else { 0 },
+    }
+}
+
+/// Bytes of a trace's entry (before its first instruction's code), and of
+/// the end of a trace that does not loop (the stores of its last
+/// snapshot's slots, the jump to the next trace), from the same fit.
+const HEAD: u32 = 42;
+const TAIL: u32 = 83;
+
+/// A chain of frames a range's ticks go to, outermost first: (function,
+/// prototype's first bytecode, address after the running bytecode).
+pub type Chain = Vec<(usize, usize, usize)>;
+
+/// The chain of frames (an index into `chains`) that emitted each IR
+/// instruction of `shape` (None where unknown), from the recorder's log.
+pub fn owners(log: &[Recorded], shape: &TraceShape, chains: &mut Vec<Chain>) -> Vec<Option<u32>> {
+    let n = shape.ins.len();
+    let mut own = vec![None; n];
+    let mut ids: HashMap<Chain, u32> = HashMap::new();
+    let mut stack: Chain = Vec::new();
+    let loop_at = shape.ins.iter().position(|i| i.op == OP_LOOP).unwrap_or(n);
+    let idx = |r: u32| (r as usize).checked_sub(shape.first as usize);
+    let mut last: Option<u32> = None;
+    for (k, e) in log.iter().enumerate() {
+        // The chain of frames this bytecode runs in.
+        let chain = if e.depth < 0 || e.ins == 0 {
+            if e.depth < 0 {
+                stack.clear();
+                None
+            } else {
+                last // no Lua function: the code is its caller's
+            }
+        } else {
+            let d = e.depth as usize;
+            stack.truncate(d + 1);
+            if stack.len() == d + 1 {
+                stack[d] = (e.func, e.bc, e.ins);
+                Some(())
+            } else if stack.len() == d {
+                stack.push((e.func, e.bc, e.ins));
+                Some(())
+            } else {
+                None // a depth the log never saw entered
+            }
+            .map(|_| {
+                let next = ids.len() as u32;
+                *ids.entry(stack.clone()).or_insert_with(|| {
+                    chains.push(stack.clone());
+                    next
+                })
+            })
+        };
+        last = chain;
+        let from = idx(e.nins).unwrap_or(0).min(loop_at);
+        let to = log.get(k + 1).and_then(|x| idx(x.nins)).unwrap_or(loop_at).min(loop_at);
+        // A later bytecode whose range starts lower (the recorder rolled
+        // back) takes over the references it emits again.
+        for o in own.iter_mut().take(to).skip(from) {
+            *o = chain;
+        }
+    }
+    // The loop's copy: each copied instruction is matched, in order, to the
+    // next original of the same opcode and type whose operands it copies:
+    // an operand that is itself a copy must be the copy of the original's
+    // operand; one before the loop (a value the loop carries, or hoisted)
+    // may stand for any reference before the loop; constants and literals
+    // are the same (in either order). A copied instruction with no original (a conversion the
+    // copy needed) is its predecessor's.
+    let mut orig = vec![u32::MAX; n];
+    let loop_ref = shape.first + loop_at as u32;
+    let operand_ok = |c: u16, o: u16, orig: &[u32]| -> bool {
+        let (c, o) = (c as u32, o as u32);
+        if c > loop_ref {
+            // A copy whose own original is unknown stands for anything.
+            orig.get((c - shape.first) as usize).is_none_or(|&x| x == o || x == u32::MAX)
+        } else if c >= shape.first && o >= shape.first {
+            true
+        } else {
+            c == o
+        }
+    };
+    let mut cursor = 0usize;
+    let mut prev = None;
+    for c in loop_at + 1..n {
+        let ci = shape.ins[c];
+        if ci.op == OP_PHI {
+            continue;
+        }
+        let found = (cursor..loop_at).find(|&o| {
+            let oi = shape.ins[o];
+            oi.op == ci.op
+                && oi.t & IRT_TYPE == ci.t & IRT_TYPE
+                && ((operand_ok(ci.op1, oi.op1, &orig) && operand_ok(ci.op2, oi.op2, &orig))
+                    // Folding orders a commutative operation's operands.
+                    || (operand_ok(ci.op1, oi.op2, &orig) && operand_ok(ci.op2, oi.op1, &orig)))
+        });
+        if let Some(o) = found {
+            own[c] = own[o];
+            orig[c] = shape.first + o as u32;
+            cursor = o + 1;
+        } else {
+            own[c] = prev;
+        }
+        prev = own[c];
+    }
+    // A PHI's moves sit at the loop's end and carry the value its second
+    // operand computed.
+    for c in loop_at + 1..n {
+        if shape.ins[c].op == OP_PHI {
+            own[c] = idx(shape.ins[c].op2 as u32).and_then(|o| own.get(o).copied().flatten());
+        }
+    }
+    own
+}
+
+/// The fine map of one trace: ranges of machine code, each going to a
+/// chain of frames or left to the snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FineMap {
+    /// Offsets where a range starts, ascending.
+    pub starts: Vec<u32>,
+    /// Each range's chain (an index into `chains`), or `u32::MAX` where the
+    /// snapshot's frames stand.
+    pub chain_of: Vec<u32>,
+    /// The chains, outermost first.
+    pub chains: Vec<Chain>,
+}
+
+/// No chain: the snapshot's frames stand.
+pub const SNAPSHOT: u32 = u32::MAX;
+
+impl FineMap {
+    /// The chain the code at `ofs` belongs to, if the map names one.
+    pub fn at(&self, ofs: u32) -> Option<&Chain> {
+        let i = self.starts.partition_point(|&s| s <= ofs).checked_sub(1)?;
+        let c = self.chain_of[i];
+        (c != SNAPSHOT).then(|| &self.chains[c as usize])
+    }
+
+    /// How many ranges name a chain, of all ranges.
+    pub fn named(&self) -> (usize, usize) {
+        (self.chain_of.iter().filter(|&&c| c != SNAPSHOT).count(), self.chain_of.len())
+    }
+}
+
+/// Whether `chain` can stand for the frames of `snap`: the same functions
+/// at every level both have, and every inlined function deeper than the
+/// snapshot's a constant of the trace (kept alive by it).
+fn agrees(chain: &Chain, snap: &Snap, functions: &[usize]) -> bool {
+    if snap.base != 0 && chain[0].0 != snap.base {
+        return false;
+    }
+    for (level, &(func, _, _)) in chain.iter().enumerate().skip(1) {
+        match snap.inlined.get(level - 1) {
+            Some(&f) if f != func => return false,
+            Some(_) => {}
+            None if !functions.contains(&func) => return false,
+            None => {}
+        }
+    }
+    true
+}
+
+/// Builds the fine map of a committed trace from its recorder's log.
+pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
+    let mut chains = Vec::new();
+    let own = owners(log, shape, &mut chains);
+    let mut map = FineMap { chains, ..FineMap::default() };
+    let push = |map: &mut FineMap, at: u32, chain: u32| {
+        if map.starts.last() == Some(&at) {
+            *map.chain_of.last_mut().unwrap() = chain;
+        } else if map.chain_of.last() != Some(&chain) {
+            map.starts.push(at);
+            map.chain_of.push(chain);
+        }
+        if map.chain_of.len() >= 2 && map.chain_of[map.chain_of.len() - 2] == chain {
+            map.starts.pop();
+            map.chain_of.pop();
+        }
+    };
+    let n = shape.ins.len() as u32;
+    let mut weights: Vec<u64> = shape.ins.iter().map(|i| weight(i) as u64).collect();
+    // The entry's code goes with the first instruction that has code, the
+    // end of a trace that does not loop with the last.
+    if let Some(w) = weights.iter_mut().find(|w| **w > 0) {
+        *w += HEAD as u64;
+    }
+    if !shape.ins.iter().any(|i| i.op == OP_LOOP) {
+        if let Some(w) = weights.iter_mut().rev().find(|w| **w > 0) {
+            *w += TAIL as u64;
+        }
+    }
+    for (k, snap) in shape.snaps.iter().enumerate() {
+        let from = snap.ir_ref.saturating_sub(shape.first).min(n);
+        let to = shape.snaps.get(k + 1).map_or(n, |s| s.ir_ref.saturating_sub(shape.first).min(n));
+        let m0 = snap.mcofs;
+        let m1 = shape.snaps.get(k + 1).map_or(shape.szmcode, |s| s.mcofs).max(m0);
+        let total: u64 = weights[from as usize..to as usize].iter().sum();
+        if total == 0 || m1 == m0 {
+            push(&mut map, m0, SNAPSHOT);
+            continue;
+        }
+        let mut cum = 0u64;
+        for r in from..to {
+            let w = weights[r as usize];
+            if w == 0 {
+                continue;
+            }
+            let at = m0 + ((m1 - m0) as u64 * cum / total) as u32;
+            cum += w;
+            let chain = match own[r as usize] {
+                Some(c) if agrees(&map.chains[c as usize], snap, &shape.functions) => c,
+                _ => SNAPSHOT,
+            };
+            push(&mut map, at, chain);
+        }
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F: usize = 0x1000;
+    const G: usize = 0x2000;
+
+    fn ins(op: u8) -> Ins {
+        Ins { op, t: 14, r: 1, s: 0, op1: 0, op2: 0 }
+    }
+
+    fn rec(func: usize, pos: usize, depth: i32, nins: u32) -> Recorded {
+        Recorded { func, bc: func + 8, ins: func + 8 + 4 * (pos + 1), depth, nins }
+    }
+
+    #[test]
+    fn markers_weigh_nothing_and_guards_and_calls_most() {
+        let at = |op, t, r| weight(&Ins { op, t, r, s: 0, op1: 0, op2: 0 });
+        assert_eq!(at(41, 14, 0xff), 2, "a dead ADD: its neighbours' moves only");
+        assert_eq!(at(41, 14, 3), 6, "an ADD of numbers");
+        assert_eq!(at(41, 19, 3), 3, "an ADD of integers");
+        assert_eq!(at(0, 0x80 | 14, 0xff), 12, "a guard");
+        assert_eq!(at(OP_LOOP, 0x80, 0xff), 0);
+        assert_eq!(at(OP_KPRI, 0, 0xff), 0);
+        assert_eq!(at(OP_CALLXS, 0, 0xff), 18);
+    }
+
+    #[test]
+    fn guard_free_inlined_code_between_two_snapshots_gets_its_own_frames() {
+        // Refs 0x8001.. : a guard of the caller's call (depth 0), then three
+        // instructions of the callee (depth 1), then the caller's add.
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(8), ins(41), ins(43), ins(41), ins(41)],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![] }],
+            szmcode: 100,
+            functions: vec![G],
+        };
+        let log = [rec(F, 3, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 4, 0, 0x8005)];
+        let map = build(&log, &shape);
+        let caller = map.at(0).unwrap();
+        assert_eq!(caller.len(), 1);
+        let callee = map.at(40).unwrap();
+        assert_eq!(callee.iter().map(|c| c.0).collect::<Vec<_>>(), vec![F, G]);
+        assert_eq!(callee[0].2, F + 8 + 16, "the caller's frame is at its call");
+        assert_eq!(map.at(99).unwrap().len(), 1, "the last add is the caller's");
+    }
+
+    #[test]
+    fn a_chain_that_disagrees_with_its_snapshot_is_left_to_the_snapshot() {
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(41), ins(41)],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![F] }],
+            szmcode: 10,
+            functions: vec![G],
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8001)];
+        assert_eq!(build(&log, &shape).at(5), None);
+        // A callee no constant keeps alive is not named either.
+        let shape = TraceShape { functions: vec![], ..shape };
+        let log = [rec(F, 1, 0, 0x8001), rec(0x3000, 0, 1, 0x8002)];
+        assert_eq!(build(&log, &shape).at(9), None);
+    }
+
+    #[test]
+    fn the_loop_copy_follows_its_originals_by_opcode() {
+        // Pre-roll: SLOAD (F), ADD (G), MUL (F); LOOP; the copy dropped the
+        // SLOAD (hoisted) and keeps ADD, MUL.
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(71), ins(41), ins(43), Ins { op: OP_LOOP, ..ins(0) }, ins(41), ins(43)],
+            snaps: vec![
+                Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![] },
+                Snap { ir_ref: 0x8005, mcofs: 30, base: 0, inlined: vec![] },
+            ],
+            szmcode: 50,
+            functions: vec![G],
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 2, 0, 0x8003)];
+        let map = build(&log, &shape);
+        assert_eq!(map.at(31).unwrap().len(), 2, "the copied ADD is the callee's");
+        assert_eq!(map.at(49).unwrap().len(), 1, "the copied MUL is the caller's");
+    }
+}
