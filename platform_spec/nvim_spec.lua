@@ -386,22 +386,26 @@ describe("Neovim (headless)", function()
       assert.is_number(p)
     end)
 
-    it("serves an MCP session (PyPI's mcp client): list_targets, profiler_start with seconds", function()
-      local prc, python = run.run("bash " .. q(root .. "/scripts/mcp-client.sh"))
-      assert.equal(0, prc, python)
-      python = python:match("([^\n]+)\n?$")
+    it("serves today's MCP clients (PyPI's mcp, both eras): an agent's session, then a report by plugin", function()
+      local mcp = require("spec.support.mcp")
       local p = target_pid()
-      local calls = string.format('[["list_targets", {}], ["profiler_start", {"target": %d, "seconds": 1}], '
-        .. '["report", {"target": %d, "by": "plugin"}]]', p, p)
-      local rc, out = run.run(env({ LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" }) ..
-        " " .. q(python) .. " " .. q(root .. "/spec/support/mcp_client.py") .. " luajit " .. q(root .. "/bin/tecs-profile")
-        .. " " .. q(calls) .. " 2>&1")
-      assert.equal(0, rc, out)
-      local json = assert(out:match("({.*})%s*$"), out)
-      assert.matches('"kind": "nvim"', json, 1, true)
-      assert.matches('"samples": [1-9]', json)
-      assert.matches("by plugin", json, 1, true)
-      assert.matches("plenary.nvim", json, 1, true)
+      local seconds = 2
+      for _, mode in ipairs({ "legacy", "2026-07-28" }) do
+        -- What an agent does (spec/support/mcp.lua), then time by plugin
+        -- of the profile it took.
+        local calls = mcp.agent_calls(p, seconds)
+        calls[#calls + 1] = { "report", { target = p, by = "plugin" } }
+        local r = mcp.drive(ctl, { kind = "python", mode = mode }, calls)
+        local profiled = mcp.assert_agent_session(r, p, seconds, mode)
+        assert.is_true(profiled.structured.samples > 0, r.client .. ": " .. profiled.text)
+        local kinds = {}
+        for _, t in ipairs(r.calls[1].structured.targets) do kinds[t.pid] = t.kind end
+        assert.equal("nvim", kinds[p], r.client .. ": " .. r.calls[1].text)
+        local by_plugin = r.calls[#calls]
+        assert.is_false(by_plugin.isError, r.client .. ": " .. tostring(by_plugin.text))
+        assert.matches("by plugin", by_plugin.text, 1, true)
+        assert.matches("\n%s+[%d.]+%% ±[%d.]+%s+[%d.]+%% ±[%d.]+%s+plenary%.nvim\n", by_plugin.text)
+      end
     end)
   end)
 
