@@ -221,6 +221,43 @@ describe("tecs-profile", function()
     assert.is_true(st.filteredSamples >= sampling.least_samples(s, 0.15), tostring(st.filteredSamples))
   end)
 
+  it("samples with skipThread = a thread leave that thread out, the main thread included", function()
+    local profile = require("tecs.profile")
+    local native = require("tecs.profile.native")
+    local function spin(seconds)
+      local t0, x = os.clock(), 0
+      while os.clock() - t0 < seconds do for i = 1, 1000 do x = (x + i) % 7 end end
+      return x
+    end
+    -- A coroutine skipped: its time is filtered, the main thread's recorded.
+    local skipped = coroutine.create(spin)
+    local s = profile.sample({ skipThread = skipped })
+    assert(coroutine.resume(skipped, 0.15))
+    local on_skipped = s:stats().recordedSamples
+    spin(0.15)
+    s:stop()
+    local st = s:stats()
+    assert.equal(0, on_skipped)
+    assert.is_true(st.recordedSamples >= sampling.least_samples(s, 0.15), tostring(st.recordedSamples))
+    assert.is_true(st.filteredSamples >= sampling.least_samples(s, 0.15), tostring(st.filteredSamples))
+    -- The main thread skipped, as run --listen skips its launcher.
+    s = profile.sample({ skipThread = native.raw.current_thread() })
+    spin(0.15)
+    on_skipped = s:stats().recordedSamples
+    coroutine.wrap(spin)(0.15)
+    s:stop()
+    st = s:stats()
+    assert.equal(0, on_skipped)
+    assert.is_true(st.recordedSamples >= sampling.least_samples(s, 0.15), tostring(st.recordedSamples))
+    assert.is_true(st.filteredSamples >= sampling.least_samples(s, 0.15), tostring(st.filteredSamples))
+    local ok, err = pcall(profile.sample, { skipThread = "main" })
+    assert.is_false(ok)
+    assert.matches("option 'skipThread' must be a thread %(a coroutine%) %(got string \"main\"%)", err)
+    ok, err = pcall(profile.sample, { skipThread = skipped, skipStartingThread = true })
+    assert.is_false(ok)
+    assert.matches("'skipStartingThread' and 'skipThread' cannot both be given", err, 1, true)
+  end)
+
   it("run gives a program's error with its own traceback, and a yield outside coroutines as luajit does", function()
     local rc, _, err = run.run3(string.format("%s run -q %s error 0.05", CLI, SCRIPT))
     assert.equal(1, rc)

@@ -472,6 +472,9 @@ const RAW: &[(&str, lazy::Build)] = &[
     ("check_options", function!(check_options)),
     ("start_allocations", function!(alloc::start_raw)),
     ("set_function_paths", function!(frame_names::set_function_paths)),
+    // The running Lua thread, the main thread included (which
+    // `coroutine.running()` does not give in Lua 5.1): for `skipThread`.
+    ("current_thread", function!(|lua, ()| Ok(lua.current_thread()))),
     ("_test_wrap_allocator", function!(alloc::test_wrap_allocator)),
     ("_test_allocator_wrapped", function!(alloc::test_allocator_wrapped)),
 ];

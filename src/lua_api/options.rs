@@ -49,6 +49,9 @@ pub enum Check {
     Table(&'static str),
     /// "auto" or the name of a format of the registry (`output::REGISTRY`).
     Format,
+    /// A Lua thread (a coroutine, or the main thread as
+    /// `native.raw.current_thread()` gives it).
+    Thread(&'static str),
 }
 
 /// An option's value when the caller gives none.
@@ -139,6 +142,12 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         Check::Boolean,
         DefaultValue::Boolean(false),
         "record no sample taken on the Lua thread that started the session (counted as filteredSamples), only those on other coroutines: tecs-profile run runs the program on a coroutine",
+    ),
+    opt(
+        "skipThread",
+        Check::Thread("a thread (a coroutine)"),
+        DefaultValue::None,
+        "record no sample taken on this Lua thread (counted as filteredSamples), which the session keeps alive: tecs-profile run --listen gives its own, so that a session a client starts holds the program's frames only; not with skipStartingThread",
     ),
     FORMAT,
     opt(
@@ -246,6 +255,7 @@ impl Check {
             | Check::NonZeroInteger { expected, .. }
             | Check::Text(expected)
             | Check::ZonePath(expected)
+            | Check::Thread(expected)
             | Check::Table(expected) => expected.to_string(),
             Check::Boolean => "a boolean".into(),
             Check::OneOf(names) => names.iter().map(|n| format!("\"{}\"", n)).collect::<Vec<_>>().join(" or "),
@@ -274,6 +284,7 @@ impl Check {
             },
             Check::Text(_) => matches!(v, Value::String(_)),
             Check::Table(_) => matches!(v, Value::Table(_)),
+            Check::Thread(_) => matches!(v, Value::Thread(_)),
             Check::ZonePath(_) => match v {
                 Value::String(s) => !trim_zone(&s.to_string_lossy()).is_empty(),
                 _ => false,
@@ -394,6 +405,7 @@ pub(super) struct StartOptions {
     pub(super) resolve_c: bool,
     pub(super) precision: Precision,
     pub(super) skip_starting_thread: bool,
+    pub(super) skip_thread: Option<mlua::Thread>,
     pub(super) timeline_samples: usize,
     /// Frames shorter than this leave the time line once counted.
     pub(super) slow_frame_ns: Option<u64>,
@@ -485,6 +497,17 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
     let t = if let Value::Table(t) = opts { Some(t) } else { None };
     let get = |name| setting(decls, t, name);
     let number = |name| get(name).number();
+    let skip_starting_thread = get("skipStartingThread").boolean().unwrap_or_default();
+    let skip_thread = match t.map(|t| t.raw_get::<Value>("skipThread")) {
+        Some(Ok(Value::Thread(th))) if decls.iter().any(|d| d.name == "skipThread") => Some(th),
+        _ => None,
+    };
+    if skip_starting_thread && skip_thread.is_some() {
+        return Err(
+            "options 'skipStartingThread' and 'skipThread' cannot both be given (each names the one thread skipped)"
+                .into(),
+        );
+    }
     Ok(StartOptions {
         interval_ns: number("intervalMs")
             .map_or(crate::session::QUIET_TIMER_MS * 1_000_000, |ms| (ms * 1e6).round() as u64),
@@ -494,7 +517,8 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
         max_stacks: number("maxStacks").unwrap_or(1.0) as usize,
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
         precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto),
-        skip_starting_thread: get("skipStartingThread").boolean().unwrap_or_default(),
+        skip_starting_thread,
+        skip_thread,
         timeline_samples: number("timelineSamples").unwrap_or(0.0) as usize,
         slow_frame_ns: number("slowFrameMs").map(|ms| (ms * 1e6).round() as u64),
         env,

@@ -198,6 +198,12 @@ pub const LISTEN_OPTIONS: &[Declared] = &[
         "the name tecs-profile targets shows (arg[0], or a LÖVE game's identity)",
     ),
     opt(
+        "skipThread",
+        Check::Thread("a thread (a coroutine)"),
+        DefaultValue::None,
+        "a Lua thread whose samples the sessions clients start do not record (tecs-profile run --listen gives its own, which runs the program on a coroutine)",
+    ),
+    opt(
         "wake",
         Check::Boolean,
         DefaultValue::Boolean(false),

@@ -40,6 +40,7 @@ impl StartOptions {
             filter: self.filter.clone(),
             max_stacks: self.max_stacks,
             skip_starting_thread: self.skip_starting_thread,
+            skip_thread: self.skip_thread.clone(),
             timeline_samples: self.timeline_samples,
             zones: self.env.zones.clone(),
             own_ticks: self.env.precise,

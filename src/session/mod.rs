@@ -81,6 +81,9 @@ pub struct Plan {
     pub filter: Option<Vec<u8>>,
     pub max_stacks: usize,
     pub skip_starting_thread: bool,
+    /// A thread whose samples are not recorded, kept alive by the session
+    /// (so that no other thread takes its address while it runs).
+    pub skip_thread: Option<mlua::Thread>,
     pub timeline_samples: usize,
     /// The `jit.zone` stack table, read at each sample.
     pub zones: Option<mlua::Table>,
@@ -124,6 +127,8 @@ pub struct Session {
     bytes_per_sample: Option<u64>,
     alloc_restored: Option<Restored>,
     timing: Timing,
+    /// `Plan::skip_thread`, held while the session lives.
+    _skipped: Option<mlua::Thread>,
 }
 
 impl Session {
@@ -141,6 +146,9 @@ impl Session {
         let mut recorder = new_sampler(lua, &plan)?;
         if plan.skip_starting_thread {
             recorder.skipped_thread = Some(lua.current_thread().to_pointer() as usize);
+        }
+        if let Some(thread) = &plan.skip_thread {
+            recorder.skipped_thread = Some(thread.to_pointer() as usize);
         }
         let sampler = SamplerBox::new(recorder);
         // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
@@ -251,6 +259,7 @@ impl Session {
             bytes_per_sample: plan.bytes_per_sample,
             alloc_restored: None,
             timing: Timing::start(),
+            _skipped: plan.skip_thread.clone(),
         }
     }
 

@@ -244,7 +244,8 @@ end
 
 function commands.start(req)
   if running then return failure("a session is already running (started by this channel): stop it first") end
-  local ok, session = pcall(require("tecs.profile.sample").start, { intervalMs = req.intervalMs, zone = req.zone })
+  local ok, session = pcall(require("tecs.profile.sample").start,
+    { intervalMs = req.intervalMs, zone = req.zone, skipThread = channel.skipThread })
   if not ok then return failure("%s", clean(session)) end
   running = { session = session, started = clock.now(), seconds = req.seconds }
   return { ok = true, running = true, intervalMs = session.intervalMs, pid = channel.pid }
@@ -502,7 +503,8 @@ end
 --   taken off as it runs; refused where the host handles SIGIO itself or
 --   has a debug hook set; default false), `outputDir` (a directory where
 --   clients may have the program write profiles besides the control
---   directory; a file name a client gives alone goes there)
+--   directory; a file name a client gives alone goes there), `skipThread`
+--   (a Lua thread whose samples the sessions clients start do not record)
 -- @treturn table `{ socket = path, entry = path, dir = path, pid = number }`,
 --   with `wake`: `woken` (true, or false and `whyNotWoken`)
 function M.listen(opts)
@@ -532,7 +534,7 @@ function M.listen(opts)
   if not ok then error("profile.listen: " .. listener, 2) end
   local socket = listener:socket()
   channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
-    program = program, kind = kind }
+    program = program, kind = kind, skipThread = opts.skipThread }
   if kind == "love" then hook_love() end
   if host then
     local why = host.start({ poll = M.poll, finish = finish_for_host })

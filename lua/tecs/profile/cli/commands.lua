@@ -251,7 +251,10 @@ local function run_listening(opts, pos)
   local script_args = {}
   for k = 2, #pos do script_args[k - 1] = pos[k] end
   local listen = require("tecs.profile.listen")
-  local lok, info = pcall(listen.listen, { program = script, wake = true })
+  -- The launcher's own thread (the main one) runs before and after the
+  -- program's coroutine: a session a client starts skips it.
+  local native = require("tecs.profile.native")
+  local lok, info = pcall(listen.listen, { program = script, wake = true, skipThread = native.raw.current_thread() })
   if not lok then io.stderr:write("tecs-profile: ", clean(info), "\n") return 1 end
   if not info.woken then
     io.stderr:write("tecs-profile: note: commands run where the program calls profile.poll() (",
