@@ -386,6 +386,48 @@ describe("Neovim (headless)", function()
       assert.is_number(p)
     end)
 
+    it("is followed by tecs-profile live: its page's data names the editor's code; ended, it writes the session",
+      function()
+      local p = target_pid()
+      local native = require("tecs.profile.native")
+      local lp = assert(io.popen("(" .. env() .. " " .. cli .. " live --timeout 60 " .. p
+        .. " & echo \"pid=$!\"; wait $!; echo \"rc=$?\") 2>&1"))
+      local live_pid = tonumber(lp:read("*l"):match("^pid=(%d+)$"))
+      local lines, url = {}, nil
+      for line in lp:lines() do
+        lines[#lines + 1] = line
+        url = line:match("^live page: (http://%S+)$")
+        if url or line:match("^rc=") then break end
+      end
+      local ok, err = pcall(function()
+        assert.is_string(url, table.concat(lines, "\n"))
+        assert.matches("^pid " .. p .. ": no session was running: started one", lines[1])
+        -- The page's data once the session holds enough samples (60 s at most).
+        local d
+        for _ = 1, 600 do
+          local rc, body = run.run("curl -s " .. q(url .. "data.json"))
+          assert.equal(0, rc, body)
+          d = native.json_decode(body)
+          if d and d.samples and d.samples >= 200 then break end
+          os.execute("sleep 0.1")
+        end
+        assert.is_true(d.samples >= 200, native.json(d))
+        assert.is_true(d.running)
+        assert.matches("functions by self time", d.functions, 1, true)
+        -- The editor's timer runs Neovim's runtime and plenary.nvim.
+        assert.truthy(d.functions:find("plenary/path.lua", 1, true), d.functions)
+        assert.matches("<svg", d.flamegraph, 1, true)
+      end)
+      os.execute("kill -TERM " .. live_pid)
+      local rest = lp:read("*a")
+      lp:close()
+      assert(ok, tostring(err) .. "\n" .. table.concat(lines, "\n") .. rest)
+      assert.matches("rc=0%s*$", rest)
+      local path = rest:match("written to (%S+)")
+      assert.is_string(path, rest)
+      assert.is_true(#collapsed.parse(assert(run.read(path))) > 0)
+    end)
+
     it("serves today's MCP clients (PyPI's mcp, both eras): an agent's session, then a report by plugin", function()
       local mcp = require("spec.support.mcp")
       local p = target_pid()
