@@ -201,13 +201,15 @@ describe("tecs-profile", function()
     assert.same({ nested }, files)
   end)
 
+  -- CPU time spent in Lua, for the thread-skipping options.
+  local function spin(seconds)
+    local t0, x = os.clock(), 0
+    while os.clock() - t0 < seconds do for i = 1, 1000 do x = (x + i) % 7 end end
+    return x
+  end
+
   it("samples with skipStartingThread = true come from coroutines only", function()
     local profile = require("tecs.profile")
-    local function spin(seconds)
-      local t0, x = os.clock(), 0
-      while os.clock() - t0 < seconds do for i = 1, 1000 do x = (x + i) % 7 end end
-      return x
-    end
     local s = profile.sample({ skipStartingThread = true })
     spin(0.15)
     local on_main = s:stats().recordedSamples
@@ -224,11 +226,6 @@ describe("tecs-profile", function()
   it("samples with skipThread = a thread leave that thread out, the main thread included", function()
     local profile = require("tecs.profile")
     local native = require("tecs.profile.native")
-    local function spin(seconds)
-      local t0, x = os.clock(), 0
-      while os.clock() - t0 < seconds do for i = 1, 1000 do x = (x + i) % 7 end end
-      return x
-    end
     -- A coroutine skipped: its time is filtered, the main thread's recorded.
     local skipped = coroutine.create(spin)
     local s = profile.sample({ skipThread = skipped })
