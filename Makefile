@@ -6,7 +6,7 @@
 #   make mcp-latest  the MCP server with the newest MCP clients (not in make test)
 #   make bench     the benchmark (bench/run.sh all): prints tables, updates
 #                  BENCHMARKS.md; pieces: bench-floor, bench-stop, bench-zones,
-#                  bench-persample, bench-matrix, bench-report
+#                  bench-persample, bench-matrix, bench-autosave, bench-report
 
 PREFIX     ?= /usr/local
 LUA_VERSION = 5.1
@@ -32,7 +32,7 @@ RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean
+.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim
 .PHONY: soak fuzz valgrind tsan
 
 all: build
@@ -53,6 +53,15 @@ $(BUILD_SO): $(NATIVE_SO)
 $(BUILD_PRELOAD): $(PRELOAD_SO)
 	mkdir -p $(dir $@)
 	cp $(PRELOAD_SO) $@.tmp && mv -f $@.tmp $@
+
+# Neovim finds lua/?.so on its runtime path: the module goes beside the Lua
+# files for a checkout used as a plugin (lazy.nvim `build = "make nvim"`,
+# docs/neovim.md). Copied and renamed into place, as above.
+NVIM_SO = lua/tecs/profile/native.so
+nvim: $(NVIM_SO)
+
+$(NVIM_SO): $(NATIVE_SO)
+	cp $(NATIVE_SO) $@.tmp && mv -f $@.tmp $@
 
 deps:
 	@bash scripts/deps.sh
@@ -109,7 +118,7 @@ demo: deps build
 
 clean:
 	$(CARGO) clean
-	rm -rf build demo-output
+	rm -rf build demo-output $(NVIM_SO)
 
 # Robustness: a long mixed-fault run, fuzzing of the input parsers, and the
 # memory and thread checkers (see docs/robustness.md).
@@ -131,7 +140,7 @@ tsan: deps
 	@bash scripts/tsan.sh
 
 # Benchmarks (bench/run.sh has the pieces; each builds what it needs).
-.PHONY: bench-floor bench-stop bench-zones bench-persample bench-matrix bench-report
+.PHONY: bench-floor bench-stop bench-zones bench-persample bench-matrix bench-autosave bench-report
 bench: build
 	@bash bench/run.sh all
 bench-floor:
@@ -140,6 +149,8 @@ bench-stop:
 	@bash bench/run.sh stop
 bench-zones: build
 	@bash bench/run.sh zonecost
+bench-autosave: build
+	@bash bench/run.sh autosave
 bench-persample: build
 	@bash bench/run.sh persample
 bench-matrix: build

@@ -38,6 +38,8 @@ section "Coverage by source rewriting: cost" cover \
   "bench/cover.lua: CPU time of programs with coverage (counters inserted at load time) and with the cheapest Lua line hook, JIT on and off, as multiples of the unmodified run."
 section "Zones: push+pop cost" zones \
   "bench/zones.lua: CPU time per pair in a JIT-compiled loop; the empty-function case is inlined by the JIT."
+section "Autosave: cost to the profiled thread" autosave \
+  "bench/autosave.lua: the same work with no session, a session, and a session writing its collapsed profile every 0.1 s (a hundred times the default rate) from its own thread, which holds the session's lock while it builds the profile; with few stacks and with thousands kept. Medians of alternating rounds."
 echo >>"$gen"
 echo "$end" >>"$gen"
 

@@ -89,6 +89,7 @@ piece() {
     stop)
       cargo bench --quiet --no-default-features --bench stop 2>/dev/null | grep '^|' | tee "$OUT/stop.md" ;;
     zonecost) build_main; $LUAJIT bench/bench.lua zones ;;
+    autosave) build_main; $LUAJIT bench/autosave.lua | tee "$OUT/autosave.md" ;;
     programs) shift; build_main; build_floor; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
     inside) build_main; $LUAJIT bench/inside_trace.lua ;;
@@ -122,6 +123,7 @@ piece() {
       echo; echo "== whole programs: overhead =="; piece programs
       echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
       echo; echo "== line coverage: cost against plain runs and a line hook =="; piece cover
+      echo; echo "== autosave: cost to the profiled thread =="; piece autosave
       echo "total $((SECONDS - t0)) s" | tee "$OUT/duration.md"
       piece report ;;
     *) echo "bench/run.sh: unknown piece '$1' (see the header of this script)" >&2; exit 2 ;;

@@ -24,6 +24,9 @@ build = {
       CFLAGS = "$(CFLAGS)",
    },
    install_target = "install",
+   -- Neovim's plugin file (:TecsProfile; rocks.nvim puts a rock's plugin/
+   -- on the runtime path): docs/neovim.md.
+   copy_directories = { "plugin" },
    install_variables = {
       INST_LIBDIR = "$(LIBDIR)",
       INST_LUADIR = "$(LUADIR)",

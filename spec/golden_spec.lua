@@ -81,6 +81,17 @@ describe("golden outputs", function()
     golden("speedscope.json", profile.speedscope(input, { name = "golden", intervalMs = 1 }))
   end)
 
+  -- Time by plugin: runtime path directories as Neovim lays them out
+  -- (spec/golden/nvim.collapsed), named from the paths or by the caller.
+  it("plugins.txt, plugins-total-functions.txt and a plugin root level", function()
+    local nvim = dir .. "nvim.collapsed"
+    golden("plugins.txt", profile.report(nvim, { by = "plugin", minPercent = 0 }))
+    golden("plugins-total-functions.txt", profile.report(nvim, { by = "plugin", ["then"] = "function",
+      sort = "total", minPercent = 0, functions = false,
+      plugins = { ["my config"] = "/home/u/.config/nvim", telescope = "/home/u/.local/share/nvim/lazy/telescope.nvim" } }))
+    golden("plugins-root.collapsed", profile.render(nvim, "collapsed", { root = "plugin" }))
+  end)
+
   it("collapsed text round-trips unchanged", function()
     local prof = require("tecs.profile.report").load("test", input)
     assert.equal(read(input), prof:collapsed())

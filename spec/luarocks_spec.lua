@@ -31,6 +31,8 @@ describe("luarocks make", function()
       tree, tree, luajit, tree))
     assert.equal(0, rc, out)
     assert.matches("^OK " .. tree:gsub("%p", "%%%0") .. "/lib/lua/5.1/tecs/profile/native.so", out)
+    -- Neovim's plugin file is in the rock's own directory.
+    assert.is_string(proc.read(tree .. "/lib/luarocks/rocks-5.1/tecs-profile/scm-1/plugin/tecs_profile.lua"))
     -- The command line comes with the rock.
     rc, out = run(string.format("cd / && env -u LUA_PATH -u LUA_CPATH '%s/bin/tecs-profile' report '%s/spec/golden/input.collapsed'",
       tree, os.getenv("PWD")))

@@ -37,7 +37,8 @@ describe("tecs-profile mcp with today's clients", function()
       for _, t in ipairs(listed.result.tools) do schemas[t.name] = t.inputSchema end
       assert.equal("number", schemas.profiler_start.properties.seconds.type)
       assert.equal("integer", schemas.profiler_start.properties.target.type)
-      assert.same({ "function", "line", "module", "zone", "zonecomponent", "vmstate" }, schemas.report.properties.by.enum)
+      assert.same({ "function", "line", "module", "zone", "zonecomponent", "vmstate", "plugin" },
+        schemas.report.properties.by.enum)
 
       local profiled
       profiled, said = mcp.inspect(place.ctl, era, string.format("--method tools/call --tool-name profiler_start "

@@ -198,7 +198,7 @@ describe("bad input", function()
       h:stop()
       assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "auto",
         maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto",
-        timelineSamples = 262144, loveZones = true }, settings)
+        timelineSamples = 262144, loveZones = true, autosaveSeconds = 10 }, settings)
       good_session_starts()
     end)
 

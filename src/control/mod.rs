@@ -395,7 +395,7 @@ impl Response {
 pub struct Target {
     pub pid: u32,
     pub program: String,
-    /// "love", "nginx" or "luajit".
+    /// "love", "nginx", "nvim" or "luajit".
     pub kind: String,
     pub socket: String,
     /// Unix time in seconds.

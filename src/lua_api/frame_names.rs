@@ -97,6 +97,20 @@ impl NativeSession {
         }
     }
 
+    /// Asks the path finder for every C function reachable now, recorded
+    /// or not (for a writer that cannot ask later: see `autosave`).
+    pub(super) fn name_every_c_function(&mut self, lua: &Lua) {
+        let Ok(finder) = lua.named_registry_value::<mlua::Function>(PATH_FINDER) else { return };
+        let was_paused = self.session.sampler().with(|s| s.paused.swap(true, Ordering::Relaxed));
+        let found = finder.call::<(Option<Table>, Option<Table>)>(());
+        if !was_paused {
+            self.session.sampler().with(|s| s.paused.store(false, Ordering::Relaxed));
+        }
+        if let Ok((Some(list), _)) = found {
+            let _ = self.name_c_functions(lua, list);
+        }
+    }
+
     /// Forgets which functions were looked for and not found: a module
     /// loaded since may reach them, and the stopped session's walk looks
     /// once more.

@@ -30,6 +30,7 @@ use crate::sys::{self, SamplerBox};
 use std::collections::{HashMap, HashSet};
 
 mod alloc;
+mod autosave;
 #[cfg(unix)]
 mod control;
 mod coverage;
@@ -273,6 +274,14 @@ impl UserData for NativeSession {
             Ok(())
         });
         methods.add_method("running", |_, this, ()| Ok(this.running()));
+        // `autosave(path, seconds)` and `finishAutosave()`: see `autosave`.
+        methods.add_method_mut("autosave", |lua, this, (path, seconds): (String, f64)| {
+            this.start_autosave(lua, path, seconds)
+        });
+        methods.add_method("finishAutosave", |_, _, ()| {
+            autosave::finish();
+            Ok(())
+        });
         // Whether this allocation session runs attached to a sampling session.
         methods.add_method("isAttached", |_, this, ()| Ok(this.session.attached()));
         methods.add_method_mut("collapsed", |lua, this, ()| {

@@ -163,6 +163,18 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "frames shorter than this keep their duration and sample counts in :frames(), but their samples leave the time line when they end, so that a long session's ring holds the slow frames",
     ),
     opt(
+        "autosavePath",
+        Check::Text("a file path string"),
+        DefaultValue::None,
+        "write the collapsed profile to this file at the start, every autosaveSeconds while the session runs (from a thread of the profiler's: also while the program hangs, even in a compiled loop) and at the stop, so that a program killed while it hangs leaves its profile",
+    ),
+    opt(
+        "autosaveSeconds",
+        Check::Number { lo: 0.1, hi: 86_400.0, expected: "a number of seconds from 0.1 to 86400" },
+        DefaultValue::Number(10.0),
+        "seconds between two writes of autosavePath",
+    ),
+    opt(
         "loveZones",
         Check::Boolean,
         DefaultValue::Boolean(true),

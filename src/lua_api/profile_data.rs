@@ -311,6 +311,15 @@ impl UserData for ProfileData {
             let m = this.function_map(funcs)?;
             Ok(ProfileData::new(this.0.map_frames(|f| m.function_of(f).to_string())))
         });
+        // Every stack under a root frame naming its plugin, `[plugin
+        // NAME]` (the `root = "plugin"` option of the written formats);
+        // `plugins` is that option's table.
+        methods.add_method("withPluginRoot", |_, this, plugins: Option<Table>| {
+            let plugins = super::report_options::read_plugins(plugins)?;
+            let mut memo = HashMap::new();
+            let p = this.0.with_root_frames(|stack| plugins.root_frame(stack, &mut memo));
+            Ok(ProfileData(p, this.1.clone()))
+        });
         methods.add_method("filterZone", |_, this, prefix: String| {
             let mut p = this.0.clone();
             let parts: Vec<String> = prefix.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();

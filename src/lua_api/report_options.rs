@@ -7,16 +7,16 @@
 //! any public function's declarations, and `option_tables` gives them to
 //! Lua (`native.options`).
 
-use mlua::{Lua, Table};
+use mlua::{Lua, Table, Value};
 
 use super::options::{check_table, opt, setting, Check, Declared, DefaultValue, Setting};
-use crate::views::{Annotate, Group, Metric, ReportOptions};
+use crate::views::{Annotate, Group, Metric, Plugins, ReportOptions};
 
 /// Groupings of `by`.
-pub const GROUPS: &[&str] = &["function", "line", "module", "zone", "zonecomponent", "vmstate"];
+pub const GROUPS: &[&str] = &["function", "line", "module", "zone", "zonecomponent", "vmstate", "plugin"];
 /// Groupings of `then`: those of `by`, plus callers and callees.
 pub const THEN_GROUPS: &[&str] =
-    &["function", "line", "module", "zone", "zonecomponent", "vmstate", "caller", "callee"];
+    &["function", "line", "module", "zone", "zonecomponent", "vmstate", "plugin", "caller", "callee"];
 
 const ZONE: Check = Check::ZonePath("a non-empty zone path string");
 const FRAMES: Check = Check::OneOf(&["line", "function"]);
@@ -29,6 +29,20 @@ const SAMPLE_INTERVAL: Declared = opt(
     "milliseconds each sample stands for (weights in time)",
 );
 const RAW: Declared = opt("raw", Check::Boolean, DefaultValue::Boolean(false), "sample counts instead of percentages");
+/// Where plugins live (the `plugin` grouping, the `plugin` root level).
+pub const PLUGINS: Declared = opt(
+    "plugins",
+    Check::Table("a table of plugin directories: { [name] = dir or { dir, ... }, ... } or { dir, ... }"),
+    DefaultValue::None,
+    "the directories plugins live in, by name (a list: each named by its last component); a Lua file in none of them belongs to the directory a runtime path's layout shows (see docs/neovim.md)",
+);
+/// A root level above every stack of a written profile.
+const ROOT: Declared = opt(
+    "root",
+    Check::OneOf(&["plugin"]),
+    DefaultValue::None,
+    "a root level above each stack: \"plugin\", the plugin of its innermost Lua frame, as [plugin NAME]",
+);
 const FUNCTIONS_FROM_SOURCES: Declared = opt(
     "functions",
     Check::Boolean,
@@ -42,7 +56,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
         "by",
         Check::OneOf(GROUPS),
         DefaultValue::Text("function"),
-        "what the rows are: functions, lines, modules, zone paths, zone components or VM states",
+        "what the rows are: functions, lines, modules, zone paths, zone components, VM states or plugins",
     ),
     opt(
         "then",
@@ -84,6 +98,7 @@ pub const REPORT_OPTIONS: &[Declared] = &[
     ),
     opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
     FUNCTIONS_FROM_SOURCES,
+    PLUGINS,
     opt(
         "mode",
         Check::Text("a -jp style mode string such as \"vf\" or \"3si\""),
@@ -119,6 +134,8 @@ pub const FLAMEGRAPH_OPTIONS: &[Declared] = &[
         DefaultValue::Text("line"),
         "\"line\": one box per source line; \"function\": lines grouped into their functions",
     ),
+    ROOT,
+    PLUGINS,
 ];
 
 /// `profile.speedscope`.
@@ -132,6 +149,8 @@ pub const SPEEDSCOPE_OPTIONS: &[Declared] = &[
         DefaultValue::Text("line"),
         "\"line\": one box per source line; \"function\": lines grouped into their functions",
     ),
+    ROOT,
+    PLUGINS,
 ];
 
 /// `profile.pprof`.
@@ -144,6 +163,8 @@ pub const PPROF_OPTIONS: &[Declared] = &[
         "what the samples measured: \"cpu\" or \"wall\" time",
     ),
     opt("zone", ZONE, DefaultValue::None, "keep only samples inside this zone path"),
+    ROOT,
+    PLUGINS,
 ];
 
 /// `profile.trace`: the tracker itself is Lua (`jit.attach` calls Lua),
@@ -264,6 +285,7 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
     let number = |name| get(name).number().unwrap_or_default();
     let defaults = ReportOptions::default();
     let context = number("context") as usize;
+    let plugins = read_plugins(t.as_ref().and_then(|t| t.raw_get::<Option<Table>>("plugins").ok().flatten()))?;
     Ok(ReportOptions {
         by: group("by").unwrap_or(defaults.by),
         then: group("then"),
@@ -280,5 +302,38 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
             Setting::Text(s) if s == "full" => Some(Annotate::Full),
             _ => None,
         },
+        plugins,
     })
+}
+
+/// The `plugins` option: `{ [name] = dir }` pairs (a name may have a list
+/// of directories: a plugin's path and the one its links lead to) and
+/// `{ dir, ... }` entries, each a non-empty string.
+pub fn read_plugins(t: Option<Table>) -> mlua::Result<Plugins> {
+    let Some(t) = t else { return Ok(Plugins::default()) };
+    let bad = |what: String| {
+        mlua::Error::runtime(format!("option 'plugins' must be {} ({})", PLUGINS.check.expected(), what))
+    };
+    let dir = |v: &Value| match v {
+        Value::String(d) if !d.to_string_lossy().is_empty() => Ok(d.to_string_lossy()),
+        other => Err(bad(format!("got {} for a directory", super::options::describe(other)))),
+    };
+    let mut roots = Vec::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let name = match &k {
+            Value::String(s) => s.to_string_lossy(),
+            Value::Integer(_) | Value::Number(_) => String::new(),
+            other => return Err(bad(format!("a key is a {}", super::options::describe(other)))),
+        };
+        match (&v, name.is_empty()) {
+            (Value::Table(dirs), false) => {
+                for d in dirs.sequence_values::<Value>() {
+                    roots.push((dir(&d?)?, name.clone()));
+                }
+            }
+            _ => roots.push((dir(&v)?, name)),
+        }
+    }
+    Ok(Plugins::new(roots))
 }

@@ -436,6 +436,30 @@ impl Profile {
         out
     }
 
+    /// The same samples with one more frame at the root of every stack
+    /// for which `root(stack)` (its frames, caller first) gives one; rows
+    /// that end up equal are merged.
+    pub fn with_root_frames<'p>(&'p self, mut root: impl FnMut(&[&'p str]) -> Option<String>) -> Profile {
+        let mut out = self.clone();
+        out.frames = large_vec(self.frames.len() + self.rows.len());
+        out.rows = Vec::with_capacity(self.rows.len());
+        let mut names: Vec<&'p str> = Vec::new();
+        for row in &self.rows {
+            names.clear();
+            names.extend(self.stack(row).iter().map(|&f| self.name(f)));
+            let start = out.frames.len();
+            if let Some(frame) = root(&names) {
+                let id = out.names.intern(&frame).0;
+                out.frames.push(id);
+            }
+            out.frames.extend_from_slice(self.stack(row));
+            out.push_row_from(row.zone, start, row.counts);
+        }
+        out.merge_equal_rows();
+        out.sort();
+        out
+    }
+
     /// Keeps the rows whose zone path is `prefix` or lies below it.
     pub fn filter_zone(&mut self, prefix: &[String]) {
         let keep: Vec<bool> = self

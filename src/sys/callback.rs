@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mlua::ffi;
 use mlua::Lua;
@@ -23,9 +24,50 @@ pub trait SampleSink {
 ///
 /// The callback runs on the VM's own OS thread, between two bytecodes, and
 /// never while one of our Lua-facing functions is executing Rust code (those
-/// run no Lua). [`SamplerBox::with`] is therefore never re-entered.
+/// run no Lua). [`SamplerBox::with`] is therefore never re-entered. The
+/// state sits behind a mutex all the same: a [`SamplerWatch`] reads it from
+/// a thread of ours (a session's autosave), which must see it whole. On
+/// the VM thread the lock is never contended but while such a thread holds it.
 pub struct SamplerBox<T: SampleSink> {
-    ptr: *mut T,
+    ptr: *const Shared<T>,
+}
+
+/// What the box and its watches share: the state, until the box drops it.
+struct Shared<T> {
+    state: Mutex<Option<T>>,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, Option<T>> {
+        // A panic under the lock (caught in the trampoline) leaves counts
+        // that are still counts: the state stays usable.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Access to a box's state from another thread: `None` once the box has
+/// dropped it. Only [`SampleSink::absorb`] and plain reads of the state may
+/// run there (no Lua).
+pub struct SamplerWatch<T: SampleSink> {
+    shared: Arc<Shared<T>>,
+}
+
+// SAFETY: the watch reaches the state only under its mutex, and only to
+// absorb the tick handler's stacks and read the counts, which touch no Lua
+// state; the state itself is dropped by the box on the VM thread (a watch
+// that outlives the box holds `None`).
+unsafe impl<T: SampleSink> Send for SamplerWatch<T> {}
+
+impl<T: SampleSink> SamplerWatch<T> {
+    /// Runs `f` on the state, after taking in what the tick handler
+    /// recorded since the last use; `None` once the box is gone.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let mut state = self.shared.lock();
+        state.as_mut().map(|t| {
+            t.absorb();
+            f(t)
+        })
+    }
 }
 
 /// The callback data of the running session, or null. LuaJIT can still call
@@ -54,19 +96,33 @@ pub fn note_alloc_triggers(n: u64) {
 
 impl<T: SampleSink> SamplerBox<T> {
     pub fn new(value: T) -> Self {
-        SamplerBox { ptr: Box::into_raw(Box::new(value)) }
+        SamplerBox { ptr: Arc::into_raw(Arc::new(Shared { state: Mutex::new(Some(value)) })) }
+    }
+
+    fn shared(&self) -> &Shared<T> {
+        // SAFETY: `ptr` came from Arc::into_raw and the box holds that
+        // reference until Drop.
+        unsafe { &*self.ptr }
     }
 
     /// Borrow the state. `f` must not run Lua code (it could re-enter the
     /// callback); plain Rust work and allocation are fine.
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        // SAFETY: `ptr` came from Box::into_raw and is freed only in Drop; the
-        // callback and this borrow both run on the VM thread and cannot nest
-        // because `f` runs no Lua (see the type's documentation).
-        unsafe {
-            (*self.ptr).absorb();
-            f(&mut *self.ptr)
-        }
+        let mut state = self.shared().lock();
+        let t = state.as_mut().expect("the box holds its state until it drops");
+        t.absorb();
+        f(t)
+    }
+
+    /// A watch on the state for a thread of ours (see [`SamplerWatch`]).
+    pub fn watch(&self) -> SamplerWatch<T> {
+        // SAFETY: `ptr` came from Arc::into_raw; the box's reference stays
+        // counted, and the watch gets one of its own.
+        let shared = unsafe {
+            Arc::increment_strong_count(self.ptr);
+            Arc::from_raw(self.ptr)
+        };
+        SamplerWatch { shared }
     }
 
     /// Installs the profiler with `mode` and this box as callback data.
@@ -136,9 +192,12 @@ impl<T: SampleSink> SamplerBox<T> {
 impl<T: SampleSink> Drop for SamplerBox<T> {
     fn drop(&mut self) {
         self.deactivate();
-        // SAFETY: created by Box::into_raw in new() and dropped once; owners
+        // The state is dropped here, on the VM thread, whoever holds a watch.
+        let state = self.shared().lock().take();
+        drop(state);
+        // SAFETY: created by Arc::into_raw in new() and released once; owners
         // stop the profiler before dropping the box.
-        unsafe { drop(Box::from_raw(self.ptr)) }
+        unsafe { drop(Arc::from_raw(self.ptr)) }
     }
 }
 
@@ -157,7 +216,9 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
     let vm = VmStack { l, dumpstack: api.dumpstack };
     // SAFETY: `data` is the active SamplerBox pointer (checked above); boxes
     // deactivate themselves before they are freed.
-    let sink = unsafe { &mut *(data as *mut T) };
+    let shared = unsafe { &*(data as *const Shared<T>) };
+    let mut state = shared.lock();
+    let Some(sink) = state.as_mut() else { return };
     let samples = samples.max(0) as u32;
     let attached = ATTACHED_DATA.load(Ordering::Acquire);
     // The triggers of an attached allocation session are its samples; the
@@ -174,8 +235,34 @@ unsafe extern "C" fn trampoline<T: SampleSink>(
             // SAFETY: a non-null `attached` is a live SamplerBox of the same
             // type (only `attach` stores it, and boxes detach themselves
             // before they are freed); it is not `data`'s box.
-            let other = unsafe { &mut *(attached as *mut T) };
-            other.on_sample(&vm, allocated, vmstate as u8);
+            let other = unsafe { &*(attached as *const Shared<T>) };
+            if let Some(other) = other.lock().as_mut() {
+                other.on_sample(&vm, allocated, vmstate as u8);
+            }
         }
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(u64);
+
+    impl SampleSink for Count {
+        fn on_sample(&mut self, _vm: &VmStack, samples: u32, _vmstate: u8) {
+            self.0 += samples as u64;
+        }
+    }
+
+    #[test]
+    fn a_watch_reads_the_state_from_another_thread_until_the_box_drops() {
+        let b = SamplerBox::new(Count(0));
+        b.with(|c| c.0 = 7);
+        let w = b.watch();
+        let (seen, w) = std::thread::spawn(move || (w.with(|c| c.0), w)).join().unwrap();
+        assert_eq!(seen, Some(7));
+        drop(b);
+        assert_eq!(w.with(|c| c.0), None, "the box took its state with it");
+    }
 }

@@ -48,7 +48,7 @@ pub fn take_tick_note(origin: TickOrigin) -> TickNote {
 pub fn take_tick_note(_origin: TickOrigin) -> TickNote {
     TickNote::default()
 }
-pub use callback::{note_alloc_triggers, SampleSink, SamplerBox};
+pub use callback::{note_alloc_triggers, SampleSink, SamplerBox, SamplerWatch};
 pub use functions::{FunctionAnchor, FunctionSlots};
 
 /// `luaJIT_profile_callback` from `luajit.h`.

@@ -92,6 +92,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("sys/posix/lost_hook.rs: rearm_if_lost", "one checked byte read and write of the hook mask LuaJIT's own handler writes"),
     // Stacks of compiled code (sys/posix/compiled/).
     entry("sys/posix/compiled/mod.rs: take_ticks", "writes the handler's half of a buffer allocated before arming; no allocation, no lock"),
+    entry("sys/posix/compiled/mod.rs: Writing::drop", "one atomic store (a drain on another thread waits for it)"),
     entry("sys/posix/compiled/mod.rs: buffers", "one atomic load of a leaked, never freed buffer"),
     entry("sys/posix/compiled/mod.rs: hash", "arithmetic on bytes already read"),
     entry("sys/posix/compiled/walk.rs: at", "a direct read the caller proved readable"),

@@ -54,7 +54,8 @@ pub fn hot_aborts(profile: &Profile, funcs: &FunctionMap, sites: &[AbortSite]) -
             by_func.entry(f).or_default().push(i);
         }
     }
-    let k = Keyer::new(funcs);
+    let plugins = super::Plugins::default();
+    let k = Keyer::new(funcs, &plugins);
     let mut seen_lines: Vec<&str> = Vec::new();
     let mut seen_funcs: Vec<&str> = Vec::new();
     for row in profile.named_rows() {

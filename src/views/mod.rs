@@ -19,10 +19,12 @@ use crate::profile::{sum_counts, NamedRow, Profile};
 
 mod annotate;
 mod hot_aborts;
+pub mod plugins;
 pub mod timeline;
 
 pub use annotate::{annotate, annotate_with, HitCounts, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};
+pub use plugins::Plugins;
 
 /// What a level of a view groups samples by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +37,9 @@ pub enum Group {
     /// Each zone name on the path, wherever it appears.
     ZoneComponent,
     VmState,
+    /// The plugin (runtime path directory) of the innermost Lua frame; a C
+    /// function goes with the line that called it (see `plugins`).
+    Plugin,
     /// The function that called (second level only).
     Caller,
     /// The function called (second level only).
@@ -52,6 +57,7 @@ impl Group {
             "zone" => Group::Zone,
             "zonecomponent" => Group::ZoneComponent,
             "vmstate" => Group::VmState,
+            "plugin" => Group::Plugin,
             "caller" => Group::Caller,
             "callee" => Group::Callee,
             _ => return None,
@@ -66,6 +72,7 @@ impl Group {
             Group::Zone => "zone path",
             Group::ZoneComponent => "zone",
             Group::VmState => "VM state",
+            Group::Plugin => "plugin",
             Group::Caller => "caller",
             Group::Callee => "callee",
         }
@@ -103,6 +110,8 @@ pub struct ReportOptions {
     /// At most this many first-level rows.
     pub limit: Option<usize>,
     pub annotate: Option<Annotate>,
+    /// Where plugins live, for the plugin grouping.
+    pub plugins: Plugins,
 }
 
 impl Default for ReportOptions {
@@ -116,6 +125,7 @@ impl Default for ReportOptions {
             raw: false,
             limit: None,
             annotate: None,
+            plugins: Plugins::default(),
         }
     }
 }
@@ -172,11 +182,19 @@ struct Keyer<'a> {
     /// Function of each frame seen so far: profiles repeat frames a lot, and
     /// finding a line's function scans the file's ranges.
     memo: RefCell<HashMap<&'a str, &'a str>>,
+    plugins: &'a Plugins,
+    /// Plugin of each file seen so far.
+    plugin_memo: RefCell<HashMap<&'a str, &'a str>>,
 }
 
 impl<'a> Keyer<'a> {
-    fn new(funcs: &'a FunctionMap) -> Self {
-        Keyer { funcs, memo: RefCell::new(HashMap::new()) }
+    fn new(funcs: &'a FunctionMap, plugins: &'a Plugins) -> Self {
+        Keyer { funcs, memo: RefCell::new(HashMap::new()), plugins, plugin_memo: RefCell::new(HashMap::new()) }
+    }
+
+    /// The plugin of each frame of `row` (see `plugins`).
+    fn plugins_of(&self, row: &NamedRow<'a>) -> Vec<&'a str> {
+        self.plugins.of_stack(&row.stack, &mut self.plugin_memo.borrow_mut())
     }
 
     fn function_of(&self, frame: &'a str) -> &'a str {
@@ -244,6 +262,18 @@ fn occurrences<'a>(k: &Keyer<'a>, g: Group, row: &NamedRow<'a>, state: u8, depth
                     if !out.iter().any(|o| o.key == key) {
                         out.push(Occurrence { key: key.to_string(), frame: Some(i), is_self: false });
                     }
+                }
+            }
+        }
+        Group::Plugin => {
+            if row.stack.is_empty() {
+                out.push(Occurrence { key: NO_STACK.into(), frame: None, is_self: true });
+                return out;
+            }
+            let keys = k.plugins_of(row);
+            for (i, key) in keys.iter().enumerate().rev() {
+                if !out.iter().any(|o| o.key == *key) {
+                    out.push(Occurrence { key: key.to_string(), frame: Some(i), is_self: i + 1 == keys.len() });
                 }
             }
         }
@@ -323,6 +353,25 @@ fn second_keys<'a>(
                 }
             }
         }
+        Group::Plugin => {
+            if row.stack.is_empty() {
+                return vec![NO_STACK.into()];
+            }
+            let keys = k.plugins_of(row);
+            match occ.frame {
+                Some(i) => vec![keys[i].to_string()],
+                None if sort == Metric::SelfTime => vec![keys[keys.len() - 1].to_string()],
+                None => {
+                    let mut v: Vec<String> = Vec::new();
+                    for key in keys.iter().rev() {
+                        if !v.iter().any(|x| x == key) {
+                            v.push(key.to_string());
+                        }
+                    }
+                    v
+                }
+            }
+        }
         Group::Zone => vec![if row.zones.is_empty() { NO_ZONE.into() } else { row.zones.join("/") }],
         Group::ZoneComponent => vec![row.zones.last().map(|z| z.to_string()).unwrap_or_else(|| NO_ZONE.into())],
         Group::VmState => vec![vm_state_name(state).into()],
@@ -331,7 +380,7 @@ fn second_keys<'a>(
 
 /// Aggregates a profile into a view table.
 pub fn aggregate(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions) -> Table {
-    let k = Keyer::new(funcs);
+    let k = Keyer::new(funcs, &opts.plugins);
     let mut t = Table::default();
     let split_states = opts.by == Group::VmState || opts.then == Some(Group::VmState);
     for row in profile.named_rows() {

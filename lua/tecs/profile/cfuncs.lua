@@ -46,6 +46,14 @@ local function walk(accept)
   local budget = M.MAX_ENTRIES
   -- Breadth first, so that a function is named by its shortest path.
   local queue, head = {}, 1
+  -- A module that is also a global is named as the global is, the way
+  -- programs call it (Neovim's `vim` is the module `vim._editor`).
+  local global_name = {}
+  for k, v in next, _G do
+    if type(k) == "string" and type(v) == "table" and k:find(IDENTIFIER) and (not global_name[v] or k < global_name[v]) then
+      global_name[v] = k
+    end
+  end
   local roots = {}
   for name, value in next, package.loaded do
     -- `_G` is walked last under no prefix, not as `_G.`.
@@ -53,7 +61,8 @@ local function walk(accept)
   end
   table.sort(roots)
   for _, name in ipairs(roots) do
-    queue[#queue + 1] = { path = name, t = rawget(package.loaded, name), depth = 0 }
+    local t = rawget(package.loaded, name)
+    queue[#queue + 1] = { path = global_name[t] or name, t = t, depth = 0 }
   end
   queue[#queue + 1] = { path = nil, t = _G, depth = 0 }
   while queue[head] and budget > 0 do

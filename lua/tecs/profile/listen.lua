@@ -34,8 +34,14 @@ M.TOP_IN_FRAME = 3
 -- worker: a command waits at most this long.
 M.NGINX_POLL_SECONDS = 0.1
 
--- The open channel: { native = listener, dir, socket, pid, program, kind },
--- or nil.
+--- Hosts whose code is a module of its own, asked in order whether the
+-- program is theirs (the interface is described in
+-- `tecs.profile.host.nvim`): such a host names the program and its kind,
+-- polls by itself, and may say where its plugins live.
+M.HOSTS = { "tecs.profile.host.nvim" }
+
+-- The open channel: { native = listener, dir, socket, pid, program, kind,
+-- host (its module of `HOSTS`, if any) }, or nil.
 local channel
 -- The channel's sampling session, while one runs: { session, started (clock),
 -- seconds (or nil) }.
@@ -46,6 +52,15 @@ local running
 -- has had its answer yet.
 local last
 local written = 0
+
+-- The module of `HOSTS` whose host this program is, or nil.
+local function host_module()
+  for _, name in ipairs(M.HOSTS) do
+    local ok, host = pcall(require, name)
+    if ok and host.detect() then return host end
+  end
+  return nil
+end
 
 local function kind_of_host()
   if love_zones.in_love() then return "love" end
@@ -283,8 +298,9 @@ function commands.report(req)
     if not ok then return failure("%s", clean(text)) end
     return report_answer(s, text)
   end
+  local plugins = channel.host and channel.host.plugins and channel.host.plugins()
   local ok, text = pcall(require("tecs.profile.report").report, s, { by = req.by, ["then"] = req["then"],
-    limit = req.top })
+    limit = req.top, plugins = plugins })
   if not ok then return failure("%s", clean(text)) end
   return report_answer(s, text)
 end
@@ -437,6 +453,18 @@ local function nginx_tick(premature)
   M.poll()
 end
 
+-- What a host module calls when its program is about to exit: a session
+-- the channel started is written (its path, or why not, on stderr) and
+-- the channel closes.
+local function finish_for_host()
+  local path, err = M.finish_session()
+  if path or err then
+    io.stderr:write("tecs-profile: ", path and ("the running session was written to " .. path)
+      or ("the running session could not be written: " .. tostring(err)), "\n")
+  end
+  M.close()
+end
+
 -- Starts the poll timer of an nginx worker, or returns why it cannot.
 local function start_nginx_timer()
   if nginx_timer then return nil end
@@ -468,7 +496,8 @@ end
 --   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
 --   user's alone), `program` (the name `targets` shows; default `arg[0]`,
---   a LÖVE game's identity, or "nginx worker N"), `wake` (Linux: a
+--   a LÖVE game's identity, "nginx worker N", or a host module's name
+--   such as "nvim DIR"), `wake` (Linux: a
 --   command that arrives runs at the program's next interpreted
 --   instruction even if it never polls: SIGIO sets a one-shot count hook,
 --   taken off as it runs; refused where the host handles SIGIO itself or
@@ -492,13 +521,14 @@ function M.listen(opts)
     error("profile.listen: already listening on " .. channel.socket .. " (profile.close() first)", 2)
   end
   if not native.raw.listen then error("profile.listen: this system has no Unix sockets", 2) end
-  local kind = kind_of_host()
+  local host = host_module()
+  local kind = host and host.kind or kind_of_host()
   if kind == "nginx" then
     -- Before the channel opens, so that a refusal leaves nothing behind.
     local why = start_nginx_timer()
     if why then error("profile.listen: " .. why, 2) end
   end
-  local program = opts.program or program_name(kind)
+  local program = opts.program or (host and host.program()) or program_name(kind)
   local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time(),
     outputDir = opts.outputDir })
   if not ok then error("profile.listen: " .. listener, 2) end
@@ -506,6 +536,14 @@ function M.listen(opts)
   channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
     program = program, kind = kind, skipThread = opts.skipThread }
   if kind == "love" then hook_love() end
+  if host then
+    local why = host.start({ poll = M.poll, finish = finish_for_host })
+    if why then
+      M.close()
+      error("profile.listen: " .. why, 2)
+    end
+    channel.host = host
+  end
   local info = { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
   if opts.wake then info.woken, info.whyNotWoken = listener:wake(M.poll) end
   return info
@@ -526,6 +564,7 @@ end
 function M.close()
   if not channel then return end
   unhook_love()
+  if channel.host then channel.host.stop() end
   channel.native:close()
   channel = nil
 end

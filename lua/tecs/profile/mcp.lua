@@ -73,7 +73,7 @@ local REPORT_CHOICES, REPORT_HELP = native.options.report.choices, native.option
 M.TOOLS = {
   {
     name = "list_targets",
-    description = "Lists the programs that can be profiled: pid, kind (love, nginx, luajit), program name and "
+    description = "Lists the programs that can be profiled: pid, kind (love, nginx, nvim, luajit), program name and "
       .. "start time. Call it first; pass a pid as `target` to the other tools when more than one is listed.",
     inputSchema = { type = "object", properties = object(), additionalProperties = false },
   },
@@ -130,7 +130,8 @@ M.TOOLS = {
     name = "report",
     description = "A text view of the target's last profile (or the running one), headed by which profile it is "
       .. "(when its session started, how long it ran, its samples): rows by function (default), "
-      .. "line, module, zone, zonecomponent or vmstate, each with a second level `then` (caller and callee show "
+      .. "line, module, zone, zonecomponent, vmstate or plugin (in Neovim: the plugin whose code ran), each with a "
+      .. "second level `then` (caller and callee show "
       .. "who calls a function and what it calls), the top N rows with their shares and the total samples; or "
       .. "with `hitches`, the N slowest frames and what ran in them.",
     inputSchema = {

@@ -187,7 +187,8 @@ end
 --- Render a text view of a profile.
 -- @param source collapsed text, a file path, a SampleSession or a profile
 -- @tparam[opt] table opts `by` ("function" default, "line", "module",
---   "zone" (full path), "zonecomponent", "vmstate"), `then` (a second level:
+--   "zone" (full path), "zonecomponent", "vmstate", "plugin": the runtime
+--   path directory of the innermost Lua frame, see docs/neovim.md), `then` (a second level:
 --   the same groupings plus "caller" and "callee"), `sort` ("self" default or
 --   "total"), `minPercent` (default 3), `depth` (frames per key, negative for
 --   caller first), `raw` (counts instead of percentages), `limit` (rows),
@@ -198,7 +199,9 @@ end
 --   `counts` (with `annotate`: a CoverageSession, or its `files()` table,
 --   whose exact count of runs goes beside each line it counts),
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from
---   the source, default true), `mode` (a `-jp` mode string such as "vf")
+--   the source, default true), `mode` (a `-jp` mode string such as "vf"),
+--   `plugins` (the directories plugins live in: `{ [name] = dir }` or a
+--   list of directories; others are read from the runtime path's layout)
 -- @treturn string the view; from a SampleSession, its second line gives
 --   the CPU time of the profiled thread and of the whole process
 function M.report(source, opts)
@@ -228,10 +231,13 @@ function M.hotAborts(source, trace, opts)
   return text, ranked
 end
 
--- Applies the `zone` and `frames` options shared by the picture formats.
-local function shape(prof, opts)
+-- Applies the `zone`, `root` and `frames` options shared by the picture
+-- formats (`frames` may be left to a format whose readers group lines).
+local function shape(prof, opts, keep_lines)
   if opts.zone then prof = prof:filterZone(opts.zone) end
-  if opts.frames == "function" then prof = prof:byFunction(funcmap.build(prof:files())) end
+  -- The plugin of each stack is read from its lines, before any grouping.
+  if opts.root == "plugin" then prof = prof:withPluginRoot(opts.plugins) end
+  if opts.frames == "function" and not keep_lines then prof = prof:byFunction(funcmap.build(prof:files())) end
   return prof
 end
 
@@ -246,7 +252,9 @@ end
 --- Render an interactive SVG flamegraph (zones aqua, leaves coloured by VM state).
 -- @tparam[opt] table opts `title`, `countName`, `inverted`, `zone`,
 --   `frames` ("line" default: one box per source line; "function": lines
---   grouped into their functions)
+--   grouped into their functions), `root` ("plugin": every stack under a
+--   `[plugin NAME]` frame), `plugins` (the directories plugins live in, as
+--   for `report`)
 -- @treturn string SVG document
 function M.flamegraph(source, opts)
   opts = checked("profile.flamegraph", "flamegraph", opts, 2)
@@ -296,7 +304,7 @@ end
 -- @tparam[opt] table opts `title`, `inverted`, `intervalMs` (a session's
 --   own by default), `zone`, `frames` ("function": lines grouped into their
 --   functions, except for a format whose readers group them, pprof and
---   Firefox)
+--   Firefox), `root` and `plugins` (as for `flamegraph`)
 -- @treturn string the content
 function M.render(source, format, opts)
   local output = require("tecs.profile.output")
@@ -314,8 +322,7 @@ function M.render(source, format, opts)
   end
   opts = opts or {}
   local prof, interval = M.load("profile.render", source, 2)
-  if opts.zone then prof = prof:filterZone(opts.zone) end
-  if opts.frames == "function" and not d.groupsFunctions then prof = prof:byFunction(funcmap.build(prof:files())) end
+  prof = shape(prof, opts, d.groupsFunctions)
   return render("profile.render", prof, format,
     { title = opts.title, inverted = opts.inverted, intervalMs = opts.intervalMs or interval }, 2)
 end

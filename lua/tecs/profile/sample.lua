@@ -38,7 +38,8 @@ local active -- the running session of this Lua state, if any
 -- another one of the process: LuaJIT has a single profiler).
 -- @tparam[opt] table opts options `intervalMs`, `zone`, `stackDepth`,
 --   `clock`, `precision`, `maxStacks`, `resolveC`, `skipStartingThread`, `skipThread`,
---   `format`, `timelineSamples`, `slowFrameMs`, `loveZones`: their defaults,
+--   `format`, `timelineSamples`, `slowFrameMs`, `autosavePath`,
+--   `autosaveSeconds`, `loveZones`: their defaults,
 --   the values each accepts and what it does are declared once, in the
 --   native module (`native.options.sample`), and tabled in the docs
 -- @treturn SampleSession

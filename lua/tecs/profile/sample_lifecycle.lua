@@ -35,6 +35,9 @@ function M.start(sample, opts)
   -- Bad options are reported as such on every VM, before what this VM lacks.
   local ok, err = native.call(native.raw.check_options, "sample", opts)
   if not ok then error("profile.sample: " .. err, 2) end
+  if opts and opts.autosaveSeconds and not opts.autosavePath then
+    error("profile.sample: option 'autosaveSeconds' goes with option 'autosavePath' (the file to write)", 2)
+  end
   local available, why = native.available()
   if not available then
     error("profile.sample: " .. why, 2)
@@ -56,6 +59,13 @@ function M.start(sample, opts)
     callSite = call_site,
   })
   if not ok then error("profile.sample: " .. handle, 2) end
+  if settings.autosavePath then
+    local saving, why = native.call(handle.autosave, handle, settings.autosavePath, settings.autosaveSeconds)
+    if not saving then
+      handle:stop()
+      error("profile.sample: option 'autosavePath': " .. why, 2)
+    end
+  end
   local session = setmetatable({
     _native = handle,
     _stopped = false,
@@ -93,6 +103,8 @@ function M.finish(sample, self)
   local love_zones = package.loaded["tecs.profile.love_zones"]
   if love_zones then love_zones.uninstall() end
   self._native:stop()
+  -- The autosave file's last write holds every sample of the session.
+  self._native:finishAutosave()
   if alloc then alloc:stop() end
   local warning = self._native:stats().warning
   if warning then

@@ -148,7 +148,7 @@ function M.flamegraph(opts, pos)
   for _, name in ipairs(allowed) do known = known or name == fmt end
   if not known then usage_error("--format must be %s, got %q", options.either(allowed), fmt) end
   local ok, out = pcall(report.render, pos[1], fmt, { title = opts.title, inverted = opts.inverted, zone = opts.zone,
-    frames = opts.functions and "function" or nil, intervalMs = opts.intervalMs })
+    frames = opts.functions and "function" or nil, intervalMs = opts.intervalMs, root = opts.root })
   if not ok then io.stderr:write("tecs-profile: ", clean(out), "\n") return 1 end
   local wok, err = write_file(opts.output, out)
   if not wok then io.stderr:write("tecs-profile: ", err, "\n") return 1 end

@@ -85,7 +85,7 @@ M.VIEW = {
       "two nested (vf, fv, zf, fl, ...), s / -s (callers / callees), a number (stack depth), " ..
       "m<pct> (threshold), r (raw counts), a / A (annotated source)" },
   { "by", key = "by", arg = "GROUP",
-    declared = "report", help = "function, line, module, zone (full path), zonecomponent, vmstate" },
+    declared = "report", help = "function, line, module, zone (full path), zonecomponent, vmstate, plugin" },
   { "then", key = "then", arg = "GROUP", help = "second level: a GROUP, or caller, callee" },
   { "sort", key = "sort", arg = "self|total", declared = "report", help = "rank by self time or total time" },
   { "min", key = "minPercent", arg = "PCT", number = true, declared = "report",
@@ -156,6 +156,8 @@ local FLAMEGRAPH = {
   { "inverted", key = "inverted", help = "icicle graph (roots at the top)" },
   { "zone", key = "zone", arg = "PATH", help = "keep only this zone and the zones below it" },
   { "functions", key = "functions", help = "one box per function instead of per source line" },
+  { "root", key = "root", arg = "plugin",
+    help = "a root level above each stack: the plugin (runtime path directory) of its innermost Lua frame" },
   HELP,
 }
 
@@ -177,7 +179,7 @@ local ATTACH = {
       "a path must lead to one of them; never over a file the program did not write; without it, a new file in " ..
       "the control directory" },
   { "by", key = "by", arg = "GROUP", declared = "report",
-    help = "report: function, line, module, zone, zonecomponent, vmstate" },
+    help = "report: function, line, module, zone, zonecomponent, vmstate, plugin" },
   { "then", key = "then", arg = "GROUP", help = "report: second level: a GROUP, or caller, callee" },
   { "top", key = "top", arg = "N", number = true, help = "report: at most N rows" },
   { "hitches", key = "hitches", arg = "N", number = true,
@@ -243,7 +245,8 @@ M.COMMANDS = {
     summary = "list the running programs that can be attached",
     usage = "targets",
     about = "Lists the programs listening for tecs-profile attach (profile.listen(), or run\n" ..
-      "--listen) of this user: pid, kind (luajit, love, nginx), start time, program.\n" ..
+      "--listen) of this user: pid, kind (luajit, love, nginx, nvim), start time,\n" ..
+      "program.\n" ..
       "Entries of programs that have ended are removed.",
     sections = { { options = { HELP } } } },
   { name = "mcp", synopsis = "mcp",

@@ -139,13 +139,26 @@ struct Buffers {
     halves: [UnsafeCell<Half>; 2],
 }
 
-// SAFETY: only the VM thread touches the halves: the handler the active
-// one, the drain (also on the VM thread, which the handler interrupts) the
-// other, after switching.
+// SAFETY: the handler (on the VM thread) touches the active half only; the
+// drain the other, after switching and after any write the handler began
+// before the switch is done (`WRITING`); drains run one at a time.
 unsafe impl Sync for Buffers {}
 
 static BUFFERS: AtomicPtr<Buffers> = AtomicPtr::new(std::ptr::null_mut());
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Set while the handler writes a half: a drain on another thread (a
+/// session's autosave) waits for it before it reads the half it switched
+/// from. On the VM thread the handler is never half done when a drain runs.
+static WRITING: AtomicBool = AtomicBool::new(false);
+
+/// Clears [`WRITING`] on every way out of the handler's write.
+struct Writing;
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        WRITING.store(false, Ordering::SeqCst);
+    }
+}
 
 fn buffers() -> Option<&'static Buffers> {
     let p = BUFFERS.load(Ordering::Acquire);
@@ -182,6 +195,10 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         let uc = &*(ctx as *const libc::ucontext_t);
         (uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize, uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize)
     };
+    // Set before the half is chosen: a drain that switches after this
+    // waits until the write is done (see `drain`).
+    WRITING.store(true, Ordering::SeqCst);
+    let _writing = Writing;
     // SAFETY: see `Buffers`: the active half is the handler's.
     let half = unsafe { &mut *b.halves[ACTIVE.load(Ordering::SeqCst) & 1].get() };
     let limit = DEPTH.load(Ordering::Relaxed) + 1;
@@ -278,11 +295,16 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
 }
 
 /// Hands every stack read since the last drain to `f`, in the order first
-/// read, and empties the buffer. Runs on the VM thread, outside the handler.
+/// read, and empties the buffer. Runs outside the handler, one drain at a
+/// time (under the session state's lock): on the VM thread, or on a thread
+/// of ours, which waits for a write the handler began in the old half.
 pub fn drain(mut f: impl FnMut(TakenStack)) {
     let Some(b) = buffers() else { return };
     let old = ACTIVE.load(Ordering::SeqCst) & 1;
     ACTIVE.store(old ^ 1, Ordering::SeqCst);
+    while WRITING.load(Ordering::SeqCst) {
+        std::hint::spin_loop();
+    }
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
     // SAFETY: the handler writes only the active half, which is now the
     // other one; this thread is the only other user.
