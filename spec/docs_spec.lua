@@ -111,6 +111,13 @@ local function tracked_files()
 end
 
 describe("documentation", function()
+  it("holds no merge conflict markers, in the docs or anywhere else", function()
+    local p = assert(io.popen("git grep -n -I -E '^(<<<<<<<|>>>>>>>) ' -- . ':!spec/docs_spec.lua'"))
+    local found = p:read("*a")
+    p:close()
+    assert.equal("", found)
+  end)
+
   it("keeps the README to at most 300 lines", function()
     local n = select(2, read("README.md"):gsub("\n", "\n"))
     assert.is_true(n <= 300, "README.md has " .. n .. " lines")
