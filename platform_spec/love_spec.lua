@@ -172,9 +172,12 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
 
   it("marks a frame at each love.timer.step of the standard love.run, and finds the slow one", function()
     local rc, out = love(root .. "/platform_spec/fixtures/love_frames", "", {
-      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;",
+      TECS_PROFILE_DIR = save_root .. "/frames-ctl" })
     assert.equal(0, rc, out)
     assert.matches("wrapped=true\n", out)
+    -- The channel's poll and the session's frame mark share one wrapper.
+    assert.matches("one wrapper=true\n", out)
     -- The standard love.run steps the timer once after love.load, then once
     -- per frame before love.update: one frame more than updates.
     local frames, updates, hitch_frame = out:match("frames=(%d+) updates=(%d+) hitch_frame=(%d+)\n")
@@ -196,7 +199,12 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(top == ("hitch_work (main.lua:%d)"):format(first) or top == ("main.lua:%d-%d"):format(first, last),
       top)
     assert.is_true(tonumber(share) >= 0.8, out)
+    -- The wrapper stays while the channel polls, and goes with the last
+    -- of the two; under a library's wrapper it stays, used again.
+    assert.matches("still polled=true\n", out)
     assert.matches("restored=true\n", out)
+    assert.matches("library kept=true\n", out)
+    assert.matches("wrapped again=false\n", out)
   end)
 
   it("runs each LÖVE callback in a zone named after it, the game's own zones inside", function()
@@ -338,6 +346,9 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     local rest = game:read("*a")
     game:close()
     assert(ok, tostring(err) .. "\n" .. rest)
+    -- The stop ran inside a step, whose wrapper went on to the rest of
+    -- what it runs (the session's frame mark just taken off among them).
+    assert.is_nil(rest:find("stack traceback", 1, true), rest)
     assert.is_nil(read(ctl .. "/" .. pid .. ".json"), "entry left after the game quit:\n" .. rest)
   end)
 

@@ -5,7 +5,8 @@
 --    ...
 --    profile.poll()            -- where the program can spare a moment
 --                              -- (a LÖVE game polls once per frame by itself,
---                              -- an nginx worker from a timer `listen` starts)
+--                              -- an nginx worker from a timer `listen` starts:
+--                              -- see `HOSTS`)
 --
 -- `listen` opens a Unix socket in a directory only this user can enter and
 -- puts a discovery entry beside it; `tecs-profile targets` lists the
@@ -17,7 +18,6 @@
 -- @module tecs.profile.listen
 
 local clock = require("tecs.profile.clock")
-local love_zones = require("tecs.profile.love_zones")
 
 local native_ok, native = pcall(require, "tecs.profile.native")
 
@@ -30,15 +30,19 @@ M.TOP = 10
 M.SLOWEST = 3
 M.TOP_IN_FRAME = 3
 
---- Seconds between two polls of the timer `listen` starts in an nginx
--- worker: a command waits at most this long.
-M.NGINX_POLL_SECONDS = 0.1
-
 --- Hosts whose code is a module of its own, asked in order whether the
--- program is theirs (the interface is described in
--- `tecs.profile.host.nvim`): such a host names the program and its kind,
--- polls by itself, and may say where its plugins live.
-M.HOSTS = { "tecs.profile.host.nvim" }
+-- program is theirs (`detect()`). Such a host names the program and its
+-- kind, and polls by itself. A host module gives:
+-- `kind` (the discovery entry's kind), `detect()` (whether this Lua state
+-- is that host's), `program()` (the name `tecs-profile targets` shows, or
+-- nil for the default), `start(channel)` (starts polling: `channel.poll()`
+-- runs what waits, `channel.finish()` writes a session the channel started
+-- and closes it, for a host that is about to exit; returns nil, or why
+-- polling cannot start, which refuses `listen`), `stop()` (stops polling),
+-- and optionally `say(message)` (where `finish` says what it wrote, when
+-- not on stderr) and `plugins()` (the `plugins` option of the views: where
+-- the host's plugins live).
+M.HOSTS = { "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim" }
 
 -- The open channel: { native = listener, dir, socket, pid, program, kind,
 -- host (its module of `HOSTS`, if any) }, or nil.
@@ -53,7 +57,8 @@ local running
 local last
 local written = 0
 
--- The module of `HOSTS` whose host this program is, or nil.
+-- The module of `HOSTS` whose host this program is, or nil (a plain
+-- LuaJIT program: it calls `profile.poll()` itself).
 local function host_module()
   for _, name in ipairs(M.HOSTS) do
     local ok, host = pcall(require, name)
@@ -62,22 +67,8 @@ local function host_module()
   return nil
 end
 
-local function kind_of_host()
-  if love_zones.in_love() then return "love" end
-  if type(ngx) == "table" and type(ngx.timer) == "table" then return "nginx" end
-  return "luajit"
-end
-
-local function program_name(kind)
-  if kind == "love" and love.filesystem and love.filesystem.getIdentity then
-    local ok, id = pcall(love.filesystem.getIdentity)
-    if ok and type(id) == "string" and id ~= "" then return id end
-  end
-  if kind == "nginx" and type(ngx.worker) == "table" and type(ngx.worker.id) == "function" then
-    local ok, id = pcall(ngx.worker.id)
-    if ok and id then return "nginx worker " .. id end
-    return "nginx"
-  end
+-- The name of a program no host module names.
+local function program_name()
   return type(arg) == "table" and type(arg[0]) == "string" and arg[0] or "luajit"
 end
 
@@ -402,96 +393,26 @@ function M.poll()
   return n
 end
 
--- `love.timer.step` as found and as wrapped while listening:
--- { timer, original, wrapper }. LÖVE's standard `love.run` calls it once
--- per frame, so the game polls with no change to its code.
-local love_hook
-
-local function hook_love()
-  local timer = type(love) == "table" and type(love.timer) == "table" and love.timer
-  if not timer or type(timer.step) ~= "function" then return end
-  local original = timer.step
-  local function step(...)
-    M.poll()
-    return original(...)
-  end
-  timer.step = step
-  love_hook = { timer = timer, original = original, wrapper = step }
-end
-
-local function unhook_love()
-  if love_hook and love_hook.timer.step == love_hook.wrapper then love_hook.timer.step = love_hook.original end
-  -- Otherwise something wrapped ours since: it stays in the chain, and
-  -- polls nothing once the channel is closed.
-  love_hook = nil
-end
-
--- In an nginx worker (lua-nginx-module, OpenResty) the program's thread is
--- nginx's event loop, which Lua never sees return: a recurring timer polls
--- instead, in a light thread of its own, between the worker's requests.
--- Started once per Lua VM, it polls whichever channel is open (none after
--- `close`: it then costs a function call). When the worker exits (a
--- reload, a stop), nginx runs it one last time as premature: a session
--- the channel started is written then (its path in the error log) and the
--- channel closes, before the worker is gone: its socket and discovery
--- entry go with it (closing the Lua state would remove them too, but a
--- worker that lingers on long requests keeps its state until it ends).
-local nginx_timer = false
-
-local function nginx_tick(premature)
-  if premature then
-    -- A session the channel started is stopped and written, as at the
-    -- end of a program run with --listen, not lost with the worker.
-    local path, err = M.finish_session()
-    if path or err then
-      ngx.log(ngx.NOTICE, "tecs-profile: ", path and ("the running session was written to " .. path)
-        or ("the running session could not be written: " .. tostring(err)))
-    end
-    M.close()
-    return
-  end
-  M.poll()
-end
-
 -- What a host module calls when its program is about to exit: a session
--- the channel started is written (its path, or why not, on stderr) and
--- the channel closes.
+-- the channel started is written (its path, or why not, said where the
+-- host says things) and the channel closes.
 local function finish_for_host()
+  local host = host_module()
   local path, err = M.finish_session()
   if path or err then
-    io.stderr:write("tecs-profile: ", path and ("the running session was written to " .. path)
-      or ("the running session could not be written: " .. tostring(err)), "\n")
+    local message = path and ("the running session was written to " .. path)
+      or ("the running session could not be written: " .. tostring(err))
+    if host and host.say then host.say(message) else io.stderr:write("tecs-profile: ", message, "\n") end
   end
   M.close()
 end
 
--- Starts the poll timer of an nginx worker, or returns why it cannot.
-local function start_nginx_timer()
-  if nginx_timer then return nil end
-  local phase = type(ngx.get_phase) == "function" and ngx.get_phase()
-  if phase == "init" then
-    -- init_by_lua runs in the master, before the workers are forked: a
-    -- channel opened there would name the master's pid and be shared by
-    -- every worker.
-    return "in nginx, call it in init_worker_by_lua* (init_by_lua* runs in the master process, not in the workers)"
-  end
-  if type(ngx.timer.every) ~= "function" then
-    return "this lua-nginx-module has no ngx.timer.every (0.10.9 or later is needed): call profile.poll() from a timer"
-  end
-  -- A phase that may not make timers raises; a full timer table returns nil.
-  local called, ok, err = pcall(ngx.timer.every, M.NGINX_POLL_SECONDS, nginx_tick)
-  if not (called and ok) then
-    return "cannot start the poll timer in the " .. tostring(phase) .. " phase (ngx.timer.every: "
-      .. tostring(called and err or ok) .. "): call it in init_worker_by_lua*"
-  end
-  nginx_timer = true
-  return nil
-end
-
---- Open the control channel of this process. In an nginx worker it also
--- starts a timer that polls every `NGINX_POLL_SECONDS` (so one call in
--- `init_worker_by_lua*` is all a worker needs); refused in `init_by_lua*`,
--- which runs in the master.
+--- Open the control channel of this process. A host of `HOSTS` polls by
+-- itself: in LÖVE once per frame, in Neovim from a libuv timer; in an
+-- nginx worker a timer polls every
+-- `POLL_SECONDS` of `tecs.profile.host.nginx` (so one call in
+-- `init_worker_by_lua*` is all a worker needs; refused in `init_by_lua*`,
+-- which runs in the master).
 -- @tparam[opt] table opts `dir` (the control directory; default
 --   `$TECS_PROFILE_DIR`, else `$XDG_RUNTIME_DIR/tecs-profile`, else
 --   `/tmp/tecs-profile-UID`; created 0700, and refused unless it is this
@@ -522,28 +443,22 @@ function M.listen(opts)
   end
   if not native.raw.listen then error("profile.listen: this system has no Unix sockets", 2) end
   local host = host_module()
-  local kind = host and host.kind or kind_of_host()
-  if kind == "nginx" then
+  local kind = host and host.kind or "luajit"
+  if host then
     -- Before the channel opens, so that a refusal leaves nothing behind.
-    local why = start_nginx_timer()
+    local why = host.start({ poll = M.poll, finish = finish_for_host })
     if why then error("profile.listen: " .. why, 2) end
   end
-  local program = opts.program or (host and host.program()) or program_name(kind)
+  local program = opts.program or (host and host.program()) or program_name()
   local ok, listener = native.call(native.raw.listen, opts.dir, { program = program, kind = kind, started = os.time(),
     outputDir = opts.outputDir })
-  if not ok then error("profile.listen: " .. listener, 2) end
+  if not ok then
+    if host then host.stop() end
+    error("profile.listen: " .. listener, 2)
+  end
   local socket = listener:socket()
   channel = { native = listener, socket = socket, dir = socket:match("^(.*)/[^/]*$"), pid = listener:pid(),
-    program = program, kind = kind, skipThread = opts.skipThread }
-  if kind == "love" then hook_love() end
-  if host then
-    local why = host.start({ poll = M.poll, finish = finish_for_host })
-    if why then
-      M.close()
-      error("profile.listen: " .. why, 2)
-    end
-    channel.host = host
-  end
+    program = program, kind = kind, skipThread = opts.skipThread, host = host }
   local info = { socket = socket, entry = listener:entry(), dir = channel.dir, pid = channel.pid }
   if opts.wake then info.woken, info.whyNotWoken = listener:wake(M.poll) end
   return info
@@ -563,7 +478,6 @@ end
 -- started keeps running until `finish_session` or the program's end.
 function M.close()
   if not channel then return end
-  unhook_love()
   if channel.host then channel.host.stop() end
   channel.native:close()
   channel = nil

@@ -52,17 +52,12 @@ local function wrap_field(state, name, f)
   return wrapper
 end
 
---- Whether this Lua state runs inside LÖVE.
-function M.in_love()
-  return type(love) == "table" and type(love.getVersion) == "function"
-end
-
 --- Wraps the game's callbacks so that each runs in its zone; `zones` is
 -- the zone stack the session reads. Does nothing outside LÖVE or when
 -- already installed.
 -- @tparam table zones
 function M.install(zones)
-  if installed or not M.in_love() or type(zones) ~= "table" then return end
+  if installed or not require("tecs.profile.host.love").detect() or type(zones) ~= "table" then return end
   local l = love
   local state = { love = l, zones = zones, wrapped = {} }
   for _, name in ipairs(M.CALLBACKS) do

@@ -1,6 +1,7 @@
 --- What a running sampling session puts on its time line: frame marks
--- (`profile.frame()`, and inside LÖVE a wrapper of `love.timer.step`, which
--- the standard `love.run` calls once per frame) and events (trace aborts).
+-- (`profile.frame()`, and inside LÖVE at each `love.timer.step`, which the
+-- standard `love.run` calls once per frame: `tecs.profile.host.love`) and
+-- events (trace aborts).
 -- Loaded with the session; reading the time line back is
 -- `tecs.profile.timeline`, loaded when first asked.
 -- @module tecs.profile.marks
@@ -33,47 +34,25 @@ function M.event(name, details)
   if marking then marking:event(name, details) end
 end
 
--- `love.timer.step` as found and as wrapped, while the wrapper is in its
--- chain: { timer = love.timer, original = fn, wrapper = fn }.
-local love_hook
-
-local function hook_love()
-  local timer = type(love) == "table" and type(love.timer) == "table" and love.timer
-  if not timer or type(timer.step) ~= "function" then return end
-  -- A wrapper another library wrapped in turn is still in the chain of
-  -- this `love.timer`, and marks again as soon as a session runs: a second
-  -- one would mark twice.
-  if love_hook and love_hook.timer == timer then return end
-  local original = timer.step
-  local function step(...)
-    if marking then mark_frame(marking) end
-    return original(...)
-  end
-  timer.step = step
-  love_hook = { timer = timer, original = original, wrapper = step }
-end
-
-local function unhook_love()
-  if love_hook and love_hook.timer.step == love_hook.wrapper then
-    love_hook.timer.step = love_hook.original
-    love_hook = nil
-  end
-  -- Otherwise something wrapped the wrapper since: putting the original
-  -- back would drop that library's wrapper, so ours stays in the chain and
-  -- passes calls through while no session runs.
+-- Marks a frame, registered with LÖVE's one wrapper of `love.timer.step`
+-- (`tecs.profile.host.love`) while a session runs inside LÖVE.
+local function mark_step()
+  if marking then mark_frame(marking) end
 end
 
 --- Start marking frames for a session's native handle (at its start).
 function M.attach(handle)
   marking, mark_frame = handle, handle.frame
-  hook_love()
+  -- The host module loads inside LÖVE alone.
+  if rawget(_G, "love") ~= nil then require("tecs.profile.host.love").on_step(mark_step) end
 end
 
 --- Stop marking frames (at the session's stop).
 function M.detach(handle)
   if marking ~= handle then return end
   marking, mark_frame = nil, nil
-  unhook_love()
+  local love_host = package.loaded["tecs.profile.host.love"]
+  if love_host then love_host.off_step(mark_step) end
 end
 
 return M

@@ -1,14 +1,9 @@
 --- The control channel's host code for Neovim: how a running editor polls
 -- with no user code, how it is named, and where its plugins live.
 --
--- A host module of `tecs.profile.listen` (see its `HOSTS`) gives:
--- `kind` (the discovery entry's kind), `detect()` (whether this Lua state
--- is that host's), `program()` (the name `tecs-profile targets` shows),
--- `start(channel)` (starts polling: `channel.poll()` runs what waits,
--- `channel.finish()` writes a session the channel started and closes it,
--- for a host that is about to exit), `stop()` (stops polling), and
--- optionally `plugins()` (the `plugins` option of the views: where the
--- host's plugins live).
+-- A host module of `tecs.profile.listen` (see its `HOSTS` for the
+-- interface): `kind`, `detect()`, `program()`, `start(channel)`, `stop()`
+-- and `plugins()`.
 --
 -- In Neovim a libuv timer (`vim.loop`; `vim.uv` from 0.10) wakes every
 -- `POLL_MS` and schedules the poll with `vim.schedule`: the commands run
