@@ -27,6 +27,9 @@ PRELOAD_SO  = target/release/libtecs_profile_love_preload.so
 BUILD_PRELOAD = build/lib/tecs/profile/love_preload.so
 
 LUA_FILES  := $(shell find lua -name '*.lua' | sort)
+# What modules read from beside them (the report page's style and scripts,
+# lua/tecs/profile/page/), installed with them.
+ASSET_FILES := $(shell find lua -name '*.css' -o -name '*.js' | sort)
 RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject/Cargo.toml
 
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
@@ -92,7 +95,7 @@ install: build
 	install -d $(INST_LIBDIR)/tecs/profile $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/utils
 	install -m 0755 $(NATIVE_SO) $(INST_LIBDIR)/tecs/profile/native.so
 	install -m 0755 $(PRELOAD_SO) $(INST_LIBDIR)/tecs/profile/love_preload.so
-	for f in $(LUA_FILES); do \
+	for f in $(LUA_FILES) $(ASSET_FILES); do \
 	  rel=$${f#lua/}; install -d $(INST_LUADIR)/$$(dirname $$rel); \
 	  install -m 0644 $$f $(INST_LUADIR)/$$rel; done
 	install -d $(INST_BINDIR)

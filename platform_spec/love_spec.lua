@@ -271,7 +271,8 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
   local function make_archive(work, so_dir)
     assert(os.execute(table.concat({
       "rm -rf " .. sh_quote(work) .. " " .. sh_quote(save_dir("tecs-profile-example") .. "/tecs") .. " " ..
-        sh_quote(save_dir("tecs-profile-example") .. "/tecs-report.txt"),
+        sh_quote(save_dir("tecs-profile-example") .. "/tecs-report.txt") .. " " ..
+        sh_quote(save_dir("tecs-profile-example") .. "/tecs-report.html"),
       "mkdir -p " .. sh_quote(work .. "/game") .. " " .. sh_quote(so_dir .. "/tecs/profile"),
       "cp " .. sh_quote(root) .. "/examples/love/*.lua " .. sh_quote(work .. "/game/"),
       "cp -R " .. sh_quote(root .. "/lua/tecs") .. " " .. sh_quote(work .. "/game/"),
@@ -293,6 +294,9 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     local report = assert(read(save_dir("tecs-profile-example") .. "/tecs-report.txt"), out)
     assert.truthy(report:find("%(game%.lua:%d+%)"), report)
     assert.is_nil(report:find("game.lua: cannot read", 1, true), report)
+    -- The report page's style and script are read from the archive too.
+    local page = assert(read(save_dir("tecs-profile-example") .. "/tecs-report.html"), out)
+    assert.truthy(page:find("rect.frame-bar", 1, true) and page:find("var tecsPage", 1, true), out)
   end
 
   it("runs from a .love archive, library in the save directory (LÖVE's C loader)", function()

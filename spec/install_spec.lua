@@ -28,6 +28,9 @@ local USE_TREE = [[
   zone()
   local text = s:stop(arg[1])
   assert(text:match("^installed;[^\n]+_%[[NICGJ]%] %d+\n"), text)
+  -- The report page, with its style and script read from beside its module.
+  local page = s:timeline("html")
+  assert(page:find("rect.frame-bar", 1, true) and page:find("var tecsPage", 1, true), "page without its assets")
   io.write("OK ", package.searchpath("tecs.profile.native", package.cpath))
 ]]
 
