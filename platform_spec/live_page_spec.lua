@@ -37,7 +37,7 @@ describe("the live page in chromium", function()
     local rc, out, err = run.run3(string.format("curl -s -o %s -w '%%{http_code}' %s", q(body), q(url .. "data.json")))
     assert.equal(0, rc, err)
     assert.equal("200", out, run.read(body))
-    return native.json_decode(run.read(body))
+    return native.jsonDecode(run.read(body))
   end
 
   local function until_data(done)

@@ -593,7 +593,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
       repeat
         local rc, body, e = run.run3("curl -s " .. sh_quote(url .. "data.json"))
         assert.equal(0, rc, e)
-        data = assert(require("tecs.profile.native").json_decode(body), body)
+        data = assert(require("tecs.profile.native").jsonDecode(body), body)
         assert.is_true(os.time() < deadline, body)
       until (data.samples or 0) >= 200
     end)

@@ -407,7 +407,7 @@ describe("Neovim (headless)", function()
         for _ = 1, 600 do
           local rc, body = run.run("curl -s " .. q(url .. "data.json"))
           assert.equal(0, rc, body)
-          d = native.json_decode(body)
+          d = native.jsonDecode(body)
           if d and d.samples and d.samples >= 200 then break end
           os.execute("sleep 0.1")
         end

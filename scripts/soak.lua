@@ -100,7 +100,7 @@ end
 
 -- ---------------------------------------------------------------- checks
 local function check_text(label, text, expect_total)
-  local ok, parsed = pcall(native.parse_collapsed, text)
+  local ok, parsed = pcall(native.parseCollapsed, text)
   if not ok then return fail("%s: output does not parse: %s", label, parsed) end
   if expect_total and parsed.samples ~= expect_total then
     fail("%s: output has %d samples, stats say %d recorded", label, parsed.samples, expect_total)
@@ -193,7 +193,7 @@ while wall() - t_start < TOTAL do
   total_samples = total_samples + st.samples
   total_overflow = total_overflow + st.overflowSamples
   if st.memoryBytes > max_table_bytes then max_table_bytes = st.memoryBytes end
-  local cap = max_stacks or native.default_max_stacks
+  local cap = max_stacks or native.defaultMaxStacks
   if st.stacks > cap then fail("session %d: %d stacks past the cap %d", sessions, st.stacks, cap) end
   -- a child process that exits with a session running
   child_exits_running(({ "end", "exit-close", "exit" })[sessions % 3 + 1])

@@ -233,7 +233,7 @@ describe("profile.allocations live blocks", function()
       local work = dofile("spec/fixtures/alloc_live_workload.lua")
       local list = {}
       local s = profile.allocations({ bytesPerSample = 256, maxLiveBlocks = 16384 })
-      if arg[1] == "wrapped" then require("tecs.profile.native").raw._test_wrap_allocator() end
+      if arg[1] == "wrapped" then require("tecs.profile.native").raw._testWrapAllocator() end
       work.kept(list, 20000)
       local grown = work.grown(50000)
       if arg[1] == "stopped" or arg[1] == "wrapped" then

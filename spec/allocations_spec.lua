@@ -139,12 +139,12 @@ describe("profile.allocations", function()
   end)
 
   it("gives the allocator back at the stop and counts nothing after", function()
-    assert.is_false(native.raw._test_allocator_wrapped())
+    assert.is_false(native.raw._testAllocatorWrapped())
     local s = profile.allocations({ bytesPerSample = 1024 })
-    assert.is_true(native.raw._test_allocator_wrapped())
+    assert.is_true(native.raw._testAllocatorWrapped())
     work.tables(5000, {})
     s:stop()
-    assert.is_false(native.raw._test_allocator_wrapped())
+    assert.is_false(native.raw._testAllocatorWrapped())
     local st = s:stats()
     assert.equal("restored", st.allocator)
     work.tables(50000, {})
@@ -169,7 +169,7 @@ describe("profile.allocations", function()
   it("leaves its wrapper as a pass-through when another one wrapped it", function()
     local s = profile.allocations({ bytesPerSample = 1024 })
     -- Another library wraps the allocator: it wraps ours.
-    assert.is_true(native.raw._test_wrap_allocator())
+    assert.is_true(native.raw._testWrapAllocator())
     work.strings(5000, {})
     s:stop()
     local st = s:stats()
@@ -196,17 +196,17 @@ describe("profile.allocations", function()
       -- Attached: both sessions run at the close.
       if arg[1] == "attached" then profile.sample() end
       local s = profile.allocations({ bytesPerSample = 1024 })
-      if arg[1] == "wrapped" then require("tecs.profile.native").raw._test_wrap_allocator() end
+      if arg[1] == "wrapped" then require("tecs.profile.native").raw._testWrapAllocator() end
       local keep = {}
       work.strings(20000, keep) work.tables(20000, keep)
       if arg[1] == "dropped" then
         -- A native handle nobody stops: its finaliser gives the allocator back.
         s:stop()
         local native = require("tecs.profile.native")
-        native.raw.start_allocations({ bytesPerSample = 1024 })
+        native.raw.startAllocations({ bytesPerSample = 1024 })
         work.tables(20000, keep)
         collectgarbage() collectgarbage()
-        if native.raw._test_allocator_wrapped() then error("wrapper left after the finaliser") end
+        if native.raw._testAllocatorWrapped() then error("wrapper left after the finaliser") end
         s = profile.allocations({ bytesPerSample = 1024 })
         work.tables(20000, keep)
       end

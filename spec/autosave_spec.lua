@@ -10,7 +10,7 @@ local run = require("spec.support.run")
 local function samples_in(path)
   local text = run.read(path)
   if not text then return nil end
-  local ok, parsed = pcall(native.parse_collapsed, text)
+  local ok, parsed = pcall(native.parseCollapsed, text)
   return ok and parsed.samples or nil, text
 end
 
@@ -41,7 +41,7 @@ describe("autosave", function()
     end, 30)
     assert.is_true(samples_in(path) > first + 20, "written again while running")
     local text = s:stop()
-    local at_stop = native.parse_collapsed(text).samples
+    local at_stop = native.parseCollapsed(text).samples
     assert.equal(at_stop, samples_in(path), "the last write holds every sample of the session")
   end)
 

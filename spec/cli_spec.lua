@@ -238,7 +238,7 @@ describe("tecs-profile", function()
     assert.is_true(st.recordedSamples >= sampling.least_samples(s, 0.15), tostring(st.recordedSamples))
     assert.is_true(st.filteredSamples >= sampling.least_samples(s, 0.15), tostring(st.filteredSamples))
     -- The main thread skipped, as run --listen skips its launcher.
-    s = profile.sample({ skipThread = native.raw.current_thread() })
+    s = profile.sample({ skipThread = native.raw.currentThread() })
     spin(0.15)
     on_skipped = s:stats().recordedSamples
     coroutine.wrap(spin)(0.15)

@@ -55,7 +55,7 @@ end
 
 describe("profile.coverage", function()
   after_each(function()
-    assert.is_nil(rawget(_G, native.cover_global))
+    assert.is_nil(rawget(_G, native.coverGlobal))
   end)
 
   it("covers exactly the lines a line hook sees with the JIT off", function()
@@ -134,7 +134,7 @@ describe("profile.coverage", function()
     end
     for _, name in ipairs({ "cover_syntax.lua", "cover_oracle.lua" }) do
       local src = io.open(fixtures .. name):read("*a")
-      local code = native.cover_rewrite(src, 1)
+      local code = native.coverRewrite(src, 1)
       assert.are_not.equal(src, code)
       assert.are.equal(shape(loadstring(src, name)), shape(loadstring(code, name)))
     end
@@ -393,7 +393,7 @@ describe("profile.coverage", function()
         local src = io.open(path, "rb"):read("*a")
         local plain = loadstring(src, "@" .. path)
         if plain then
-          local code, info = native.cover_rewrite(src, 1)
+          local code, info = native.coverRewrite(src, 1)
           assert.is_truthy(code, path .. ": " .. tostring(info))
           local f, err = loadstring(code, "@" .. path)
           assert.is_truthy(f, err)

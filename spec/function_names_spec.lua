@@ -3,7 +3,7 @@
 -- Profiler's functions; Chrome trace ranges) name a Lua frame by the
 -- function the by-function report names, and keep the line it sampled
 -- where the format has a place for lines.
-local json = require("tecs.profile.native").json_decode
+local json = require("tecs.profile.native").jsonDecode
 local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local run = require("spec.support.run")

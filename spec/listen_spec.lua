@@ -164,7 +164,7 @@ describe("the control channel", function()
     children[#children + 1] = child
     local socket = assert(child.first:match("^listening (.*)$"), child.first)
     local function request(req)
-      local ok, answer = native.call(native.raw.control_request, socket, req, PATIENCE_SECONDS)
+      local ok, answer = native.call(native.raw.controlRequest, socket, req, PATIENCE_SECONDS)
       assert.is_true(ok, answer)
       return answer
     end
@@ -241,8 +241,8 @@ for line in json.loads(sys.argv[2]) + [None]:
     local n = 0
     for line in out:gmatch("[^\n]+") do
       n = n + 1
-      local text = assert(native.json_decode(line))
-      local a = assert(native.json_decode(text:match("^[^\n]+")), line)
+      local text = assert(native.jsonDecode(line))
+      local a = assert(native.jsonDecode(text:match("^[^\n]+")), line)
       assert.is_false(a.ok, line)
       assert.equal(text:match("^[^\n]+\n"), text, "one answer line")
       assert.matches(n <= #lines and lines[n][2] or "request line longer than 65536 bytes: not read; the "
@@ -364,7 +364,7 @@ for line in json.loads(sys.argv[2]) + [None]:
   it("answers busy to a second client while one is connected", function()
     local child = spawn()
     local native = require("tecs.profile.native")
-    local held = native.raw.control_connect(ctl .. "/" .. child.pid .. ".sock")
+    local held = native.raw.controlConnect(ctl .. "/" .. child.pid .. ".sock")
     local answer = held:request({ cmd = "status" }, PATIENCE_SECONDS)
     assert.is_true(answer.ok)
     assert.equal(child.pid, answer.pid)

@@ -84,7 +84,7 @@ describe("the live page", function()
   end)
 
   local function request(child, req)
-    local ok, answer = native.call(native.raw.control_request, child.socket, req, PATIENCE_SECONDS)
+    local ok, answer = native.call(native.raw.controlRequest, child.socket, req, PATIENCE_SECONDS)
     assert.is_true(ok, answer)
     return answer
   end
@@ -203,7 +203,7 @@ describe("the live page", function()
     local d = until_answer(function()
       local s, b = get(l.url .. "data.json")
       assert.equal(200, s, b)
-      return native.json_decode(b)
+      return native.jsonDecode(b)
     end, function(x) return x.samples >= 100 and x.framesKept >= 30 and x.flamegraph:find(QUICK, 1, true) end)
     assert.is_true(d.running)
     assert.is_true(#d.frames >= 30)
@@ -251,11 +251,11 @@ describe("the live page", function()
     assert.is_true(request(child, { cmd = "stop" }).ok)
     l = live("")
     assert.matches("started one", l.lines[1], 1, true)
-    until_answer(function() return native.json_decode(select(2, get(l.url .. "data.json"))) end,
+    until_answer(function() return native.jsonDecode(select(2, get(l.url .. "data.json"))) end,
       function(x) return x.samples and x.samples >= 50 end)
     stop_live(l, "KILL")
     local a = until_answer(function()
-      local ok, answer = native.call(native.raw.control_request, child.socket, { cmd = "status" }, PATIENCE_SECONDS)
+      local ok, answer = native.call(native.raw.controlRequest, child.socket, { cmd = "status" }, PATIENCE_SECONDS)
       return ok and answer or { ok = false }
     end, function(x) return x.ok end)
     assert.is_true(a.running)
@@ -274,7 +274,7 @@ describe("the live page", function()
     for _, target in ipairs({ t.outside .. "/victim.svg", t.out .. "/link.svg", "../outside/new.svg" }) do
       local l = live("-o " .. q(target))
       assert.is_string(l.url, table.concat(l.lines, "\n"))
-      until_answer(function() return native.json_decode(select(2, get(l.url .. "data.json"))) end,
+      until_answer(function() return native.jsonDecode(select(2, get(l.url .. "data.json"))) end,
         function(x) return x.samples and x.samples >= 1 end)
       local code, rest = stop_live(l, "TERM")
       assert.equal(1, code, rest)

@@ -35,7 +35,7 @@ describe("tecs-profile mcp conforms to the specification's schema", function()
     local rc, out, err = run.run3(string.format("%s spec/support/mcp_conformance.py %s", q(mcp.clients().python),
       q(path)))
     assert.equal(0, rc, out .. err)
-    return assert(native.json_decode(out), out)
+    return assert(native.jsonDecode(out), out)
   end
 
   -- One run of the server in `revision`: the messages sent and received.

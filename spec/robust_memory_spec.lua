@@ -35,7 +35,7 @@ describe("bounded memory", function()
   end)
 
   it("has a documented default cap", function()
-    assert.equal(100000, native.default_max_stacks)
+    assert.equal(100000, native.defaultMaxStacks)
     -- The option table of profile.sample lives in the API reference.
     local f = assert(io.open("docs/api.md"))
     local doc = f:read("*a")
@@ -44,7 +44,7 @@ describe("bounded memory", function()
     for line in doc:gmatch("[^\n]+") do
       -- its row: | `maxStacks` | `100000` | meaning |
       local default = line:match("^|%s*`maxStacks`%s*|%s*`(%d+)`%s*|")
-      if default == tostring(native.default_max_stacks) then documented = true end
+      if default == tostring(native.defaultMaxStacks) then documented = true end
     end
     assert.is_true(documented, "docs/api.md documents the maxStacks default")
   end)

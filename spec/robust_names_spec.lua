@@ -34,7 +34,7 @@ end
 
 local function check_both_readers(text)
   local rows = collapsed.parse(text)
-  local n = native.parse_collapsed(text)
+  local n = native.parseCollapsed(text)
   assert.equal(#rows, n.rows)
   assert.equal(collapsed.sum(rows), n.samples)
   return rows

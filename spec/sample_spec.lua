@@ -306,7 +306,7 @@ describe("profile.sample", function()
     local pattern = lpeg.Cmt(lpeg.P(1), function() busy(3000) return true end) ^ 0
     local s = profile.sample()
     local walks = 0
-    native.raw.set_function_paths(function()
+    native.raw.setFunctionPaths(function()
       walks = walks + 1
       return cfuncs.paths()
     end)

@@ -26,7 +26,7 @@ fn the_writer_reads_a_running_session_and_writes_every_sample_at_the_stop() {
             local f = assert(io.open(path, "rb"))
             local text = f:read("*a")
             f:close()
-            return native.parse_collapsed(text).samples, native.parse_collapsed(h:collapsed()).samples
+            return native.parseCollapsed(text).samples, native.parseCollapsed(h:collapsed()).samples
             "#,
         )
         .eval()

@@ -47,7 +47,7 @@ function M.place()
     assert.equal(0, rc, err)
     local answers, raw = {}, {}
     for line in out:gmatch("[^\n]+") do
-      local v, why = native.json_decode(line)
+      local v, why = native.jsonDecode(line)
       assert.is_nil(why, line)
       answers[#answers + 1] = v
       raw[#raw + 1] = line
@@ -114,7 +114,7 @@ function M.drive(ctl, driver, calls)
   local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s %s %s %s %s %s", q(ctl), cmd, q(driver.mode),
     q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), q(native.json(calls))))
   assert.equal(0, rc, out .. err)
-  return assert(native.json_decode(out:match("([^\n]+)%s*$") or ""), out .. err)
+  return assert(native.jsonDecode(out:match("([^\n]+)%s*$") or ""), out .. err)
 end
 
 --- The inspector's CLI (`--cli`) run once in `era` ("legacy", "modern")
@@ -133,7 +133,7 @@ function M.inspect(ctl, era, args)
     q(ctl .. "-client.json"), q(c.node:match("^(.*)/[^/]+$")), q(c.inspector), era, table.concat(env, " "),
     q(run.luajit:match("^%S+")), q(run.root .. "/bin/tecs-profile"), args))
   -- A tool's error result comes on stdout with a status of its own.
-  local v = native.json_decode(out:match("^%s*{") and out or "")
+  local v = native.jsonDecode(out:match("^%s*{") and out or "")
   if not v or (rc ~= 0 and not (v.result and v.result.isError)) then return nil, out .. err end
   return v, out .. err
 end

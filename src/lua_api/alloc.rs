@@ -43,7 +43,7 @@ pub const ALLOCATION_OPTIONS: &[Declared] = &[
     ),
 ];
 
-/// Reads and checks `start_allocations(opts, env)`: the sampler's options,
+/// Reads and checks `startAllocations(opts, env)`: the sampler's options,
 /// the bytes per sample and the live blocks tracked at most.
 fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64, usize), String> {
     let mut o = options::read_start_options(ALLOCATION_OPTIONS, opts, env)?;
@@ -54,7 +54,7 @@ fn read_options(opts: &Value, env: &Value) -> Result<(StartOptions, u64, usize),
     Ok((o, number("bytesPerSample") as u64, number("maxLiveBlocks") as usize))
 }
 
-/// `native.raw.start_allocations(opts, env)`: a session handle and the
+/// `native.raw.startAllocations(opts, env)`: a session handle and the
 /// settings it runs with (defaults filled in).
 pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<(mlua::AnyUserData, Table)> {
     let (o, bytes_per_sample, max_live) = read_options(&opts, &env).map_err(runtime)?;
@@ -206,7 +206,7 @@ impl NativeSession {
     }
 }
 
-/// `native.raw._test_wrap_allocator()`: wraps the VM's allocator in a
+/// `native.raw._testWrapAllocator()`: wraps the VM's allocator in a
 /// plain pass-through of another "library", as a test of what a stop does
 /// when its wrapper is no longer the VM's allocator. Returns whether an
 /// allocation session's wrapper was the allocator it wrapped. A native
@@ -218,7 +218,7 @@ pub(super) fn test_wrap_allocator(lua: &Lua, (): ()) -> mlua::Result<bool> {
     Ok(crate::record::alloc_hook::wrap_in_pass_through(vm))
 }
 
-/// `native.raw._test_allocator_wrapped()`: whether an allocation session's
+/// `native.raw._testAllocatorWrapped()`: whether an allocation session's
 /// wrapper is the VM's allocator now.
 pub(super) fn test_allocator_wrapped(lua: &Lua, (): ()) -> mlua::Result<bool> {
     let vm = crate::sys::VmHandle::of(lua)?;

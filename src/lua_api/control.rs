@@ -188,7 +188,7 @@ impl Drop for Listener {
     }
 }
 
-/// A client's connection held open (`native.raw.control_connect`);
+/// A client's connection held open (`native.raw.controlConnect`);
 /// `close` ends it (the program's channel then takes another client).
 pub struct Connection(Option<client::Connection>);
 
@@ -207,7 +207,7 @@ impl UserData for Connection {
     }
 }
 
-/// The live page's server (`native.raw.http_serve`), and the request it
+/// The live page's server (`native.raw.httpServe`), and the request it
 /// handed out that waits for its answer.
 pub struct LiveServer(HttpServer, Option<HttpRequest>);
 
@@ -237,13 +237,13 @@ impl UserData for LiveServer {
     }
 }
 
-/// `native.raw.http_serve(port)`: the live page's server on
+/// `native.raw.httpServe(port)`: the live page's server on
 /// 127.0.0.1:`port` (0: any free port).
 fn http_serve(_: &Lua, port: u16) -> mlua::Result<LiveServer> {
     Ok(LiveServer(HttpServer::bind(port).map_err(runtime)?, None))
 }
 
-/// `native.raw.stop_signals(what)`: "catch" SIGINT, SIGTERM and SIGHUP
+/// `native.raw.stopSignals(what)`: "catch" SIGINT, SIGTERM and SIGHUP
 /// (recorded, not acted on), "release" them, or "caught": the name of the
 /// one that came since catching, or nil.
 fn stop_signals_fn(_: &Lua, what: String) -> mlua::Result<Option<&'static str>> {
@@ -268,7 +268,7 @@ fn directory_arg(dir: Option<String>) -> PathBuf {
     }
 }
 
-/// `native.raw.control_directory([dir])`: the control directory (the
+/// `native.raw.controlDirectory([dir])`: the control directory (the
 /// default one without `dir`), created 0700 if missing and checked.
 fn control_directory(_: &Lua, dir: Option<String>) -> mlua::Result<String> {
     let d = control::directory(&directory_arg(dir)).map_err(runtime)?;
@@ -295,14 +295,14 @@ fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listen
     Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false, confined))
 }
 
-/// `native.raw.control_targets([dir])`: the programs that can be attached
+/// `native.raw.controlTargets([dir])`: the programs that can be attached
 /// (dead ones removed), by pid.
 fn control_targets(lua: &Lua, dir: Option<String>) -> mlua::Result<Value> {
     let list = control::targets(&directory_arg(dir)).map_err(runtime)?;
     lua_of(lua, &list)
 }
 
-/// `native.raw.control_request(socket, request, timeout)`: one request on
+/// `native.raw.controlRequest(socket, request, timeout)`: one request on
 /// a connection of its own; the answer as a table.
 fn control_request(lua: &Lua, (socket, request, timeout): (String, Value, f64)) -> mlua::Result<Value> {
     let request = request_from(&request)?;
@@ -310,18 +310,18 @@ fn control_request(lua: &Lua, (socket, request, timeout): (String, Value, f64)) 
     lua_of(lua, &answer)
 }
 
-/// `native.raw.control_connect(socket)`: a connection kept open.
+/// `native.raw.controlConnect(socket)`: a connection kept open.
 fn control_connect(_: &Lua, socket: String) -> mlua::Result<Connection> {
     Ok(Connection(Some(client::Connection::open(Path::new(&socket)).map_err(runtime)?)))
 }
 
-/// `native.raw.control_fields`: the bounds of the requests' fields
+/// `native.raw.controlFields`: the bounds of the requests' fields
 /// (`control::FIELDS`), by command and field: `{ start = { seconds = {
 /// type = "number", minimum, maximum, what, expected } }, stop = { path = {
 /// type = "string", maxLength, what, expected } }, ... }`, as the MCP
-/// tools' schemas say them; `native.raw.control_field_list`, the same in
+/// tools' schemas say them; `native.raw.controlFieldList`, the same in
 /// their declared order, each with `command` and `name`; and
-/// `native.raw.control_limits`: `requestLine` (bytes), `idleSeconds`,
+/// `native.raw.controlLimits`: `requestLine` (bytes), `idleSeconds`,
 /// `profileEndings`, `traceEnding`.
 fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
     let fields = lua.create_table()?;
@@ -359,14 +359,14 @@ fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
         listed.set("name", f.name)?;
         list.raw_set(list.raw_len() + 1, listed)?;
     }
-    raw.set("control_fields", fields)?;
-    raw.set("control_field_list", list)?;
+    raw.set("controlFields", fields)?;
+    raw.set("controlFieldList", list)?;
     let limits = lua.create_table()?;
     limits.set("requestLine", control::MAX_REQUEST_LINE)?;
     limits.set("idleSeconds", control::IDLE_LIMIT.as_secs_f64())?;
     limits.set("profileEndings", lua.create_sequence_from(files::profile_endings())?)?;
     limits.set("traceEnding", files::TRACE_ENDING)?;
-    raw.set("control_limits", limits)?;
+    raw.set("controlLimits", limits)?;
     Ok(())
 }
 
@@ -374,11 +374,11 @@ fn control_tables(lua: &Lua, raw: &Table) -> mlua::Result<()> {
 pub fn register(lua: &Lua, raw: &Table) -> mlua::Result<()> {
     control_tables(lua, raw)?;
     raw.set("listen", lua.create_function(listen)?)?;
-    raw.set("control_directory", lua.create_function(control_directory)?)?;
-    raw.set("control_targets", lua.create_function(control_targets)?)?;
-    raw.set("control_request", lua.create_function(control_request)?)?;
-    raw.set("control_connect", lua.create_function(control_connect)?)?;
-    raw.set("http_serve", lua.create_function(http_serve)?)?;
-    raw.set("stop_signals", lua.create_function(stop_signals_fn)?)?;
+    raw.set("controlDirectory", lua.create_function(control_directory)?)?;
+    raw.set("controlTargets", lua.create_function(control_targets)?)?;
+    raw.set("controlRequest", lua.create_function(control_request)?)?;
+    raw.set("controlConnect", lua.create_function(control_connect)?)?;
+    raw.set("httpServe", lua.create_function(http_serve)?)?;
+    raw.set("stopSignals", lua.create_function(stop_signals_fn)?)?;
     Ok(())
 }

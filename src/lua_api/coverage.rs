@@ -1,7 +1,7 @@
-//! The coverage rewriter's Lua side: `native.cover_rewrite(source, id)`
+//! The coverage rewriter's Lua side: `native.coverRewrite(source, id)`
 //! returns the rewritten source and a table describing its counters, or nil
 //! and a message when the source cannot be rewritten (the caller then loads
-//! it unchanged). `native.cover_global` names the global table of counters
+//! it unchanged). `native.coverGlobal` names the global table of counters
 //! (the module's table declares both, in `lua_api`).
 
 use mlua::{Lua, MultiValue, Value};

@@ -6,7 +6,7 @@
 //!
 //! The paths come from one walk of the program's modules, made by the
 //! state's path finder (`tecs.profile.cfuncs`, set with
-//! `native.raw.set_function_paths`). Every view of a session, running or
+//! `native.raw.setFunctionPaths`). Every view of a session, running or
 //! stopped (the report, the live page's snapshot, a delta, a time line),
 //! asks [`NativeSession::name_new_functions`] first, so that all of them
 //! name a function the same way. A walk runs only when the session has
@@ -31,7 +31,7 @@ use crate::sys;
 /// The registry field holding the state's path finder.
 const PATH_FINDER: &str = "tecs.profile.function_paths";
 
-/// `native.raw.set_function_paths(finder)`: sets the function the sessions
+/// `native.raw.setFunctionPaths(finder)`: sets the function the sessions
 /// of this state ask for Lua paths. `finder()` returns the C functions
 /// reachable by a path, `{ {path, fn}, ... }`, and the Lua functions, `{
 /// {path, short_src, linedefined, lastlinedefined}, ... }`, each under the

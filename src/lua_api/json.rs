@@ -71,7 +71,7 @@ pub(super) fn json(_: &Lua, v: Value) -> mlua::Result<String> {
     to_json(&v).map_err(|e| mlua::Error::runtime(format!("json: bad argument #1 'value': {}", e)))
 }
 
-/// `native.json_decode(text)`: the Lua value of JSON text (objects and
+/// `native.jsonDecode(text)`: the Lua value of JSON text (objects and
 /// arrays as tables, `null` as nil), or nil and why it is not JSON.
 pub(super) fn json_decode(lua: &Lua, text: mlua::LuaString) -> mlua::Result<(Value, Option<String>)> {
     match serde_json::from_slice::<Json>(&text.as_bytes()) {

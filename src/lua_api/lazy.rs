@@ -9,6 +9,9 @@
 //! (the next read is a plain one) and returns it. `pairs` sees only the
 //! fields built so far: every table handed out whole (`native.options`) is
 //! built whole.
+//!
+//! A field that was renamed keeps its old name as an alias: read, it is
+//! the field it became (built if need be), stored under the old name too.
 
 use std::cell::Cell;
 
@@ -22,9 +25,18 @@ pub type Build = fn(&Lua, &Table) -> mlua::Result<Value>;
 /// its functions itself): run when a name no [`Build`] declares is read.
 pub type Register = fn(&Lua, &Table) -> mlua::Result<()>;
 
-/// A table whose fields are `fields`, each built when first read; a name
-/// not among them runs `rest` (once) and is then looked up again.
-pub fn table(lua: &Lua, fields: &'static [(&'static str, Build)], rest: Option<Register>) -> mlua::Result<Table> {
+/// An old name of a field, kept for the programs that use it: `(old, current)`.
+pub type Alias = (&'static str, &'static str);
+
+/// A table whose fields are `fields`, each built when first read; an old
+/// name of `aliases` reads as its current one; a name among neither runs
+/// `rest` (once) and is then looked up again.
+pub fn table(
+    lua: &Lua,
+    fields: &'static [(&'static str, Build)],
+    aliases: &'static [Alias],
+    rest: Option<Register>,
+) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let registered = Cell::new(rest.is_none());
     let index = lua.create_function(move |lua, (t, key): (Table, Value)| {
@@ -33,6 +45,11 @@ pub fn table(lua: &Lua, fields: &'static [(&'static str, Build)], rest: Option<R
         let wanted: &[u8] = &bytes;
         if let Some((_, build)) = fields.iter().find(|(n, _)| n.as_bytes() == wanted) {
             let value = build(lua, &t)?;
+            t.raw_set(key, value.clone())?;
+            return Ok(value);
+        }
+        if let Some((_, current)) = aliases.iter().find(|(old, _)| old.as_bytes() == wanted) {
+            let value: Value = t.get(*current)?;
             t.raw_set(key, value.clone())?;
             return Ok(value);
         }
@@ -78,7 +95,7 @@ mod tests {
             // The control channel's functions register themselves, all at once.
             assert!(matches!(raw.raw_get::<Value>("listen").unwrap(), Value::Nil));
             assert!(matches!(raw.get::<Value>("listen").unwrap(), Value::Function(_)));
-            assert!(matches!(raw.raw_get::<Value>("control_targets").unwrap(), Value::Function(_)));
+            assert!(matches!(raw.raw_get::<Value>("controlTargets").unwrap(), Value::Function(_)));
         }
         assert!(matches!(raw.get::<Value>("no such function").unwrap(), Value::Nil));
     }

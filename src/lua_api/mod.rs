@@ -337,7 +337,7 @@ fn available(_: &Lua, (): ()) -> mlua::Result<(bool, Option<String>)> {
     })
 }
 
-/// `native.raw.parse_collapsed(text)`: row and sample counts of collapsed text.
+/// `native.raw.parseCollapsed(text)`: row and sample counts of collapsed text.
 fn parse_collapsed(lua: &Lua, text: Value) -> mlua::Result<Table> {
     let Value::String(text) = text else {
         return Err(runtime(format!("bad argument #1 'text' (string expected, got {})", describe(&text))));
@@ -349,7 +349,7 @@ fn parse_collapsed(lua: &Lua, text: Value) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// `native.raw.check_options(function, opts)`: checks the options table of
+/// `native.raw.checkOptions(function, opts)`: checks the options table of
 /// a public function (`"sample"`, `"report"`, `"hotAborts"`, `"flamegraph"`,
 /// `"speedscope"`) against its declaration.
 fn check_options(_: &Lua, (function, opts): (String, Value)) -> mlua::Result<()> {
@@ -465,18 +465,41 @@ macro_rules! raising {
 /// [`call`]; the control channel's register themselves on first use.
 const RAW: &[(&str, lazy::Build)] = &[
     ("start", function!(start::start_raw)),
-    ("parse_collapsed", function!(parse_collapsed)),
-    ("parse_profile", function!(profile_data::parse_profile)),
-    ("is_profile", function!(profile_data::is_profile)),
-    ("read_chrome_trace", function!(timeline::read_chrome_trace)),
-    ("check_options", function!(check_options)),
-    ("start_allocations", function!(alloc::start_raw)),
-    ("set_function_paths", function!(frame_names::set_function_paths)),
+    ("parseCollapsed", function!(parse_collapsed)),
+    ("parseProfile", function!(profile_data::parse_profile)),
+    ("isProfile", function!(profile_data::is_profile)),
+    ("readChromeTrace", function!(timeline::read_chrome_trace)),
+    ("checkOptions", function!(check_options)),
+    ("startAllocations", function!(alloc::start_raw)),
+    ("setFunctionPaths", function!(frame_names::set_function_paths)),
     // The running Lua thread, the main thread included (which
     // `coroutine.running()` does not give in Lua 5.1): for `skipThread`.
-    ("current_thread", function!(|lua, ()| Ok(lua.current_thread()))),
-    ("_test_wrap_allocator", function!(alloc::test_wrap_allocator)),
-    ("_test_allocator_wrapped", function!(alloc::test_allocator_wrapped)),
+    ("currentThread", function!(|lua, ()| Ok(lua.current_thread()))),
+    ("_testWrapAllocator", function!(alloc::test_wrap_allocator)),
+    ("_testAllocatorWrapped", function!(alloc::test_allocator_wrapped)),
+];
+
+/// The names `native.raw`'s functions had before every name of the module
+/// was lower camelCase, as the Lua API's are: `(old, current)`. Each old
+/// name still reads as the function it became.
+const RAW_ALIASES: &[lazy::Alias] = &[
+    ("parse_collapsed", "parseCollapsed"),
+    ("parse_profile", "parseProfile"),
+    ("is_profile", "isProfile"),
+    ("read_chrome_trace", "readChromeTrace"),
+    ("check_options", "checkOptions"),
+    ("start_allocations", "startAllocations"),
+    ("set_function_paths", "setFunctionPaths"),
+    ("current_thread", "currentThread"),
+    ("control_directory", "controlDirectory"),
+    ("control_targets", "controlTargets"),
+    ("control_request", "controlRequest"),
+    ("control_connect", "controlConnect"),
+    ("http_serve", "httpServe"),
+    ("stop_signals", "stopSignals"),
+    ("control_fields", "controlFields"),
+    ("control_field_list", "controlFieldList"),
+    ("control_limits", "controlLimits"),
 ];
 
 #[cfg(unix)]
@@ -488,12 +511,12 @@ const RAW_REST: Option<lazy::Register> = None;
 /// [`lazy`]), so that loading the module leaves next to nothing on the Lua
 /// heap.
 const EXPORTS: &[(&str, lazy::Build)] = &[
-    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_REST)?))),
+    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_ALIASES, RAW_REST)?))),
     ("call", function!(call)),
     ("start", raising!("start")),
-    ("parse_collapsed", raising!("parse_collapsed")),
-    ("parse_profile", raising!("parse_profile")),
-    ("check_options", raising!("check_options")),
+    ("parseCollapsed", raising!("parseCollapsed")),
+    ("parseProfile", raising!("parseProfile")),
+    ("checkOptions", raising!("checkOptions")),
     ("available", function!(available)),
     // Seconds on the monotonic clock (`tecs.profile.clock`): the clock of
     // the time line, without loading the FFI into the program.
@@ -510,7 +533,7 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("json", function!(json::json)),
     ("hitchesText", function!(timeline::hitches_text)),
     ("framesText", function!(timeline::frames_text)),
-    ("json_decode", function!(json::json_decode)),
+    ("jsonDecode", function!(json::json_decode)),
     // JSON's null where a Lua table cannot hold nil (`native.json` writes
     // any light userdata as null).
     ("null", |_, _| Ok(Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))),
@@ -521,18 +544,88 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("fewSamples", value!(crate::views::FEW_SAMPLES)),
     ("errorNote", function!(|_, samples: u64| Ok(crate::views::error_note(samples)))),
     ("describe", function!(|_, v: mlua::Value| Ok(options::describe(&v)))),
-    ("default_max_stacks", value!(DEFAULT_MAX_STACKS)),
-    ("allocation_option_names", |lua, _| {
+    ("defaultMaxStacks", value!(DEFAULT_MAX_STACKS)),
+    ("allocationOptionNames", |lua, _| {
         Ok(Value::Table(lua.create_sequence_from(options::names(alloc::ALLOCATION_OPTIONS))?))
     }),
     ("version", value!(env!("CARGO_PKG_VERSION"))),
-    ("cover_rewrite", function!(coverage::cover_rewrite)),
-    ("cover_global", value!(crate::rewrite::COUNTERS_GLOBAL)),
-    ("cover_key", value!(crate::rewrite::COUNTER_KEY)),
+    ("coverRewrite", function!(coverage::cover_rewrite)),
+    ("coverGlobal", value!(crate::rewrite::COUNTERS_GLOBAL)),
+    ("coverKey", value!(crate::rewrite::COUNTER_KEY)),
+];
+
+/// The module's old names, as [`RAW_ALIASES`] has `native.raw`'s.
+const EXPORT_ALIASES: &[lazy::Alias] = &[
+    ("parse_collapsed", "parseCollapsed"),
+    ("parse_profile", "parseProfile"),
+    ("check_options", "checkOptions"),
+    ("json_decode", "jsonDecode"),
+    ("default_max_stacks", "defaultMaxStacks"),
+    ("allocation_option_names", "allocationOptionNames"),
+    ("cover_rewrite", "coverRewrite"),
+    ("cover_global", "coverGlobal"),
+    ("cover_key", "coverKey"),
 ];
 
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
-    lazy::table(lua, EXPORTS, None)
+    lazy::table(lua, EXPORTS, EXPORT_ALIASES, None)
+}
+
+#[cfg(test)]
+mod names_tests {
+    use mlua::{Lua, Table, Value};
+
+    use super::lazy::Alias;
+
+    /// Lower camelCase, as the Lua API's names are (`_` first for the
+    /// suite's own hooks).
+    fn lower_camel(name: &str) -> bool {
+        let name = name.strip_prefix('_').unwrap_or(name);
+        name.starts_with(|c: char| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_alphanumeric())
+    }
+
+    /// Every name `table` declares, each checked for its casing, and every
+    /// alias: an old name no longer declared, read as the value of its
+    /// current name, which is declared.
+    fn check(table: &Table, what: &str, declared: &[String], aliases: &[Alias]) {
+        for name in declared {
+            assert!(lower_camel(name), "{what}.{name} is not lower camelCase");
+        }
+        for (old, current) in aliases {
+            assert!(declared.iter().any(|n| n == current), "{what}.{old} is an alias of {current}, not declared");
+            assert!(!declared.iter().any(|n| n == old), "{what}.{old} is both declared and an alias");
+            let now: Value = table.get(*current).unwrap();
+            let then: Value = table.get(*old).unwrap();
+            assert!(!now.is_nil(), "{what}.{current} is nil");
+            assert!(then.equals(&now).unwrap(), "{what}.{old} is not {what}.{current}");
+        }
+    }
+
+    #[test]
+    fn every_export_is_lower_camel_case_and_each_old_name_reads_as_its_new_one() {
+        let lua = Lua::new();
+        let native = super::exports(&lua).unwrap();
+        let exports: Vec<String> = super::EXPORTS.iter().map(|(n, _)| n.to_string()).collect();
+        check(&native, "native", &exports, super::EXPORT_ALIASES);
+        #[allow(unused_mut)]
+        let mut raw_names: Vec<String> = super::RAW.iter().map(|(n, _)| n.to_string()).collect();
+        // The control channel's functions register themselves: listed by
+        // registering them in a table of their own.
+        #[cfg(unix)]
+        {
+            let registered = lua.create_table().unwrap();
+            super::control::register(&lua, &registered).unwrap();
+            for pair in registered.pairs::<String, Value>() {
+                raw_names.push(pair.unwrap().0);
+            }
+        }
+        let raw: Table = native.get("raw").unwrap();
+        #[cfg(unix)]
+        check(&raw, "native.raw", &raw_names, super::RAW_ALIASES);
+        #[cfg(not(unix))]
+        check(&raw, "native.raw", &raw_names, &[]);
+        assert!(raw_names.len() > super::RAW.len() || cfg!(not(unix)), "no control functions listed");
+    }
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub enum Check {
     /// "auto" or the name of a format of the registry (`output::REGISTRY`).
     Format,
     /// A Lua thread (a coroutine, or the main thread as
-    /// `native.raw.current_thread()` gives it).
+    /// `native.raw.currentThread()` gives it).
     Thread(&'static str),
 }
 

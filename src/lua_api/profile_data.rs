@@ -392,13 +392,13 @@ fn read_render_meta<'a>(
     Ok(meta)
 }
 
-/// `native.is_profile(value)`: whether `value` is a profile object, so the
+/// `native.isProfile(value)`: whether `value` is a profile object, so the
 /// Lua side tells its source arguments apart by type rather than by probing.
 pub fn is_profile(_: &Lua, value: mlua::Value) -> mlua::Result<bool> {
     Ok(value.as_userdata().is_some_and(|u| u.is::<ProfileData>()))
 }
 
-/// `native.parse_profile(text)`: a ProfileData from collapsed text.
+/// `native.parseProfile(text)`: a ProfileData from collapsed text.
 pub fn parse_profile(_: &Lua, text: mlua::LuaString) -> mlua::Result<ProfileData> {
     let text = text.to_string_lossy();
     collapsed::parse(&text).map(ProfileData::new).map_err(|e| err(e.to_string()))

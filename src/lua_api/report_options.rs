@@ -3,7 +3,7 @@
 //! `profile.trace` and `profile.listen`, declared once (names,
 //! accepted values, defaults), and their conversion into [`ReportOptions`].
 //! `tecs.profile.report` checks the user's tables here (through the native
-//! `check_options`) before it translates a `mode` string. `declared` finds
+//! `checkOptions`) before it translates a `mode` string. `declared` finds
 //! any public function's declarations, and `option_tables` gives them to
 //! Lua (`native.options`).
 

@@ -87,22 +87,22 @@ fn an_options_error_takes_nothing() {
 fn errors_cross_as_plain_messages() {
     let lua = state();
     let (ok, msg): (bool, String) =
-        lua.load("return native.call(native.raw.check_options, 'report', { sort = 'size' })").eval().unwrap();
+        lua.load("return native.call(native.raw.checkOptions, 'report', { sort = 'size' })").eval().unwrap();
     assert!(!ok);
     assert_eq!(msg, "option 'sort' must be \"self\" or \"total\" (got string \"size\")");
-    let (ok, msg): (bool, String) = lua.load("return native.call(native.raw.parse_profile, 'x y\\n')").eval().unwrap();
+    let (ok, msg): (bool, String) = lua.load("return native.call(native.raw.parseProfile, 'x y\\n')").eval().unwrap();
     assert!(!ok);
     assert!(msg.starts_with("line 1: "), "{}", msg);
     assert!(!msg.contains("runtime error"), "{}", msg);
     // The wrapped functions raise at the caller's line, under their name.
     let err: String = lua
-        .load("local ok, e = pcall(function() native.parse_collapsed(5) end); return e")
+        .load("local ok, e = pcall(function() native.parseCollapsed(5) end); return e")
         .set_name("=caller")
         .eval()
         .unwrap();
     assert_eq!(
         err,
-        "caller:1: tecs.profile.native.parse_collapsed: bad argument #1 'text' (string expected, got number 5)"
+        "caller:1: tecs.profile.native.parseCollapsed: bad argument #1 'text' (string expected, got number 5)"
     );
     let (a, b, c): (bool, i64, i64) = lua.load("return native.call(function() return 1, 2 end)").eval().unwrap();
     assert!(a && b == 1 && c == 2);

@@ -373,7 +373,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     );
     // `functionsInFrames(indices, funcs)`: `{ [index] = { { name, samples
     // }, ... } }`, what ran in each of these frames by function, ranked as
-    // a time-line file's frames are read back (`read_chrome_trace`): the
+    // a time-line file's frames are read back (`readChromeTrace`): the
     // stacks of the time line, their leaves named by `funcs` as the
     // `timeline` writer names them.
     methods.add_method_mut("functionsInFrames", |lua, this, (indices, funcs): (Vec<u64>, Option<Table>)| {
@@ -402,7 +402,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     });
 }
 
-/// `native.raw.read_chrome_trace(text)`: a Chrome trace event file a
+/// `native.raw.readChromeTrace(text)`: a Chrome trace event file a
 /// session wrote, read back: `{ name, intervalMs, ranges, frames = { {
 /// index, startMs, ms, samples, gcSamples, collapsed }, ... } }`, where
 /// `collapsed` is what ran in the frame: collapsed stacks of its samples

@@ -71,8 +71,8 @@ function M.start(opts)
   -- wrapper counts, so the session's own start is not charged.
   local started = clock.now()
   -- Functions named by their Lua paths in every view (see profile.sample).
-  native.raw.set_function_paths(function_paths)
-  local ok, handle, settings = native.call(native.raw.start_allocations, opts, {
+  native.raw.setFunctionPaths(function_paths)
+  local ok, handle, settings = native.call(native.raw.startAllocations, opts, {
     zones = jitinfo.zone(),
     ffnames = jitinfo.ffnames(),
   })

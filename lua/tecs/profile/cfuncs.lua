@@ -132,7 +132,7 @@ function M.collect_lua()
 end
 
 --- What a session asks when it has recorded functions it has no name for
--- (set with `native.raw.set_function_paths`; see
+-- (set with `native.raw.setFunctionPaths`; see
 -- src/lua_api/frame_names.rs): `collect()` and `collect_lua()`.
 -- @treturn table the C functions, as `collect`
 -- @treturn table the Lua functions, as `collect_lua`

@@ -36,13 +36,13 @@ local OPTIONS = {
 --- The package's own modules are never counted.
 local ALWAYS_EXCLUDED = { "tecs/profile[/%.]" }
 
---- A chunk's counters, zeroed: a table whose field `native.cover_key .. i`
+--- A chunk's counters, zeroed: a table whose field `native.coverKey .. i`
 -- is counter i. String keys live in the hash part: the JIT stores them with
 -- HSTORE, which never aliases the program's array loads and stores, and the
 -- interpreter increments them as fast as any table field (an FFI array is
 -- cheaper compiled but costs a C call per access interpreted).
 local KEYS = setmetatable({}, { __index = function(t, i)
-  local k = native.cover_key .. i
+  local k = native.coverKey .. i
   t[i] = k
   return k
 end })
@@ -127,14 +127,14 @@ function coverage.start(opts)
       or matches_any(name, ALWAYS_EXCLUDED))
   end
   local counters = {}
-  rawset(_G, native.cover_global, counters)
+  rawset(_G, native.coverGlobal, counters)
   local pending -- the chunk the last prepare() rewrote, until it loads
 
   local function prepare(source, chunkname)
     local name, is_file = display_name(chunkname)
     if not counted(name) then return nil end
     local id = #self.chunks + 1
-    local code, info = native.cover_rewrite(source, id)
+    local code, info = native.coverRewrite(source, id)
     if not code then
       -- A chunk that does not compile as it is (a probe of the language,
       -- such as Penlight's `local goto = 1`) runs nowhere: nothing of it is
@@ -244,7 +244,7 @@ function CoverageSession:stop(filename)
     self.restore()
     self.restore = nil
     running = nil
-    if rawget(_G, native.cover_global) then rawset(_G, native.cover_global, nil) end
+    if rawget(_G, native.coverGlobal) then rawset(_G, native.coverGlobal, nil) end
     self.stopped_files = collect(self.chunks)
   end
   if filename then self:write(filename) end

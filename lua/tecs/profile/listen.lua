@@ -433,7 +433,7 @@ function M.listen(opts)
     error("profile.listen: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
   end
   -- The options are declared (names, what each takes) in the native module.
-  local ok_opts, err = native.call(native.raw.check_options, "listen", opts)
+  local ok_opts, err = native.call(native.raw.checkOptions, "listen", opts)
   if not ok_opts then error("profile.listen: " .. err, 2) end
   opts = opts or {}
   -- A channel `tecs-profile love` opened gives way to the program's own.

@@ -48,7 +48,7 @@ local TARGET = { type = "integer", minimum = 1, maximum = M.MAX_PID, description
 -- The bounds of the fields of the control channel's commands, declared
 -- with its protocol (`control::FIELDS`), and those of profile.sample's
 -- options.
-local FIELDS = native.raw.control_fields or {}
+local FIELDS = native.raw.controlFields or {}
 local SAMPLE_BOUNDS = native.options.sample.bounds
 
 -- A tool argument that is the field `name` of `command`: its type and
@@ -106,7 +106,7 @@ M.TOOLS = {
       properties = {
         target = TARGET,
         path = field("stop", "path", "the file to write: " .. PATH_HELP .. "; its ending picks the format: "
-          .. table.concat((native.raw.control_limits or {}).profileEndings or {}, ", ")
+          .. table.concat((native.raw.controlLimits or {}).profileEndings or {}, ", ")
           .. " (default: a new .collapsed file in the control directory)"),
       },
       additionalProperties = false,
@@ -567,7 +567,7 @@ function M.serve(input, output)
   local conn = {}
   for line in input:lines() do
     if line:find("%S") then
-      local msg, err = native.json_decode(line)
+      local msg, err = native.jsonDecode(line)
       local answer
       if err then
         answer = error_answer(native.null, protocol.ERRORS.parse, "parse error: " .. err)

@@ -77,12 +77,12 @@ end
 -- @treturn string
 function M.control_bounds()
   local raw = native.raw
-  if not raw.control_field_list then return "(this build has no control channel)\n" end
+  if not raw.controlFieldList then return "(this build has no control channel)\n" end
   local lines = { "| command | field | accepts | what it is |", "|---|---|---|---|" }
-  for _, f in ipairs(raw.control_field_list) do
+  for _, f in ipairs(raw.controlFieldList) do
     lines[#lines + 1] = string.format("| `%s` | `%s` | %s | %s |", f.command, f.name, cell(f.expected), cell(f.what))
   end
-  local limits = raw.control_limits
+  local limits = raw.controlLimits
   lines[#lines + 1] = ""
   lines[#lines + 1] = string.format("A request line is at most %d bytes; a client that sends no complete request "
     .. "for %g s is disconnected.", limits.requestLine, limits.idleSeconds)

@@ -29,7 +29,7 @@ local function checked(fname, kind, opts, level)
   if not native_ok then
     check.fail(level, "%s: cannot load the native module tecs.profile.native: %s", fname, tostring(native))
   end
-  local ok, err = native.call(native.raw.check_options, kind, opts)
+  local ok, err = native.call(native.raw.checkOptions, kind, opts)
   if not ok then check.fail(level, "%s: %s", fname, err) end
   return opts or {}
 end
@@ -104,7 +104,7 @@ function M.load(fname, source, level)
     -- its sample count; pictures and files are in bytes.
     local text_view = fname == "profile.report" or fname == "profile.hotAborts"
     return text_view and source._native:sampleProfile() or source._native:profile(), nil
-  elseif native.raw.is_profile(source) then
+  elseif native.raw.isProfile(source) then
     -- An allocation session's live profile: text views rank its samples.
     local text_view = fname == "profile.report" or fname == "profile.hotAborts"
     return text_view and require("tecs.profile.allocations").sample_profile(source) or source, nil
@@ -122,7 +122,7 @@ function M.load(fname, source, level)
     text, path = f:read("*a"), source
     f:close()
   end
-  local ok, prof = native.call(native.raw.parse_profile, text)
+  local ok, prof = native.call(native.raw.parseProfile, text)
   if not ok then
     check.fail(level, "%s: bad argument #1 'source': not collapsed-stack text (%s)", fname, prof)
   end

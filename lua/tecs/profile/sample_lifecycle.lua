@@ -33,7 +33,7 @@ function M.start(sample, opts)
     error("profile.sample: cannot load the native module tecs.profile.native: " .. tostring(native), 2)
   end
   -- Bad options are reported as such on every VM, before what this VM lacks.
-  local ok, err = native.call(native.raw.check_options, "sample", opts)
+  local ok, err = native.call(native.raw.checkOptions, "sample", opts)
   if not ok then error("profile.sample: " .. err, 2) end
   if opts and opts.autosaveSeconds and not opts.autosavePath then
     error("profile.sample: option 'autosaveSeconds' goes with option 'autosavePath' (the file to write)", 2)
@@ -51,7 +51,7 @@ function M.start(sample, opts)
   -- Every view of the session, running or stopped, names C functions
   -- (`love.graphics.points`) and Lua functions by the Lua paths this walk
   -- finds, when it has recorded one it has no name for.
-  native.raw.set_function_paths(function_paths)
+  native.raw.setFunctionPaths(function_paths)
   ok, handle, settings = native.call(native.raw.start, opts, {
     zones = zones,
     -- Copied into the session's own memory: `jit.vmdef` is not kept.

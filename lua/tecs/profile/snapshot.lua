@@ -74,7 +74,7 @@ end
 -- the message naming the field.
 -- @tparam table request `frames`, `hitches`, `stacks` (each optional)
 function M.counts(request)
-  local bounds = require("tecs.profile.native").raw.control_fields.snapshot
+  local bounds = require("tecs.profile.native").raw.controlFields.snapshot
   local counts = {}
   for name, default in pairs(M.DEFAULTS) do
     local v, b = request[name], bounds[name]

@@ -79,7 +79,7 @@ end
 function M.read_trace(text)
   local ok, native = pcall(require, "tecs.profile.native")
   if not ok then return nil, "cannot load the native module tecs.profile.native: " .. tostring(native) end
-  local rok, t = native.call(native.raw.read_chrome_trace, text)
+  local rok, t = native.call(native.raw.readChromeTrace, text)
   if not rok then return nil, t end
   return t
 end
@@ -99,7 +99,7 @@ function M.trace_hitches(trace, n)
     for _, f in ipairs(slow) do
       local functions = f.functions
       if not functions then
-        local prof = native.parse_profile(f.collapsed)
+        local prof = native.parseProfile(f.collapsed)
         local map = {}
         for _, file in ipairs(prof:files()) do
           if maps[file] == nil then maps[file] = funcmap.for_file(file) or false end

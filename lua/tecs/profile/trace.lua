@@ -57,7 +57,7 @@ local function checked_options(opts, level)
     check.fail(level, "profile.trace: options need the native module tecs.profile.native, which cannot load: %s",
       tostring(native))
   end
-  local ok, err = native.call(native.raw.check_options, "trace", opts)
+  local ok, err = native.call(native.raw.checkOptions, "trace", opts)
   if not ok then check.fail(level, "profile.trace: %s", err) end
   return opts
 end

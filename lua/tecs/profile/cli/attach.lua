@@ -23,16 +23,16 @@ local ALL = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds",
 local function native()
   local ok, n = pcall(require, "tecs.profile.native")
   if not ok then error("cannot load the native module tecs.profile.native: " .. tostring(n), 0) end
-  if not n.raw.control_targets then error("this system has no Unix sockets", 0) end
+  if not n.raw.controlTargets then error("this system has no Unix sockets", 0) end
   return n
 end
 
 -- The programs listening, or nil and the error.
 local function list()
   local n = native()
-  local ok, targets = n.call(n.raw.control_targets, nil)
+  local ok, targets = n.call(n.raw.controlTargets, nil)
   if not ok then return nil, targets end
-  local dok, dir = n.call(n.raw.control_directory, nil)
+  local dok, dir = n.call(n.raw.controlDirectory, nil)
   return targets, nil, dok and dir or nil
 end
 
@@ -167,7 +167,7 @@ end
 -- @return the answer table, or nil and why there is none
 function M.send(target, request, timeout)
   local n = native()
-  local ok, answer = n.call(n.raw.control_request, target.socket, request, timeout or M.TIMEOUT)
+  local ok, answer = n.call(n.raw.controlRequest, target.socket, request, timeout or M.TIMEOUT)
   if not ok then return nil, answer end
   return answer
 end
@@ -219,7 +219,7 @@ function M.attach(opts, pos, usage_error)
     request.by, request["then"], request.top, request.hitches = opts.by, opts["then"], opts.top, opts.hitches
   end
   local n = native()
-  local ok, answer = n.call(n.raw.control_request, target.socket, request, opts.timeout or M.TIMEOUT)
+  local ok, answer = n.call(n.raw.controlRequest, target.socket, request, opts.timeout or M.TIMEOUT)
   if not ok then return say_error(string.format("attach %s to pid %d: %s", cmd, target.pid, answer)) end
   if not answer.ok then return say_error(string.format("pid %d: %s", target.pid, answer.error)) end
   io.stdout:write(answer_text(cmd, answer))

@@ -254,7 +254,7 @@ local function run_listening(opts, pos)
   -- The launcher's own thread (the main one) runs before and after the
   -- program's coroutine: a session a client starts skips it.
   local native = require("tecs.profile.native")
-  local lok, info = pcall(listen.listen, { program = script, wake = true, skipThread = native.raw.current_thread() })
+  local lok, info = pcall(listen.listen, { program = script, wake = true, skipThread = native.raw.currentThread() })
   if not lok then io.stderr:write("tecs-profile: ", clean(info), "\n") return 1 end
   if not info.woken then
     io.stderr:write("tecs-profile: note: commands run where the program calls profile.poll() (",

@@ -3,7 +3,7 @@
 -- channel (another client is told the channel is busy) and serves, under
 -- a secret made for the run, the live page (`tecs.profile.page`) and its
 -- data, `data.json`, from the channel's `snapshot` command, asked each
--- time the page asks. The HTTP server is native (`native.raw.http_serve`:
+-- time the page asks. The HTTP server is native (`native.raw.httpServe`:
 -- blocking, 127.0.0.1 only, requests without the secret refused there).
 -- @module tecs.profile.cli.live
 
@@ -49,7 +49,7 @@ local function channel(native, target, timeout)
     for _ = 1, 2 do
       local fresh = conn == nil
       if fresh then
-        local ok, c = native.call(native.raw.control_connect, target.socket)
+        local ok, c = native.call(native.raw.controlConnect, target.socket)
         if not ok then return nil, c end
         conn = c
       end
@@ -103,17 +103,17 @@ function M.live(opts, pos, usage_error)
   local native = require("tecs.profile.native")
   -- Caught from here on: a signal at any later point ends live through
   -- its one way out, which stops a session it started.
-  native.raw.stop_signals("catch")
+  native.raw.stopSignals("catch")
   local program = channel(native, target, timeout)
   local function give_up(msg)
-    native.raw.stop_signals("release")
+    native.raw.stopSignals("release")
     program.close()
     return say_error(msg)
   end
   local status, why = program.request({ cmd = "status" })
   if not status then return give_up(string.format("live: pid %d: %s", target.pid, why)) end
   if not status.ok then return give_up(string.format("pid %d: %s", target.pid, status.error)) end
-  local sok, server = native.call(native.raw.http_serve, port)
+  local sok, server = native.call(native.raw.httpServe, port)
   if not sok then return give_up("live: " .. server) end
   local started = false
   if not status.running then
@@ -150,12 +150,12 @@ function M.live(opts, pos, usage_error)
 
   -- The program closes a connection that sends nothing for its idle
   -- limit; live asks for the status well before, to keep the channel.
-  local keep_alive = (native.raw.control_limits or { idleSeconds = 60 }).idleSeconds / 3
+  local keep_alive = (native.raw.controlLimits or { idleSeconds = 60 }).idleSeconds / 3
   local ended, signal
   local ok, loop_err = pcall(function()
     local quiet = 0
     while true do
-      signal = native.raw.stop_signals("caught")
+      signal = native.raw.stopSignals("caught")
       if signal then return end
       local path = server:next(M.WAIT)
       if path == "/" or path == "/data.json" then
@@ -186,7 +186,7 @@ function M.live(opts, pos, usage_error)
     io.stderr:write("tecs-profile: live: ", tostring(loop_err), "\n")
   end
   if ended then
-    native.raw.stop_signals("release")
+    native.raw.stopSignals("release")
     program.close()
     say("pid %d has stopped listening: live ends", target.pid)
     return ok and 0 or 1
@@ -199,7 +199,7 @@ function M.live(opts, pos, usage_error)
     a, serr = program.request({ cmd = "stop", path = opts.output and attach.output_path(opts.output) })
   end
   -- Caught until now: a second Ctrl-C does not cut the stop short.
-  native.raw.stop_signals("release")
+  native.raw.stopSignals("release")
   if signal then say("%s: live ends", signal) end
   if started then
     if a and a.ok then

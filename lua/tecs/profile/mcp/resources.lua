@@ -40,7 +40,7 @@ end
 
 -- The control directory, or nil and why not.
 local function directory()
-  local ok, dir = native.call(native.raw.control_directory, nil)
+  local ok, dir = native.call(native.raw.controlDirectory, nil)
   if not ok then return nil, dir end
   return dir
 end
