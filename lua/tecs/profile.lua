@@ -80,9 +80,9 @@ function profile.frame()
 end
 
 --- Create a profiler with the classic `newProfiler(variant, sampledelay)`
--- API ("time" or "call"; see `tecs.profile.dst`).
+-- API ("time" or "call"; see `tecs.profile.new_profiler`).
 -- @function newProfiler
-profile.newProfiler = on_use("dst", "newProfiler")
+profile.newProfiler = on_use("new_profiler", "newProfiler")
 
 --- Open the control channel: `tecs-profile attach` can then start and
 -- stop sessions in this process (see `tecs.profile.listen`).

@@ -3,7 +3,7 @@
 -- from the source line where it starts, see `tecs.profile.funcmap`),
 -- `(main chunk) file` for a chunk, and the Lua path of a C function
 -- (`string.rep`) where one reaches it.
--- @module tecs.profile.dst.names
+-- @module tecs.profile.new_profiler.names
 
 local funcmap = require("tecs.profile.funcmap")
 local cfuncs = require("tecs.profile.cfuncs")

@@ -1,11 +1,11 @@
 --- The "time" variant of `newProfiler`: a `profile.sample` session whose
 -- stacks are grouped by function when it stops. No hook runs, so the JIT
 -- keeps compiling; calls are not known, only sample counts.
--- @module tecs.profile.dst.samples
+-- @module tecs.profile.new_profiler.samples
 
 local funcmap = require("tecs.profile.funcmap")
 local jitinfo = require("tecs.profile.jitinfo")
-local names = require("tecs.profile.dst.names")
+local names = require("tecs.profile.new_profiler.names")
 local native = require("tecs.profile.native")
 local bit = require("bit")
 

@@ -1,9 +1,9 @@
 local profile = require("tecs.profile")
-local dst = require("tecs.profile.dst")
+local new_profiler = require("tecs.profile.new_profiler")
 local run = require("spec.support.run")
 local sampling = require("spec.support.sampling")
 
-local FIXTURE = "spec/fixtures/dst_work.lua"
+local FIXTURE = "spec/fixtures/new_profiler_work.lua"
 local work = dofile(FIXTURE)
 
 -- The name the reports give `fn` of the fixture (`M.fib (spec/...:5)`).
@@ -60,14 +60,14 @@ describe("newProfiler", function()
 
     it("counts every call of code the JIT compiled before it started", function()
       -- in a fresh Lua state: here, hooks ran before and fib may never compile
-      local rc, out = run.run(run.luajit .. " spec/fixtures/dst_compiled.lua")
+      local rc, out = run.run(run.luajit .. " spec/fixtures/new_profiler_compiled.lua")
       assert.equal(0, rc, out)
       assert.matches("compiled=true", out, 1, true)
       assert.matches("calls=21891", out, 1, true)
     end)
 
     it("leaves no loop blacklisted, and the JIT as it was", function()
-      local rc, out = run.run(run.luajit .. " spec/fixtures/dst_after.lua")
+      local rc, out = run.run(run.luajit .. " spec/fixtures/new_profiler_after.lua")
       assert.equal(0, rc, out)
       assert.matches("loop=.* FORL ", out)
       assert.is_nil(out:find("IFORL", 1, true), out)
@@ -363,7 +363,7 @@ describe("newProfiler", function()
     end)
 
     it("finds the children a function tail-calls through an upvalue, a global or a field", function()
-      local samples = require("tecs.profile.dst.samples")
+      local samples = require("tecs.profile.new_profiler.samples")
       local function helper() return 1 end
       local function by_upvalue() return helper() end
       local found = samples.tail_callees(by_upvalue)
@@ -407,7 +407,7 @@ describe("newProfiler", function()
       local line = debug.getinfo(1, "l").currentline
       local ok, err = pcall(function() p:prevent("f") end)
       assert.is_false(ok)
-      assert.matches("dst_spec.lua:" .. (line + 1) .. ": Profiler:prevent: bad argument #1 'func'", err, 1, true)
+      assert.matches("new_profiler_spec.lua:" .. (line + 1) .. ": Profiler:prevent: bad argument #1 'func'", err, 1, true)
       assert.has_error(function() p:prevent(print, 3) end,
         "Profiler:prevent: bad argument #2 'level' (1 or 2 expected, got number 3)")
       assert.error_matches(function() profile.newProfiler("time", -1) end, "bad argument #2 'sampledelay'")
@@ -416,10 +416,12 @@ describe("newProfiler", function()
 
     it("sets no global on require; install() sets newProfiler for code written against the original", function()
       assert.is_nil(rawget(_G, "newProfiler"))
-      assert.equal(dst.newProfiler, dst.install())
-      assert.equal(dst.newProfiler, rawget(_G, "newProfiler"))
-      assert.equal(dst.Profiler, getmetatable(profile.newProfiler("call")))
-      local text, lua, fn = dofile("spec/fixtures/dst_seed_usage.lua")
+      -- The module's old name, which code may require to install it.
+      assert.equal(new_profiler, require("tecs.profile.dst"))
+      assert.equal(new_profiler.newProfiler, new_profiler.install())
+      assert.equal(new_profiler.newProfiler, rawget(_G, "newProfiler"))
+      assert.equal(new_profiler.Profiler, getmetatable(profile.newProfiler("call")))
+      local text, lua, fn = dofile("spec/fixtures/new_profiler_seed_usage.lua")
       local by = {}
       for _, f in ipairs(assert(loadstring(lua))().functions) do by[f.name] = f end
       local info = debug.getinfo(fn, "S")

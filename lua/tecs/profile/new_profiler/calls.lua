@@ -25,7 +25,7 @@
 --   here. Time between two events goes to the frame on top of the coroutine
 --   that ran; a function's total covers the time its own coroutine ran
 --   inside it (what another coroutine it resumed did counts there).
--- @module tecs.profile.dst.calls
+-- @module tecs.profile.new_profiler.calls
 
 local clock = require("tecs.profile.clock")
 
