@@ -71,43 +71,11 @@ workloads.basexx = function()
 end
 
 -- A* on a 120x120 grid with one cell in eight a wall (a fixed pseudo-random map), between far-apart cells
--- it connects. (One finder: running Jumper's four finders in turn makes
--- any profiled run, jit.p's too, recompile thousands of traces a second;
--- see BENCHMARKS.md, "Real code, inside traces".)
-workloads.jumper = function()
-  local dir = os.getenv("JUMPER_DIR")
-  if not dir then return nil, "JUMPER_DIR is not set" end
-  package.path = dir .. "/?.lua;" .. package.path
-  local Grid = require("jumper.grid")
-  local Pathfinder = require("jumper.pathfinder")
-  math.randomseed(7)
-  local function rand() return math.random(0, 2147483647) end
-  local map = {}
-  for y = 1, 120 do
-    map[y] = {}
-    for x = 1, 120 do map[y][x] = (rand() % 8 == 0) and 1 or 0 end
-  end
-  local grid = Grid(map)
-  local finders = {}
-  finders[1] = Pathfinder(grid, "ASTAR", 0)
-  -- Far-apart pairs of open cells that every finder connects.
-  local pairs_ = {}
-  while #pairs_ < 4 do
-    local p = { rand() % 20 + 1, rand() % 120 + 1, rand() % 20 + 101, rand() % 120 + 1 }
-    if #pairs_ % 2 == 1 then p = { p[2], p[1], p[4], p[3] } end
-    local ok = map[p[2]][p[1]] == 0 and map[p[4]][p[3]] == 0
-    for _, f in ipairs(finders) do ok = ok and f:getPath(p[1], p[2], p[3], p[4]) ~= nil end
-    if ok then pairs_[#pairs_ + 1] = p end
-  end
-  local k = 0
-  return function()
-    k = k + 1
-    local f = finders[(k - 1) % #finders + 1]
-    local p = pairs_[(k - 1) % #pairs_ + 1]
-    local path = assert(f:getPath(p[1], p[2], p[3], p[4]), "no path")
-    return path:getLength()
-  end
-end
+-- it connects. (One finder: Jumper's four finders in turn, recompiled
+-- after any flush, a profiler's start's too, outgrow the trace cache and
+-- flush it again and again, unprofiled too; see BENCHMARKS.md, "Real code,
+-- inside traces", and bench/jit_decisions.lua.)
+workloads.jumper = function() return dofile("bench/jumper.lua").rounds({ "ASTAR" }) end
 
 -- Function ranges of each file met, innermost first.
 local ranges = {}
