@@ -253,15 +253,23 @@ try:
                 # Requests keep the target busy until its session holds
                 # enough samples (or the session is over), however fast the
                 # machine.
+                # The status asked here waits for the worker's next poll and
+                # holds the channel meanwhile, which serves one client at a
+                # time: asked at most every 0.3 s, so that the agent's own
+                # calls (retried while busy) get their turn.
                 served, sampled, bodies = 0, 0, set()
                 deadline = time.time() + PATIENCE_SECONDS
+                asked = 0.0
                 while client.poll() is None and sampled < ENOUGH_SAMPLES and time.time() < deadline:
                     for _ in range(20):
                         status, body = fetch(conn, "/work")
                         bodies.add((status, body))
                         served += 1
+                    if time.time() - asked < 0.3:
+                        continue
                     out = subprocess.run(cli + ["attach", str(target), "status"], env=cli_env, capture_output=True,
                                          text=True).stdout
+                    asked = time.time()
                     # "not sampling, N samples" is the last session's.
                     m = re.search(r"\): sampling, (\d+) samples", out)
                     if m:
