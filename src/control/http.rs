@@ -320,7 +320,9 @@ mod tests {
         assert!(ok.starts_with("HTTP/1.1 200 ") && ok.ends_with("\r\n\r\n/data.json"), "{}", ok);
         let none = get(&mut server, "/data.json", &host);
         assert!(none.starts_with("HTTP/1.1 403 "), "{}", none);
-        let wrong = format!("/{}0/", &server.token[..31]);
+        // The secret with its last digit changed (to another digit).
+        let last = if server.token.ends_with('0') { '1' } else { '0' };
+        let wrong = format!("/{}{}/", &server.token[..31], last);
         let bad = get(&mut server, &wrong, &host);
         assert!(bad.starts_with("HTTP/1.1 403 "), "{}", bad);
         let elsewhere = get(&mut server, &format!("{}/", secret), "attacker.example:80");
