@@ -43,13 +43,33 @@ describe("C functions as leaves", function()
     sessions.stop_all()
   end)
 
-  for _, precision in ipairs({ "function", "line" }) do
-    it("two C functions on one line get their true shares (precision " .. precision .. ")", function()
+  -- The step as the fixture sizes it, at both precisions; then sized to
+  -- half and to the whole of the interval, where a fixed interval would
+  -- meet the step at the same point tick after tick (docs/sampling.md,
+  -- Intervals drawn at random).
+  local cases = {
+    { precision = "function" },
+    { precision = "line" },
+    { steps_per_tick = 2 },
+    { steps_per_tick = 1 },
+  }
+  for _, case in ipairs(cases) do
+    local title = case.precision and ("precision " .. case.precision)
+      or string.format("a step %s of the interval long", case.steps_per_tick == 1 and "the whole" or "half")
+    it("two C functions on one line get their true shares (" .. title .. ")", function()
+      local interval_ms = 1
+      work.iterations = 20000
+      if case.steps_per_tick then
+        work.iterations = sampling.calibrate(function(n)
+          work.iterations = n
+          work.step()
+        end, interval_ms / 1000 / case.steps_per_tick)
+      end
       -- The truth is timed in the session's pauses, six times between its
       -- six stretches of work: the same compiled code (a pause flushes no
       -- trace) at the same time. Odd and even rounds give two estimates,
       -- whose difference widens the bound as the truth suite's does.
-      local s = profile.sample({ precision = precision })
+      local s = profile.sample({ precision = case.precision, intervalMs = interval_ms })
       local want, again = sampling.interleaved(s, 6, function() return work.truth(0.1) end,
         function() sampling.until_samples(s, 250, work.step) end)
       local text = s:stop()
@@ -69,14 +89,13 @@ describe("C functions as leaves", function()
         report[#report + 1] = string.format("%s %.1f%% (truth %.1f%% / %.1f%%)", name, 100 * counts[name] / n,
           100 * want[name], 100 * again[name])
       end
-      local msg = table.concat(report, "; ") .. string.format(" [%d samples, %s]", n, st.clock)
-      print(precision .. ": " .. msg)
-      -- Current 2.1's rolling releases name themselves 2.1.<commit time>.
-      local current = jit.version:match("^LuaJIT 2%.1%.%d%d%d%d%d%d%d%d%d%d$") and "c_leaves_current" or nil
+      local msg = table.concat(report, "; ") .. string.format(" [%d samples, %s, %d iterations]", n, st.clock,
+        work.iterations)
+      print(title .. ": " .. msg)
       for _, name in ipairs({ "sort", "clock", "lua" }) do
         local p = (want[name] + again[name]) / 2
         sampling.check_share(name .. " (" .. msg .. ")", counts[name] / n, p, n, math.abs(want[name] - again[name]),
-          name ~= "clock" and "table_sort" or nil, current)
+          name ~= "clock" and "table_sort" or nil)
       end
       -- In every view by line, the C time stays on the line that called it.
       local by_line = profile.report(text, { by = "line", minPercent = 0 })

@@ -205,9 +205,6 @@ M.ALLOWANCES = {
   inside_trace = { points = 0.03, see = "docs/sampling.md, Between two snapshots",
     why = "a tick in a chain of dependent instructions lands on the one waiting: the boundary the map places between "
       .. "two inlined callees moves by an instruction or two, up to 4.5 points on the 3:1 callees in single runs" },
-  c_leaves_current = { points = 0.16, see = "BENCHMARKS.md, Where the truth is missed",
-    why = "current LuaJIT 2.1 (rolling releases): C-function ticks of a compiled step charged to its Lua part in "
-      .. "about half the runs, table.sort up to 14 points low; cause not found yet (Debian's and OpenResty's LuaJIT: none)" },
   jp_rounding = { points = 0.015, see = "spec/jp_agreement_spec.lua",
     why = "luajit -jp prints rounded counts" },
 }

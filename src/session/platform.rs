@@ -140,12 +140,17 @@ mod linux {
     /// context-switch event), or the errno that refused it.
     pub(in crate::session) fn open_perf(wall: bool, interval_ns: u64) -> Result<SourceHandle, i32> {
         if !wall {
-            return posix::open_task_clock(interval_ns).map(SourceHandle::Fd);
+            let cpu = posix::open_task_clock(interval_ns)?;
+            posix::jitter::arm(posix::jitter::Retuned::PerfEvent(cpu), interval_ns);
+            return Ok(SourceHandle::Fd(cpu));
         }
         posix::arm_blocked_ticks(interval_ns);
         let cpu = posix::open_task_clock(interval_ns)?;
         match posix::open_switch_trap() {
-            Ok(switches) => Ok(SourceHandle::Fds(cpu, switches)),
+            Ok(switches) => {
+                posix::jitter::arm(posix::jitter::Retuned::PerfEvent(cpu), interval_ns);
+                Ok(SourceHandle::Fds(cpu, switches))
+            }
             Err(e) => {
                 posix::close_fd(cpu);
                 Err(e)
@@ -157,10 +162,13 @@ mod linux {
     /// wall-clock time) that sends `signal` to the calling thread.
     pub(in crate::session) fn open_timer(wall: bool, signal: i32, interval_ns: u64) -> Option<SourceHandle> {
         let clock = if wall { posix::MONOTONIC } else { posix::THREAD_CPU };
-        posix::create_thread_timer(clock, signal, interval_ns).map(SourceHandle::Timer)
+        let timer = posix::create_thread_timer(clock, signal, interval_ns)?;
+        posix::jitter::arm(posix::jitter::Retuned::Timer(timer), interval_ns);
+        Some(SourceHandle::Timer(timer))
     }
 
     pub(in crate::session) fn close_source(h: SourceHandle) {
+        posix::jitter::disarm();
         match h {
             SourceHandle::Fd(fd) => posix::close_fd(fd),
             SourceHandle::Fds(a, b) => {

@@ -72,7 +72,9 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     // The tick handler (sys/posix/ticks.rs).
     entry("sys/posix/ticks.rs: on_tick", "one call; the signal's mask blocks SIGPROF, so LuaJIT's handler cannot nest"),
     entry("sys/posix/ticks.rs: on_trap", "reads the siginfo the kernel passed; a foreign trap goes to its disposition"),
-    entry("sys/posix/ticks.rs: pass_tick", "one call to pass_ticks"),
+    entry("sys/posix/ticks.rs: pass_tick", "errno saved; one call each to next_interval and pass_ticks"),
+    entry("sys/posix/jitter.rs: next_interval", "one ioctl or timer_settime on a source a disarm waits for; atomics"),
+    entry("sys/posix/jitter.rs: draw", "arithmetic on one atomic"),
     entry("sys/posix/ticks.rs: pass_ticks", "atomics and one sigaction read; errno saved; LuaJIT's handler is called only while its profiler is the session's"),
     entry("sys/posix/ticks.rs: pass_blocked_ticks", "clock_gettime and relaxed atomics only the VM thread's handler writes"),
     entry("sys/posix/ticks.rs: sigprof_disposition", "one sigaction with no new action, async-signal-safe"),

@@ -1,7 +1,7 @@
 //! POSIX helpers of the sys layer: thread ids, clocks, ITIMER_PROF and the
 //! signal mask. The tick handler is in `ticks`, the tick sources in
-//! `sources`, the guard against LuaJIT losing its profiler hook in
-//! `lost_hook`.
+//! `sources`, their intervals drawn at random in `jitter`, the guard
+//! against LuaJIT losing its profiler hook in `lost_hook`.
 
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
@@ -102,6 +102,7 @@ pub fn block_signal(sig: c_int) {
 }
 
 pub mod compiled;
+pub mod jitter;
 pub mod lost_hook;
 pub mod running_c;
 mod sources;

@@ -56,10 +56,13 @@ impl Drop for SavedErrno {
     }
 }
 
-/// Passes one timer tick to LuaJIT if its profiler is still ours, unless
-/// the VM thread is in a trace whose stack the handler reads itself
-/// (`ctx` is the interrupted context).
+/// Sets the source's next interval (`jitter`) and passes one timer tick
+/// to LuaJIT if its profiler is still ours, unless the VM thread is in a
+/// trace whose stack the handler reads itself (`ctx` is the interrupted
+/// context).
 pub fn pass_tick(ctx: *mut c_void) {
+    let _errno = SavedErrno::save();
+    super::jitter::next_interval();
     pass_ticks(1, TickOrigin::Timer, ctx);
 }
 
