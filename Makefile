@@ -93,8 +93,8 @@ test-lua: deps build
 
 install: build
 	install -d $(INST_LIBDIR)/tecs/profile $(INST_LUADIR)/tecs/profile $(INST_LUADIR)/tecs/utils
-	install -m 0755 $(NATIVE_SO) $(INST_LIBDIR)/tecs/profile/native.so
-	install -m 0755 $(PRELOAD_SO) $(INST_LIBDIR)/tecs/profile/love_preload.so
+	install -m 0755 -s $(NATIVE_SO) $(INST_LIBDIR)/tecs/profile/native.so
+	install -m 0755 -s $(PRELOAD_SO) $(INST_LIBDIR)/tecs/profile/love_preload.so
 	for f in $(LUA_FILES) $(ASSET_FILES); do \
 	  rel=$${f#lua/}; install -d $(INST_LUADIR)/$$(dirname $$rel); \
 	  install -m 0644 $$f $(INST_LUADIR)/$$rel; done

@@ -41,6 +41,14 @@ local function check_tree(tree)
   local rc, out = run_in_tree(tree, USE_TREE:gsub("arg%[1%]", string.format("%q", tree .. "/run.collapsed")))
   assert.equal(0, rc, out)
   assert.matches("^OK " .. tree:gsub("%p", "%%%0") .. "/lib/lua/5.1/tecs/profile/native%.so", out)
+  -- The libraries are installed stripped: the build keeps its debug
+  -- information (for backtraces in tests), an installed tree need not.
+  for _, lib in ipairs({ "native.so", "love_preload.so" }) do
+    local path = tree .. "/lib/lua/5.1/tecs/profile/" .. lib
+    rc, out = run("readelf -S --wide " .. sh_quote(path))
+    assert.equal(0, rc, out)
+    assert.is_nil(out:find(".debug_info", 1, true), path .. " keeps its debug information")
+  end
 end
 
 -- `launcher` runs the command: this LuaJIT on the installed script, or the
