@@ -147,6 +147,9 @@ pub(super) struct Running {
     pub(super) attachable: Option<Attachable>,
     pub(super) armed: Option<ArmedHandler>,
     pub(super) profiler: Option<ProfilerRun>,
+    /// LuaJIT's profiler runs in plain `i` mode, which compiles nothing
+    /// into traces: its stop need not flush them.
+    pub(super) keep_traces: bool,
     /// Held for its `Drop`.
     #[allow(dead_code)]
     pub(super) signals: UnblockedSignals,
@@ -160,11 +163,14 @@ impl Running {
     /// state and the callback box deactivated; the guards do the rest.
     pub(super) fn finish(mut self, lua: Option<&Lua>, sampler: &SamplerBox<Sampler>) {
         drop(self.attachable.take());
+        let hook_mask = if self.keep_traces { platform::hook_mask() } else { None };
         drop(self.armed.take());
         if let Some(lua) = lua {
             platform::detach_fine_map(lua);
             if let Some(p) = self.profiler.take() {
-                let _ = sampler.stop(&p.api, lua);
+                platform::stop_keeping_traces(hook_mask, || {
+                    let _ = sampler.stop(&p.api, lua);
+                });
                 // Stopped through the state: nothing left for its Drop.
                 std::mem::forget(p);
             }

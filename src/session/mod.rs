@@ -207,7 +207,8 @@ impl Session {
         session.running_c = running_c;
         session.compiled = compiled;
         session.lost_hook = lost_hook;
-        session.run = Some(Running { attachable, armed, profiler: Some(profiler), signals, owner });
+        let keep_traces = plan.precision.mode().is_empty();
+        session.run = Some(Running { attachable, armed, profiler: Some(profiler), keep_traces, signals, owner });
         session.start_warning = foreign.then(|| {
             "another sampler (jit.p or jit.profile) was running when this session started; \
              LuaJIT has one profiler per process and this session took it over"

@@ -194,6 +194,21 @@ mod linux {
         posix::lost_hook::hooks_rearmed()
     }
 
+    /// Where the armed VM's hook mask is, if it was found (read it before
+    /// the handler is disarmed).
+    pub(in crate::session) fn hook_mask() -> Option<usize> {
+        posix::lost_hook::mask_address()
+    }
+
+    /// Runs `stop` (LuaJIT's profiler stop) without its flush of every
+    /// trace when the hook mask is known.
+    pub(in crate::session) fn stop_keeping_traces(hook_mask: Option<usize>, stop: impl FnOnce()) {
+        match hook_mask {
+            Some(at) => posix::lost_hook::without_trace_flush(at, stop),
+            None => stop(),
+        }
+    }
+
     /// Why the first callback turned the lost-hook guard off, if it did.
     pub(in crate::session) fn lost_hook_refused() -> Option<&'static str> {
         posix::lost_hook::refused_by_callback()
@@ -272,6 +287,12 @@ mod elsewhere {
     }
     pub(in crate::session) fn hooks_rearmed() -> u64 {
         0
+    }
+    pub(in crate::session) fn hook_mask() -> Option<usize> {
+        None
+    }
+    pub(in crate::session) fn stop_keeping_traces(_hook_mask: Option<usize>, stop: impl FnOnce()) {
+        stop()
     }
     pub(in crate::session) fn lost_hook_refused() -> Option<&'static str> {
         None

@@ -130,6 +130,41 @@ pub fn disarm() {
     UNCHECKED.store(false, Ordering::Relaxed);
 }
 
+/// The armed VM's hook mask, for [`without_trace_flush`] (read before the
+/// handler is disarmed).
+pub fn mask_address() -> Option<usize> {
+    Some(HOOK_MASK.load(Ordering::Acquire)).filter(|&at| at != 0)
+}
+
+/// Runs `stop` (LuaJIT's profiler stop) so that it flushes no trace.
+///
+/// `luaJIT_profile_stop` flushes every trace, whatever the mode it ran
+/// in; a session whose profiler ran in plain `i` mode compiled nothing
+/// that needs it (only `f` and `l` put profiler checks in traces), and the
+/// flush would make the program compile everything again after the
+/// session. LuaJIT's flush does nothing while `HOOK_GC` is set in the hook
+/// mask (as during a finaliser); the stop touches no other use of that bit
+/// (it clears `HOOK_PROFILE` and recomputes the dispatch mode, which
+/// `HOOK_GC` is no part of). So the bit is set around the stop and cleared
+/// again after it, unless it was set already.
+pub fn without_trace_flush(mask_at: usize, stop: impl FnOnce()) {
+    let mask = mask_at as *mut u8;
+    // SAFETY: `mask_at` is the hook mask `arm` checked inside the live
+    // global state of the VM being stopped; this runs on the VM thread
+    // (the stop's caller), with the tick handler disarmed, so nothing else
+    // writes the byte meanwhile.
+    let had_gc = unsafe {
+        let m = std::ptr::read_volatile(mask);
+        std::ptr::write_volatile(mask, m | HOOK_GC);
+        m & HOOK_GC != 0
+    };
+    stop();
+    if !had_gc {
+        // SAFETY: as above.
+        unsafe { std::ptr::write_volatile(mask, std::ptr::read_volatile(mask) & !HOOK_GC) };
+    }
+}
+
 /// Called at the start of every profiler callback: the first one checks
 /// that the byte holds `HOOK_VMEVENT`, as LuaJIT sets it around callbacks,
 /// and turns the guard off if not.
