@@ -69,6 +69,40 @@ describe("a session's stop", function()
     assert.equal(work(), work())
   end)
 
+  it("with flushTraces = false, the start keeps the traces compiled before it too", function()
+    -- Compiled before the session.
+    sampling.for_cpu(0.05, work)
+    local before = live_traces()
+    assert.is_true(#before > 0, "no trace compiled before the session")
+    local flushes = 0
+    local function on_trace(what)
+      if what == "flush" then flushes = flushes + 1 end
+    end
+    jit.attach(on_trace, "trace")
+    local s = profile.sample({ flushTraces = false })
+    jit.attach(on_trace)
+    local kept = {}
+    for _, n in ipairs(before) do
+      if util.traceinfo(n) then kept[#kept + 1] = n end
+    end
+    sampling.until_samples(s, 50, work)
+    s:stop()
+    local st = s:stats()
+    if st.precision ~= "exact" then
+      pending("exact precision is not available here: " .. tostring(st.compiledNote))
+      return
+    end
+    assert.equal(0, flushes)
+    assert.same(before, kept)
+    -- Their ticks are read in the handler, at their snapshots: they have
+    -- no map.
+    assert.is_true(st.traceMap.noMap > 0, "ticks with no map: " .. st.traceMap.noMap)
+    -- The option is refused where LuaJIT's own mode flushes anyway.
+    assert.has_error(function() profile.sample({ flushTraces = false, precision = "line" }) end,
+      'profile.sample: option \'flushTraces\' = false needs precision "auto" (got "line": LuaJIT\'s function '
+        .. "and line modes flush every trace at the start)")
+  end)
+
   it("flushes them at function precision, as LuaJIT does", function()
     local _, before, _, flushes = stop_of({ precision = "function" })
     assert.is_true(#before > 0, "no trace compiled under the session")

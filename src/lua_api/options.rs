@@ -135,6 +135,12 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "\"cpu\": the thread's CPU time (a sleeping or waiting thread is not sampled); \"wall\": real time, time blocked in C calls (vsync, sleep, I/O) charged where the thread blocked",
     ),
     PRECISION,
+    opt(
+        "flushTraces",
+        Check::Boolean,
+        DefaultValue::Boolean(true),
+        "at precision \"exact\", flush the program's traces at the start, so that each is compiled again with the map that places a tick between two of its snapshots; false keeps the code compiled before the session (no recompilation), whose ticks go to their snapshots (stats().traceMap.noMap); \"function\" and \"line\" always flush (LuaJIT's own modes)",
+    ),
     MAX_STACKS,
     RESOLVE_C,
     opt(
@@ -404,6 +410,7 @@ pub(super) struct StartOptions {
     pub(super) max_stacks: usize,
     pub(super) resolve_c: bool,
     pub(super) precision: Precision,
+    pub(super) flush_traces: bool,
     pub(super) skip_starting_thread: bool,
     pub(super) skip_thread: Option<mlua::Thread>,
     pub(super) timeline_samples: usize,
@@ -502,6 +509,15 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
         Some(Ok(Value::Thread(th))) if decls.iter().any(|d| d.name == "skipThread") => Some(th),
         _ => None,
     };
+    let precision = get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto);
+    let flush_traces = get("flushTraces").boolean().unwrap_or(true);
+    if !flush_traces && matches!(precision, Precision::Function | Precision::Line) {
+        return Err(format!(
+            "option 'flushTraces' = false needs precision \"auto\" (got \"{}\": LuaJIT's function and line modes \
+             flush every trace at the start)",
+            precision.name()
+        ));
+    }
     if skip_starting_thread && skip_thread.is_some() {
         return Err(
             "options 'skipStartingThread' and 'skipThread' cannot both be given (each names the one thread skipped)"
@@ -516,7 +532,8 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
         clock: get("clock").text().and_then(ClockKind::parse).unwrap_or(ClockKind::Cpu),
         max_stacks: number("maxStacks").unwrap_or(1.0) as usize,
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
-        precision: get("precision").text().and_then(Precision::parse).unwrap_or(Precision::Auto),
+        precision,
+        flush_traces,
         skip_starting_thread,
         skip_thread,
         timeline_samples: number("timelineSamples").unwrap_or(0.0) as usize,

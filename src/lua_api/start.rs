@@ -36,6 +36,7 @@ impl StartOptions {
             interval_ns: self.interval_ns,
             clock: self.clock,
             precision: self.precision,
+            flush_traces: self.flush_traces,
             depth: self.depth,
             filter: self.filter.clone(),
             max_stacks: self.max_stacks,

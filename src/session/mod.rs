@@ -76,6 +76,9 @@ pub struct Plan {
     pub interval_ns: u64,
     pub clock: ClockKind,
     pub precision: Precision,
+    /// At exact precision, flush the traces at the start so that each is
+    /// compiled again with its fine map.
+    pub flush_traces: bool,
     pub depth: i32,
     /// Only samples under this zone path are recorded.
     pub filter: Option<Vec<u8>>,
@@ -196,7 +199,7 @@ impl Session {
             if running_c.is_ok() {
                 let zones = sampler.with(|s| s.zones_mut().map(|z| z.table_address()).unwrap_or(0));
                 platform::arm_compiled(plan.depth.max(1) as usize, zones);
-                fine_map = platform::attach_fine_map(lua);
+                fine_map = platform::attach_fine_map(lua, plan.flush_traces);
             } else {
                 compiled = Err("the session's own tick source did not start");
             }

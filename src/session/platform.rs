@@ -114,9 +114,10 @@ mod linux {
     }
 
     /// Attaches the VM event handlers that build each trace's fine map
-    /// (`sys::fine_map`), flushing the traces compiled without one.
-    pub(in crate::session) fn attach_fine_map(lua: &Lua) -> Result<(), &'static str> {
-        posix::compiled::attach_logger(lua, true)
+    /// (`sys::fine_map`); with `flush`, flushes the traces compiled
+    /// without one.
+    pub(in crate::session) fn attach_fine_map(lua: &Lua, flush: bool) -> Result<(), &'static str> {
+        posix::compiled::attach_logger(lua, flush)
     }
 
     pub(in crate::session) fn detach_fine_map(lua: &Lua) {
@@ -262,7 +263,7 @@ mod elsewhere {
         Err("compiled code is read in the handler only on x86-64 Linux")
     }
     pub(in crate::session) fn arm_compiled(_depth: usize, _zones: usize) {}
-    pub(in crate::session) fn attach_fine_map(_lua: &Lua) -> Result<(), &'static str> {
+    pub(in crate::session) fn attach_fine_map(_lua: &Lua, _flush: bool) -> Result<(), &'static str> {
         Err("compiled code is not read in the tick handler")
     }
     pub(in crate::session) fn detach_fine_map(_lua: &Lua) {}

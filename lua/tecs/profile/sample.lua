@@ -37,7 +37,7 @@ local active -- the running session of this Lua state, if any
 -- Errors if a sample session is already active (in this Lua state, or in
 -- another one of the process: LuaJIT has a single profiler).
 -- @tparam[opt] table opts options `intervalMs`, `zone`, `stackDepth`,
---   `clock`, `precision`, `maxStacks`, `resolveC`, `skipStartingThread`, `skipThread`,
+--   `clock`, `precision`, `flushTraces`, `maxStacks`, `resolveC`, `skipStartingThread`, `skipThread`,
 --   `format`, `timelineSamples`, `slowFrameMs`, `autosavePath`,
 --   `autosaveSeconds`, `loveZones`: their defaults,
 --   the values each accepts and what it does are declared once, in the
