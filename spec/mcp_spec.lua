@@ -342,7 +342,10 @@ describe("tecs-profile mcp", function()
     assert.is_nil(r.isError, r.content[1].text)
     local path = r.structuredContent.path
     local meta = mcp.STATELESS_META
-    local outside = dir .. "/outside.collapsed"
+    -- Neither in the control directory nor in the program's outputDir
+    -- (`dir`): a directory below it.
+    assert.equal(0, os.execute("mkdir " .. q(dir .. "/below")))
+    local outside = dir .. "/below/outside.collapsed"
     run.write(outside, "main.lua:1 1\n")
     local a = exchange({
       { jsonrpc = "2.0", id = 1, method = "resources/list", params = { _meta = meta } },
@@ -360,8 +363,22 @@ describe("tecs-profile mcp", function()
     assert.equal(run.read(path), a[2].result.contents[1].text)
     assert.equal("text/plain", a[2].result.contents[1].mimeType)
     assert.matches("only the profiles in the control directory", a[3].error.message)
+    assert.matches("and in the outputDir of a program listening are resources", a[3].error.message, 1, true)
     assert.matches("is not a profile", a[4].error.message, 1, true)
     assert.matches("its resources are file:// URIs", a[5].error.message, 1, true)
+
+    -- A profile a client had written in the program's outputDir (a bare
+    -- name goes there) is a resource too, linked and read.
+    assert.is_nil(call("profiler_start", {}).isError)
+    samples_until(20)
+    r = call("profiler_stop", { path = "in-output.collapsed" })
+    assert.is_nil(r.isError, r.content[1].text)
+    assert.equal(dir .. "/in-output.collapsed", r.structuredContent.path)
+    assert.same({ "resource_link", "file://" .. dir .. "/in-output.collapsed" }, { r.content[2].type, r.content[2].uri })
+    a = exchange({
+      { jsonrpc = "2.0", id = 1, method = "resources/read", params = { _meta = meta, uri = r.content[2].uri } },
+    })
+    assert.equal(run.read(dir .. "/in-output.collapsed"), a[1].result.contents[1].text)
 
     -- Past the bound a read is refused, saying how large the file is; a
     -- binary profile comes as base64.

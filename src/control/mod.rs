@@ -400,6 +400,11 @@ pub struct Target {
     pub socket: String,
     /// Unix time in seconds.
     pub started: u64,
+    /// The directory clients may also have the program write in
+    /// (`listen{ outputDir }`), absolute; its profiles are resources of
+    /// `tecs-profile mcp` as the control directory's are.
+    #[serde(default, rename = "outputDir", skip_serializing_if = "Option::is_none")]
+    pub output_dir: Option<String>,
 }
 
 /// The control directory: `TECS_PROFILE_DIR` when set, else

@@ -13,7 +13,14 @@ fn fresh_dir(name: &str) -> PathBuf {
 }
 
 fn target() -> Target {
-    Target { pid: 0, program: "test".into(), kind: "luajit".into(), socket: String::new(), started: 1 }
+    Target {
+        pid: 0,
+        program: "test".into(),
+        kind: "luajit".into(),
+        socket: String::new(),
+        started: 1,
+        output_dir: None,
+    }
 }
 
 /// Polls `server` until a request arrives (at most a minute: a bound on a

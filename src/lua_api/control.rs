@@ -285,12 +285,14 @@ fn listen(_: &Lua, (dir, about): (Option<String>, Table)) -> mlua::Result<Listen
         return Err(runtime("option 'outputDir' must be a directory path string (got an empty string)"));
     }
     let confined = Confined::new(&dir, output.as_deref().map(Path::new)).map_err(runtime)?;
+    let output_dir = output.is_some().then(|| confined.directories()[0].to_string_lossy().into_owned());
     let target = Target {
         pid: 0,
         program: about.get::<Option<String>>("program")?.unwrap_or_default(),
         kind: about.get::<Option<String>>("kind")?.unwrap_or_else(|| "luajit".into()),
         socket: String::new(),
         started: about.get::<Option<u64>>("started")?.unwrap_or(0),
+        output_dir,
     };
     Ok(Listener(Some(Server::open(&dir, target).map_err(runtime)?), false, confined))
 }

@@ -3,9 +3,10 @@
 -- remote host) read them through `tecs-profile mcp`.
 --
 -- A resource is a file directly in the control directory, where the channel
--- writes a profile when the client names no path, with a profile's ending
--- (`.collapsed`, `.aborts.csv`, or one of the output formats'): nothing else
--- on the machine is readable this way. Its URI is its `file://` URL, so an
+-- writes a profile when the client names no path, or directly in the
+-- `outputDir` of a program listening (its discovery entry names it), with a
+-- profile's ending (`.collapsed`, `.aborts.csv`, or one of the output
+-- formats'): nothing else on the machine is readable this way. Its URI is its `file://` URL, so an
 -- agent on the same machine may open the file instead. A read returns the
 -- whole file or refuses it: past `MAX_BYTES` it says how large the file is
 -- and what else gives its views.
@@ -38,11 +39,18 @@ local function media_type(name)
   return nil
 end
 
--- The control directory, or nil and why not.
-local function directory()
+-- The directories whose profiles are resources: the control directory,
+-- then the outputDir of each program listening; or nil and why not.
+local function directories()
   local ok, dir = native.call(native.raw.controlDirectory, nil)
   if not ok then return nil, dir end
-  return dir
+  local dirs = { dir }
+  local listed, targets = false, nil
+  if native.raw.controlTargets then listed, targets = native.call(native.raw.controlTargets, nil) end
+  for _, t in ipairs(listed and targets or {}) do
+    if type(t.outputDir) == "string" and t.outputDir ~= "" then dirs[#dirs + 1] = t.outputDir end
+  end
+  return dirs
 end
 
 --- The `file://` URI of `path`.
@@ -56,13 +64,26 @@ local function path_of(uri)
   return p and (p:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
 end
 
--- The media type of `path` if it is a resource, else nil and why not.
-local function resource_type(path)
-  local dir, err = directory()
-  if not dir then return nil, err end
+-- The name of `path` if it lies directly in `dir`, else nil.
+local function name_in(dir, path)
   local name = path:sub(#dir + 2)
   if path:sub(1, #dir + 1) ~= dir .. "/" or name == "" or name:find("/", 1, true) or name:sub(1, 1) == "." then
-    return nil, string.format("only the profiles in the control directory (%s) are resources", dir)
+    return nil
+  end
+  return name
+end
+
+-- The media type of `path` if it is a resource, else nil and why not.
+local function resource_type(path)
+  local dirs, err = directories()
+  if not dirs then return nil, err end
+  local name
+  for _, dir in ipairs(dirs) do
+    name = name or name_in(dir, path)
+  end
+  if not name then
+    return nil, string.format("only the profiles in the control directory (%s) and in the outputDir of a program "
+      .. "listening are resources", dirs[1])
   end
   local media = media_type(name)
   if not media then
@@ -82,7 +103,8 @@ local function size_of(path)
 end
 
 --- A `resource_link` content item for the file at `path`, or nil when it
--- is not a resource (written outside the control directory).
+-- is not a resource (written outside the control directory and the
+-- programs' outputDirs).
 function M.link(path, description)
   if type(path) ~= "string" or not resource_type(path) then return nil end
   local size = size_of(path)
