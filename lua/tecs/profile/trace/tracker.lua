@@ -212,12 +212,12 @@ function M.handler(self)
       self._recording = not self._paused
       collect_tr = self._recording and tr or nil
     elseif what == "stop" then
-      if not self._paused then
+      -- Counted and listed only when its start was: a trace started while
+      -- paused (or before the tracker) and completed after is neither.
+      if not self._paused and start_tr == tr and self._recording then
         counts.tracesCompleted = counts.tracesCompleted + 1
-        if start_tr == tr and self._recording then
-          local ok, err = pcall(on_stop, tr)
-          if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
-        end
+        local ok, err = pcall(on_stop, tr)
+        if not ok then counts.handlerErrors = counts.handlerErrors + 1; self._last_error = err end
       end
       linemap.drop(lines)
       start_tr, collect_tr, self._recording = nil, nil, false
