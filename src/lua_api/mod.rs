@@ -23,14 +23,15 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
 use crate::profile::Profile;
-use crate::record::sampler::Sampler;
 use crate::record::stack_table::CountsMark;
 use crate::session::{Session, NO_PROFILER_API};
-use crate::sys::{self, SamplerBox};
+use crate::sys;
+use call_sites::CallSites;
 use std::collections::{HashMap, HashSet};
 
 mod alloc;
 mod autosave;
+mod call_sites;
 #[cfg(unix)]
 mod control;
 mod coverage;
@@ -207,46 +208,6 @@ impl NativeSession {
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
         self.weighed(self.with_table(|t| Profile::from_table(t, &mut self.namer())))
-    }
-}
-
-/// The call-site resolution of a session: the Lua resolver, the leaves it
-/// was asked about, and the lines it corrected.
-struct CallSites<'a> {
-    resolver: &'a Option<mlua::Function>,
-    checked: &'a mut HashSet<Vec<u8>>,
-    lines: &'a mut HashMap<Vec<u8>, Vec<u8>>,
-}
-
-impl CallSites<'_> {
-    /// Asks the resolver for the call line of every C-state leaf `sampler`
-    /// recorded that was not checked yet; returns whether a line changed.
-    fn resolve(self, lua: &Lua, sampler: &SamplerBox<Sampler>) -> bool {
-        let Some(resolver) = self.resolver.clone() else { return false };
-        let checked = &*self.checked;
-        let pending: Vec<(Vec<u8>, i32)> = sampler.with(|s| {
-            s.call_sites.iter().filter(|(k, _)| !checked.contains(*k)).map(|(k, &v)| (k.clone(), v)).collect()
-        });
-        let mut changed = false;
-        for (site, slot) in pending {
-            self.checked.insert(site.clone());
-            let (state, leaf) = (site[0], &site[1..]);
-            let Some(colon) = leaf.iter().rposition(|&b| b == b':') else { continue };
-            let Some(line) = std::str::from_utf8(&leaf[colon + 1..]).ok().and_then(|t| t.parse::<i64>().ok()) else {
-                continue;
-            };
-            let Ok(func) = sampler.with(|s| s.functions.slots()).get(lua, slot) else { continue };
-            let state = (state as char).to_string();
-            if let Ok(Some(fixed_line)) = resolver.call::<Option<i64>>((func, line, state)) {
-                if fixed_line > 0 && fixed_line != line {
-                    let mut fixed = leaf[..=colon].to_vec();
-                    fixed.extend_from_slice(fixed_line.to_string().as_bytes());
-                    self.lines.insert(site, fixed);
-                    changed = true;
-                }
-            }
-        }
-        changed
     }
 }
 
