@@ -12,8 +12,10 @@
 --
 -- Modes: `none`, `flush` (a bare `jit.flush()`), `jp:<mode>` (LuaJIT's
 -- profiler with that mode string and a callback that does nothing),
--- `ours` (a default session), `ours:function`, `ours:line`. ROUNDS: the
--- rounds counted (default 100).
+-- `ours` (a default session), `ours:keep` (`flushTraces = false`),
+-- `ours:function`, `ours:line`. ROUNDS: the rounds counted (default 100),
+-- under the mode and again after its stop (the flushes are those under
+-- the mode; the traces started after the stop have a column).
 local ROUNDS = tonumber(os.getenv("ROUNDS") or "") or 100
 local SETTLED_AFTER, MAX_SETTLE = 15, 800
 
@@ -56,17 +58,27 @@ local function one(mode)
   elseif kind == "jp" then
     require("jit.profile").start(rest, function() end)
   elseif kind == "ours" then
-    session = require("tecs.profile").sample({ precision = rest ~= "" and rest or nil })
+    local keep = rest == "keep"
+    session = require("tecs.profile").sample({ precision = (rest ~= "" and not keep) and rest or nil,
+      flushTraces = not keep })
   end
   for _ = 1, ROUNDS do round() end
   if kind == "jp" then require("jit.profile").stop() end
   if session then session:stop() end
+  -- What the stop changes: the traces started in as many rounds after it
+  -- (the other counts are those under the mode, its stop included).
+  local during = { start = n.start, side = n.side, abort = n.abort, flush = n.flush }
+  local reasons_during = {}
+  for r, c in pairs(reasons) do reasons_during[r] = c end
+  for _ = 1, ROUNDS do round() end
+  local after = n.start - during.start
+  n, reasons = during, reasons_during
 
   local why = {}
   for r, c in pairs(reasons) do why[#why + 1] = c .. " " .. r end
   table.sort(why, function(a, b) return tonumber(a:match("^%d+")) > tonumber(b:match("^%d+")) end)
-  print(string.format("| %s | %s | %d | %d | %d | %d | %s |", mode, settled, n.start, n.side, n.abort, n.flush,
-    table.concat(why, "; ", 1, math.min(3, #why))))
+  print(string.format("| %s | %s | %d | %d | %d | %d | %d | %s |", mode, settled, n.start, n.side, n.abort, n.flush,
+    after, table.concat(why, "; ", 1, math.min(3, #why))))
 end
 
 if arg[1] == "--one" then
@@ -77,13 +89,15 @@ end
 local runs = tonumber(arg[1] or "") or 2
 local modes = {}
 for i = 2, #arg do modes[#modes + 1] = arg[i] end
-if #modes == 0 then modes = { "none", "flush", "jp:i1", "jp:fi1", "ours", "ours:function", "ours:line" } end
+if #modes == 0 then
+  modes = { "none", "flush", "jp:i1", "jp:fi1", "ours", "ours:keep", "ours:function", "ours:line" }
+end
 -- The interpreter: arg's lowest index (a wrapper may add `-e` options).
 local first = 0
 while arg[first - 1] do first = first - 1 end
 local luajit = first < 0 and arg[first] or "luajit"
-print("| mode | settled after | traces started | side | aborts | flushes | main aborts |")
-print("|---|---:|---:|---:|---:|---:|---|")
+print("| mode | settled after | traces started | side | aborts | flushes | started after the stop | main aborts |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 for _ = 1, runs do
   for _, mode in ipairs(modes) do
     local p = assert(io.popen(string.format("%q %q --one %q", luajit, arg[0], mode)))
