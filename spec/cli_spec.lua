@@ -229,12 +229,17 @@ describe("tecs-profile", function()
     -- A coroutine skipped: its time is filtered, the main thread's recorded.
     local skipped = coroutine.create(spin)
     local s = profile.sample({ skipThread = skipped })
+    -- Counted from here: the session's start runs on the main thread, which
+    -- is recorded, and may take a tick (it flushes the traces).
+    local before = s:stats().recordedSamples
     assert(coroutine.resume(skipped, 0.15))
-    local on_skipped = s:stats().recordedSamples
+    local on_skipped = s:stats().recordedSamples - before
     spin(0.15)
     s:stop()
     local st = s:stats()
-    assert.equal(0, on_skipped)
+    -- None of the coroutine's 0.15 s; one tick may land on the main thread
+    -- between the count and the resume.
+    assert.is_true(on_skipped <= 1, tostring(on_skipped))
     assert.is_true(st.recordedSamples >= sampling.least_samples(s, 0.15), tostring(st.recordedSamples))
     assert.is_true(st.filteredSamples >= sampling.least_samples(s, 0.15), tostring(st.filteredSamples))
     -- The main thread skipped, as run --listen skips its launcher.
