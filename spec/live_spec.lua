@@ -36,10 +36,10 @@ describe("the live page", function()
 
   -- `tecs-profile live ARGS` in the background: its pid, and its lines
   -- up to the page's address (`url`, `port`) or its end.
-  local function live(args)
+  local function live(args, env)
     local l = {}
-    l.p = assert(io.popen(string.format("(TECS_PROFILE_DIR=%s %s live --timeout %d %s & echo \"pid=$!\"; " ..
-      "wait $!; echo \"rc=$?\") 2>&1", q(ctl), run.cli, PATIENCE_SECONDS, args)))
+    l.p = assert(io.popen(string.format("(%s TECS_PROFILE_DIR=%s %s live --timeout %d %s & echo \"pid=$!\"; " ..
+      "wait $!; echo \"rc=$?\") 2>&1", env or "", q(ctl), run.cli, PATIENCE_SECONDS, args)))
     l.pid = tonumber(l.p:read("*l"):match("^pid=(%d+)$"))
     l.lines = {}
     while true do
@@ -285,6 +285,38 @@ describe("the live page", function()
       assert.is_true(request(child, { cmd = "stop" }).ok)
     end
     assert.equal(before, sentinel.digest(t.outside) .. sentinel.digest(t.out))
+  end)
+
+  it("live --open gives the browser a file of this user's, never the secret on a command line", function()
+    local child = spawn()
+    -- The desktop's opener: it records its arguments, its parent's command
+    -- line and the file it is given, as every local user could read them.
+    local bin = dir .. "/bin"
+    assert.equal(0, os.execute("mkdir -p " .. q(bin)))
+    run.write(bin .. "/xdg-open", table.concat({
+      "#!/bin/sh",
+      "out=" .. q(dir .. "/opened"),
+      "{ tr '\\0' ' ' < /proc/$$/cmdline; echo; tr '\\0' ' ' < /proc/$PPID/cmdline; echo; } > \"$out.cmdlines\"",
+      "stat -c %a \"$1\" > \"$out.mode\"; cat \"$1\" > \"$out.page\"; echo \"$1\" > \"$out.path\"",
+      "mv \"$out.path\" \"$out.done\"",
+    }, "\n") .. "\n")
+    assert.equal(0, os.execute("chmod +x " .. q(bin .. "/xdg-open")))
+    local l = live(tostring(child.pid) .. " --open", "PATH=" .. q(bin) .. ":$PATH")
+    assert.is_string(l.url, table.concat(l.lines, "\n"))
+    local secret = assert(l.url:match("^http://127%.0%.0%.1:%d+/(%x+)/"), l.url)
+    until_answer(function() return run.read(dir .. "/opened.done") end, function(a) return a ~= nil end)
+    local cmdlines = run.read(dir .. "/opened.cmdlines")
+    assert.is_nil(cmdlines:find(secret, 1, true), cmdlines)
+    assert.matches("xdg-open", cmdlines, 1, true)
+    local page = run.read(dir .. "/opened.page")
+    assert.matches(l.url, page, 1, true)
+    assert.matches("http-equiv=\"refresh\"", page, 1, true)
+    assert.equal("600", run.read(dir .. "/opened.mode"):match("%d+"))
+    local file = run.read(dir .. "/opened.done"):match("[^\n]+")
+    assert.equal(ctl, file:match("^(.*)/[^/]+$"), "in the control directory, which only this user may enter")
+    local code = stop_live(l, "TERM")
+    assert.equal(0, code)
+    assert.is_nil(run.read(file), "removed when live ends")
   end)
 
   it("live ends by itself when the program ends", function()

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use crate::output::REGISTRY;
 use crate::profile::sidecar;
 use crate::sys::dir::{Dir, Entry};
+use crate::sys::process;
 
 /// The endings the channel accepts for collapsed text: its own default
 /// names end in `.collapsed`; `.folded` is the other usual one.
@@ -140,8 +141,6 @@ pub struct Confined {
     /// once written; and their keys, oldest first.
     written: HashMap<(usize, Vec<u8>), Entry>,
     order: VecDeque<(usize, Vec<u8>)>,
-    /// The last temporary name's number.
-    temporary: u64,
 }
 
 /// The components of an absolute path, empty ones and `.` left out; None
@@ -197,7 +196,7 @@ impl Confined {
             }
         }
         let default = dirs.len() - 1;
-        Ok(Confined { dirs, default, written: HashMap::new(), order: VecDeque::new(), temporary: 0 })
+        Ok(Confined { dirs, default, written: HashMap::new(), order: VecDeque::new() })
     }
 
     /// The control directory, absolute.
@@ -378,18 +377,19 @@ impl Confined {
         Err(Failure::Refused(format!("{} was replaced meanwhile", place.path.display())))
     }
 
-    /// A new temporary file in directory `dir`, and its name.
+    /// A new temporary file in directory `dir`, and its name: random, so
+    /// that names planted in a directory others may write in cannot stand
+    /// in the way (a name taken is drawn again).
     fn temporary_file(&mut self, dir: usize) -> io::Result<(CString, std::fs::File)> {
         let mut tries = 0;
         loop {
-            self.temporary += 1;
             tries += 1;
-            let name = CString::new(format!(".tecs-profile-{}-{}.tmp", std::process::id(), self.temporary))
+            let name = CString::new(format!(".tecs-profile-{}-{}.tmp", std::process::id(), process::random_hex(8)?))
                 .expect("no NUL byte");
             match self.dirs[dir].dir.create_new(&name, 0o666) {
                 Ok(f) => return Ok((name, f)),
-                // Someone's file (or link) under that name: the next name.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => {}
+                // Someone's file (or link) under that name: another name.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => {}
                 Err(e) => return Err(e),
             }
         }

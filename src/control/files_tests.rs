@@ -260,3 +260,33 @@ fn a_file_swapped_in_after_the_check_is_swapped_back_not_replaced() {
     let left = t.p("out").join(std::ffi::OsStr::from_bytes(temporary.to_bytes()));
     assert_eq!(fs::read_to_string(left).unwrap(), "new", "the channel's text is swapped back to its own name");
 }
+
+#[test]
+fn temporary_names_planted_in_the_directory_do_not_stop_a_write() {
+    let t = Tree::new("planted");
+    let mut c = t.confined();
+    // The names a predictable scheme would take next, planted as files and
+    // as links: none is the name the write draws.
+    for n in 1..=200 {
+        let name = format!(".tecs-profile-{}-{}.tmp", std::process::id(), n);
+        if n % 2 == 0 {
+            fs::write(t.p("out").join(&name), b"theirs").unwrap();
+        } else {
+            symlink(t.p("outside/victim"), t.p("out").join(&name)).unwrap();
+        }
+    }
+    for i in 0..20 {
+        let place = c.place(format!("p{}.svg", i).as_bytes(), Kind::Profile).unwrap();
+        c.write(&place, b"<svg/>", Kind::Profile).unwrap();
+    }
+    let (a, fa) = c.temporary_file(0).unwrap();
+    let (b, fb) = c.temporary_file(0).unwrap();
+    drop((fa, fb));
+    assert_ne!(a, b);
+    // Random: 16 hex digits after the pid.
+    let text = a.to_str().unwrap();
+    let random = text.trim_end_matches(".tmp").rsplit('-').next().unwrap();
+    assert_eq!(random.len(), 16, "{}", text);
+    assert!(random.bytes().all(|b| b.is_ascii_hexdigit()), "{}", text);
+    assert_eq!(fs::read_to_string(t.p("outside/victim")).unwrap(), "precious\n");
+}

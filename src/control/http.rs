@@ -9,12 +9,14 @@
 //! method than GET or HEAD is refused here; the others are handed to the
 //! caller, which answers them.
 
-use std::fs::File;
-use std::io::{self, Read};
+use std::ffi::CString;
+use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::sys::dir::Dir;
 use crate::sys::process;
 
 /// The longest request head read, in bytes.
@@ -58,11 +60,29 @@ pub struct HttpRequest {
 
 /// A new secret: 16 bytes of the kernel's random source, in hex.
 fn new_token() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot read /dev/urandom for the page's secret: {}", e))?;
-    Ok(bytes.iter().map(|b| format!("{:02x}", b)).collect())
+    process::random_hex(16).map_err(|e| format!("cannot read /dev/urandom for the page's secret: {}", e))
+}
+
+/// Writes a page that sends a browser on to `url` (the address with the
+/// secret) as a new file of mode 0600 in `dir`, a directory only this user
+/// may enter (the control directory); returns its path. A browser opened
+/// on this file learns the secret from a file no other user can read,
+/// where the address itself would be on the browser's command line, which
+/// every local user can read (`/proc/PID/cmdline`).
+pub fn redirect_page(dir: &Path, url: &str) -> Result<PathBuf, String> {
+    if !url.bytes().all(|b| b.is_ascii_alphanumeric() || b":/._-".contains(&b)) {
+        return Err(format!("not an address of the live page: {}", url));
+    }
+    let cannot = |e: io::Error| format!("cannot write the page that opens the live page in {}: {}", dir.display(), e);
+    let name = format!("live-{}-{}.html", std::process::id(), process::random_hex(8).map_err(cannot)?);
+    let cname = CString::new(name.clone()).expect("no NUL byte");
+    let mut file = Dir::open(dir).and_then(|d| d.create_new(&cname, 0o600)).map_err(cannot)?;
+    let html = format!(
+        "<!doctype html>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" content=\"0; url={url}\">\n\
+         <title>tecs-profile live</title>\n<p><a href=\"{url}\">the live page</a></p>\n"
+    );
+    file.write_all(html.as_bytes()).map_err(cannot)?;
+    Ok(dir.join(name))
 }
 
 /// Whether `a` and `b` are equal, in a time that does not depend on where

@@ -11,6 +11,8 @@
 pub mod client;
 pub mod files;
 pub mod http;
+pub mod lines;
+pub mod reads;
 pub mod server;
 
 use std::collections::BTreeMap;
@@ -503,8 +505,14 @@ pub fn targets(dir: &Path) -> Result<Vec<Target>, String> {
         if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let Ok(text) = fs::read_to_string(&path) else { continue };
-        let Ok(target) = serde_json::from_str::<Target>(&text) else { continue };
+        // Read as a client's file is (a regular file of this user, no link
+        // followed, bounded): a FIFO there does not hang the listing.
+        let name = path.file_name().map(|n| n.as_encoded_bytes().to_vec()).unwrap_or_default();
+        let Ok(text) = reads::open(dir, &name).and_then(|c| c.read(MAX_REQUEST_LINE as u64).map_err(|e| e.to_string()))
+        else {
+            continue;
+        };
+        let Ok(target) = serde_json::from_slice::<Target>(&text) else { continue };
         if stem != target.pid.to_string() {
             continue;
         }

@@ -1,11 +1,18 @@
 //! The program's end of the control channel: a non-blocking listener that
-//! the program's thread polls. One client at a time: another that connects
-//! meanwhile is answered "busy" and closed. A request that arrives while
-//! the program does not poll waits in the socket until it does. A request
-//! line longer than [`MAX_REQUEST_LINE`] is answered with an error and its
-//! connection closed; so is, without an answer, a client that sends no
-//! complete request for [`IDLE_LIMIT`].
+//! the program's thread polls. One client is served at a time; others that
+//! connect meanwhile wait their turn in arrival order, up to
+//! [`MAX_WAITING`] of them for [`WAIT_LIMIT`] each, and are then answered
+//! "busy" and closed. A request that arrives while the program does not poll
+//! waits in the socket until it does. A request line longer than
+//! [`MAX_REQUEST_LINE`] is answered with an error and its connection closed;
+//! a client is closed without an answer when a line it began is not whole
+//! [`LINE_LIMIT`] after its first byte was read, when it sends no complete
+//! request within [`LINE_LIMIT`] of being served, or when it sends none for
+//! [`IDLE_LIMIT`]: a client that sends a byte now and then holds the
+//! channel for seconds, not minutes, and goes behind those waiting when it
+//! connects again.
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -22,14 +29,32 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The connections one call of [`Server::next_request`] takes at most.
 const ACCEPTS_PER_CALL: usize = 16;
 
+/// How long a client has to send a line whole, from its first byte read
+/// (and its first request, from when it is served): a client writes a
+/// request at once.
+pub const LINE_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long a connection waits for the client before it to go: then it is
+/// answered "busy" (a client that holds the channel, as `tecs-profile live`
+/// does, keeps it).
+pub const WAIT_LIMIT: Duration = Duration::from_secs(3);
+
+/// How many connections wait their turn at most; past them, a new one is
+/// answered "busy" at once.
+pub const MAX_WAITING: usize = 16;
+
 struct Client {
     stream: UnixStream,
     /// Bytes read and not yet taken as a line.
     pending: Vec<u8>,
     /// The client closed its end: what is pending is all it sent.
     closed: bool,
-    /// When it connected or last sent a complete request.
+    /// When it was served or last sent a complete request.
     active: Instant,
+    /// Whether it has sent a complete request.
+    asked: bool,
+    /// When the first byte of the line it is sending was read.
+    partial_since: Option<Instant>,
     /// It sent a line too long: the connection closes once answered.
     closing: bool,
 }
@@ -41,9 +66,14 @@ pub struct Server {
     socket: PathBuf,
     entry: PathBuf,
     client: Option<Client>,
+    /// Connections waiting for the client to go, oldest first, and when
+    /// each was accepted.
+    waiting: VecDeque<(UnixStream, Instant)>,
     pid: u32,
-    /// [`IDLE_LIMIT`], shorter in tests.
+    /// [`IDLE_LIMIT`], [`LINE_LIMIT`] and [`WAIT_LIMIT`], shorter in tests.
     idle_limit: Duration,
+    line_limit: Duration,
+    wait_limit: Duration,
 }
 
 /// What a poll found: a request to run, or a line that is not one (to be
@@ -72,13 +102,30 @@ impl Server {
             return Err(format!("cannot write discovery entry {}: {}", entry.display(), e));
         }
         process::remove_at_exit(entry.clone());
-        Ok(Server { listener, socket, entry, client: None, pid, idle_limit: IDLE_LIMIT })
+        Ok(Server {
+            listener,
+            socket,
+            entry,
+            client: None,
+            waiting: VecDeque::new(),
+            pid,
+            idle_limit: IDLE_LIMIT,
+            line_limit: LINE_LIMIT,
+            wait_limit: WAIT_LIMIT,
+        })
     }
 
     /// Closes connections idle for `limit` instead of [`IDLE_LIMIT`].
     #[cfg(test)]
     pub fn set_idle_limit(&mut self, limit: Duration) {
         self.idle_limit = limit;
+    }
+
+    /// [`LINE_LIMIT`] and [`WAIT_LIMIT`] replaced.
+    #[cfg(test)]
+    pub fn set_turn_limits(&mut self, line: Duration, wait: Duration) {
+        self.line_limit = line;
+        self.wait_limit = wait;
     }
 
     /// The socket's path.
@@ -102,10 +149,17 @@ impl Server {
     }
 
     /// The next request waiting, if any; never blocks. Connections that
-    /// arrive while a client is connected are answered "busy" and closed.
+    /// arrive while a client is served wait their turn (see the module).
     pub fn next_request(&mut self) -> Option<Incoming> {
-        if let Some(line) = self.read_client() {
-            return Some(line);
+        loop {
+            if let Some(line) = self.read_client() {
+                return Some(line);
+            }
+            if self.client.is_some() {
+                break;
+            }
+            let Some((stream, _)) = self.waiting.pop_front() else { break };
+            self.serve(stream);
         }
         // Connections past these wait in the socket's backlog for the next
         // poll: a flood of them does not hold the program's thread.
@@ -116,23 +170,47 @@ impl Server {
                 Err(_) => break,
             };
             if self.client.is_some() {
-                self.refuse(stream);
+                if self.waiting.len() >= MAX_WAITING || stream.set_nonblocking(true).is_err() {
+                    self.refuse(stream);
+                } else {
+                    self.waiting.push_back((stream, Instant::now()));
+                }
                 continue;
             }
-            if stream.set_nonblocking(true).is_err() {
+            if !self.serve(stream) {
                 continue;
             }
-            // A program woken by SIGIO (`sys::wake`) is woken by its data too.
-            #[cfg(target_os = "linux")]
-            crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
-            self.client =
-                Some(Client { stream, pending: Vec::new(), closed: false, active: Instant::now(), closing: false });
             if let Some(line) = self.read_client() {
                 // Others waiting are answered at the next poll.
                 return Some(line);
             }
         }
+        let wait_limit = self.wait_limit;
+        while self.waiting.front().is_some_and(|(_, since)| since.elapsed() >= wait_limit) {
+            let (stream, _) = self.waiting.pop_front().expect("checked");
+            self.refuse(stream);
+        }
         None
+    }
+
+    /// Makes `stream` the client served; false when it cannot be.
+    fn serve(&mut self, stream: UnixStream) -> bool {
+        if stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        // A program woken by SIGIO (`sys::wake`) is woken by its data too.
+        #[cfg(target_os = "linux")]
+        crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
+        self.client = Some(Client {
+            stream,
+            pending: Vec::new(),
+            closed: false,
+            active: Instant::now(),
+            asked: false,
+            partial_since: None,
+            closing: false,
+        });
+        true
     }
 
     /// Answers the request [`next_request`](Self::next_request) returned. A client that
@@ -154,7 +232,7 @@ impl Server {
     /// idle for [`IDLE_LIMIT`]; a line too long is an error to answer,
     /// after which the connection closes.
     fn read_client(&mut self) -> Option<Incoming> {
-        let idle_limit = self.idle_limit;
+        let (idle_limit, line_limit) = (self.idle_limit, self.line_limit);
         let client = self.client.as_mut()?;
         if client.closing {
             return None;
@@ -165,12 +243,14 @@ impl Server {
                     return Some(Err(too_long(client)));
                 }
                 let line: Vec<u8> = client.pending.drain(..=at).collect();
+                client.partial_since = (!client.pending.is_empty()).then(Instant::now);
                 let text = String::from_utf8_lossy(&line);
                 let text = text.trim();
                 if text.is_empty() {
                     continue;
                 }
                 client.active = Instant::now();
+                client.asked = true;
                 return Some(parse_request(text));
             }
             if client.pending.len() > MAX_REQUEST_LINE {
@@ -185,12 +265,19 @@ impl Server {
             let mut buf = [0u8; 8192];
             match client.stream.read(&mut buf) {
                 Ok(0) => client.closed = true,
-                Ok(n) => client.pending.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    if client.pending.is_empty() {
+                        client.partial_since = Some(Instant::now());
+                    }
+                    client.pending.extend_from_slice(&buf[..n]);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Closed without an answer: a line written now would
                     // be read as the answer to the client's next request.
-                    if client.active.elapsed() >= idle_limit {
+                    let slow_line = client.partial_since.is_some_and(|t| t.elapsed() >= line_limit);
+                    let silent = !client.asked && client.active.elapsed() >= line_limit;
+                    if slow_line || silent || client.active.elapsed() >= idle_limit {
                         self.client = None;
                     }
                     return None;

@@ -336,3 +336,143 @@ fn a_client_that_reads_slowly_holds_a_reply_for_the_reply_limit_at_most() {
     drop(server);
     fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_client_that_sends_a_byte_now_and_then_gives_way_to_one_waiting() {
+    use std::io::{Read, Write};
+    let d = directory(&fresh_dir("dribble")).unwrap();
+    let mut server = Server::open(&d, target()).unwrap();
+    server.set_turn_limits(Duration::from_millis(300), Duration::from_secs(60));
+    let socket = server.socket().to_path_buf();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A client that sends one byte of a request every 50 ms, and connects
+    // again whenever it is closed.
+    let dribbler = std::thread::spawn({
+        let (socket, stop) = (socket.clone(), stop.clone());
+        move || {
+            let mut connections = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(mut s) = std::os::unix::net::UnixStream::connect(&socket) else { break };
+                connections += 1;
+                for b in br#"{"cmd":"status"}"#.iter().cycle() {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                    let mut byte = [0u8; 1];
+                    s.set_nonblocking(true).unwrap();
+                    if matches!(s.read(&mut byte), Ok(0)) {
+                        break;
+                    }
+                    s.set_nonblocking(false).unwrap();
+                }
+            }
+            connections
+        }
+    });
+    // The dribbler holds the channel first.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.has_client() {
+        assert!(server.next_request().is_none());
+        assert!(Instant::now() < deadline, "the dribbler never connected");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Clients that come meanwhile are served in turn, never told "busy".
+    for _ in 0..3 {
+        let t = std::thread::spawn({
+            let socket = socket.clone();
+            move || client::request(&socket, &Request::Status {}, Duration::from_secs(60))
+        });
+        assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
+        server.reply(&Response { ok: true, ..Response::default() });
+        let answer = t.join().unwrap().unwrap();
+        assert!(answer.ok, "{:?}", answer.error);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    while !dribbler.is_finished() {
+        let _ = server.next_request();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(dribbler.join().unwrap() >= 1);
+    drop(server);
+    fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn connections_that_wait_are_served_in_the_order_they_came() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let d = directory(&fresh_dir("order")).unwrap();
+    let mut server = Server::open(&d, target()).unwrap();
+    server.set_turn_limits(Duration::from_millis(200), Duration::from_secs(60));
+    let socket = server.socket().to_path_buf();
+    let poll_until = |server: &mut Server, done: &dyn Fn(&Server) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done(server) {
+            assert!(server.next_request().is_none());
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    // A holds the channel with half a line.
+    let mut a = UnixStream::connect(&socket).unwrap();
+    a.write_all(b"{\"cmd\"").unwrap();
+    poll_until(&mut server, &|s| s.has_client());
+    // B comes with a whole request, then A connects again (silent): in
+    // the socket's queue, or waiting, B is before it.
+    let mut b = UnixStream::connect(&socket).unwrap();
+    b.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+    let a_again = UnixStream::connect(&socket).unwrap();
+    // A is closed past its line limit; B is next, before A's new connection.
+    assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
+    server.reply(&Response { ok: true, ..Response::default() });
+    let mut rest = Vec::new();
+    a.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "A was closed without an answer");
+    let mut line = [0u8; 1];
+    b.read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"{");
+    drop(b);
+    // A's new connection is served in its turn, and closed for sending
+    // nothing.
+    let a_again_fd = a_again;
+    poll_until(&mut server, &|s| !s.has_client());
+    let mut rest = Vec::new();
+    (&a_again_fd).read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    drop(server);
+    fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_connection_that_waits_past_its_limit_is_told_busy() {
+    let d = directory(&fresh_dir("wait")).unwrap();
+    let mut server = Server::open(&d, target()).unwrap();
+    server.set_turn_limits(server::LINE_LIMIT, Duration::from_millis(200));
+    let socket = server.socket().to_path_buf();
+    let mut held = Connection::open(&socket).unwrap();
+    let first = std::thread::spawn(move || {
+        let r = held.request(&Request::Status {}, Duration::from_secs(60));
+        (held, r)
+    });
+    assert_eq!(next_request(&mut server).unwrap(), Request::Status {});
+    server.reply(&Response { ok: true, ..Response::default() });
+    let (held, answer) = first.join().unwrap();
+    assert!(answer.unwrap().ok);
+    // A client that keeps its turn (it sent a request) is not put out by
+    // one waiting: the one waiting is told "busy" after its wait.
+    let began = Instant::now();
+    let second = std::thread::spawn(move || client::request(&socket, &Request::Status {}, Duration::from_secs(60)));
+    while !second.is_finished() {
+        assert!(server.next_request().is_none());
+        assert!(began.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let busy = second.join().unwrap().unwrap();
+    assert!(busy.error.unwrap().starts_with("busy"));
+    assert!(began.elapsed() >= Duration::from_millis(200));
+    assert!(server.has_client());
+    drop(held);
+    drop(server);
+    fs::remove_dir_all(&d).unwrap();
+}

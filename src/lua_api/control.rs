@@ -15,7 +15,8 @@ use super::options::describe;
 use super::runtime;
 use crate::control::files::{self, Confined, Kind};
 use crate::control::http::{HttpRequest, HttpServer};
-use crate::control::{self, client, server::Server, Accepts, Request, Response, Target};
+use crate::control::lines::{BoundedLines, Line};
+use crate::control::{self, client, reads, server::Server, Accepts, Request, Response, Target};
 use crate::sys::stop_signals;
 
 /// A Lua value as JSON: a table with keys 1..n is an array (an empty table
@@ -243,6 +244,14 @@ fn http_serve(_: &Lua, port: u16) -> mlua::Result<LiveServer> {
     Ok(LiveServer(HttpServer::bind(port).map_err(runtime)?, None))
 }
 
+/// `native.raw.liveRedirect(url)`: a page of mode 0600 in the control
+/// directory that sends a browser on to `url`; its path.
+fn live_redirect(_: &Lua, url: String) -> mlua::Result<String> {
+    let dir = control::directory(&control::default_directory()).map_err(runtime)?;
+    let path = crate::control::http::redirect_page(&dir, &url).map_err(runtime)?;
+    Ok(path.to_string_lossy().into_owned())
+}
+
 /// `native.raw.stopSignals(what)`: "catch" SIGINT, SIGTERM and SIGHUP
 /// (recorded, not acted on), "release" them, or "caught": the name of the
 /// one that came since catching, or nil.
@@ -310,6 +319,50 @@ fn control_request(lua: &Lua, (socket, request, timeout): (String, Value, f64)) 
     let request = request_from(&request)?;
     let answer = client::request(Path::new(&socket), &request, timeout_of(timeout)?).map_err(runtime)?;
     lua_of(lua, &answer)
+}
+
+/// `native.raw.clientFile(dir, name[, maxBytes])`: the size of the file
+/// `name` directly in `dir` and, with `maxBytes`, its bytes (an error when
+/// it is longer), read as a client's file is (`control::reads`: a regular
+/// file of this user, no link followed, never waiting on a FIFO); an error
+/// names the file and the rule it breaks.
+fn client_file(lua: &Lua, (dir, name, max): (String, mlua::LuaString, Option<f64>)) -> mlua::Result<(f64, Value)> {
+    let checked = reads::open(Path::new(&dir), &name.as_bytes()).map_err(runtime)?;
+    let size = checked.size as f64;
+    let Some(max) = max else { return Ok((size, Value::Nil)) };
+    if !(max >= 0.0 && max.is_finite()) {
+        return Err(runtime(format!("bad argument 'maxBytes' (a number of bytes expected, got {})", max)));
+    }
+    let bytes = checked
+        .read(max as u64)
+        .map_err(|e| runtime(format!("cannot read '{}': {}", String::from_utf8_lossy(&name.as_bytes()), e)))?;
+    Ok((size, Value::String(lua.create_string(&bytes)?)))
+}
+
+/// The lines of the process's standard input, bounded
+/// (`native.raw.stdinLines(maxBytes)`): `next()` answers a line, or false
+/// and its length for a line longer than the bound (dropped), or nil at the
+/// end of the input.
+pub struct StdinLines(BoundedLines<std::io::Stdin>);
+
+impl UserData for StdinLines {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_method_mut("next", |lua, this, ()| {
+            let line = this.0.next_line().map_err(|e| runtime(format!("cannot read standard input: {}", e)))?;
+            Ok(match line {
+                None => (Value::Nil, Value::Nil),
+                Some(Line::Whole(bytes)) => (Value::String(lua.create_string(&bytes)?), Value::Nil),
+                Some(Line::TooLong(n)) => (Value::Boolean(false), Value::Number(n as f64)),
+            })
+        });
+    }
+}
+
+fn stdin_lines(_: &Lua, max: usize) -> mlua::Result<StdinLines> {
+    if max == 0 {
+        return Err(runtime("bad argument 'maxBytes' (a positive number of bytes expected, got 0)"));
+    }
+    Ok(StdinLines(BoundedLines::new(std::io::stdin(), max)))
 }
 
 /// `native.raw.controlConnect(socket)`: a connection kept open.
@@ -380,7 +433,10 @@ pub fn register(lua: &Lua, raw: &Table) -> mlua::Result<()> {
     raw.set("controlTargets", lua.create_function(control_targets)?)?;
     raw.set("controlRequest", lua.create_function(control_request)?)?;
     raw.set("controlConnect", lua.create_function(control_connect)?)?;
+    raw.set("clientFile", lua.create_function(client_file)?)?;
+    raw.set("stdinLines", lua.create_function(stdin_lines)?)?;
     raw.set("httpServe", lua.create_function(http_serve)?)?;
+    raw.set("liveRedirect", lua.create_function(live_redirect)?)?;
     raw.set("stopSignals", lua.create_function(stop_signals_fn)?)?;
     Ok(())
 }

@@ -22,6 +22,10 @@ pub struct Entry {
     pub ino: u64,
     pub size: u64,
     pub mtime_ns: i128,
+    /// The owner's user id.
+    pub uid: u32,
+    /// How many names the file has.
+    pub links: u64,
     /// A regular file (not a link, a directory, a device, a FIFO, a socket).
     pub regular: bool,
 }
@@ -33,6 +37,8 @@ impl Entry {
             ino: st.st_ino as u64,
             size: st.st_size as u64,
             mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+            uid: st.st_uid,
+            links: st.st_nlink as u64,
             regular: st.st_mode & libc::S_IFMT == libc::S_IFREG,
         }
     }
@@ -45,6 +51,8 @@ impl Entry {
             ino: m.ino(),
             size: m.size(),
             mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            uid: m.uid(),
+            links: m.nlink(),
             regular: m.file_type().is_file(),
         })
     }
@@ -86,6 +94,21 @@ impl Dir {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Opens `name` for reading without following it when it is a link,
+    /// and without waiting: a FIFO or a device opens at once (and is then
+    /// told apart by its [`Entry`], which the caller checks before reading).
+    pub fn open_read(&self, name: &CStr) -> io::Result<File> {
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: the descriptor is this handle's, open while borrowed;
+        // `name` is NUL-terminated; no mode is passed (no O_CREAT).
+        let fd = unsafe { libc::openat(self.0.as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(unsafe { File::from_raw_fd(fd) })
     }
 
     /// Creates `name`, which must not exist (not even as a dangling link),

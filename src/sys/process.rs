@@ -1,7 +1,7 @@
 //! What the control channel asks of the system beyond `std`: the user's
 //! id, whether a process still exists, writes to a socket that raise no
-//! SIGPIPE, waiting for a socket with a time limit, and files removed
-//! when the process exits.
+//! SIGPIPE, waiting for a socket with a time limit, files removed when
+//! the process exits, and names no other process can guess.
 
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -14,6 +14,15 @@ use std::time::Duration;
 pub fn user_id() -> u32 {
     // SAFETY: getuid takes no argument, cannot fail and touches no memory.
     unsafe { libc::getuid() }
+}
+
+/// `n` bytes of the kernel's random source, in hex: names and secrets no
+/// other process can guess.
+pub fn random_hex(n: usize) -> io::Result<String> {
+    use std::io::Read;
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{:02x}", b)).collect())
 }
 
 /// Whether process `pid` exists (one of another user's counts: it exists).

@@ -556,26 +556,36 @@ function M.handle(msg, notify, conn)
   return { jsonrpc = "2.0", id = msg.id, result = protocol.shape(result, msg.method, revision, SERVER_INFO) }
 end
 
+--- The longest request line the server reads, in bytes: the control
+-- channel's bound. A longer line is answered with an error and dropped.
+M.MAX_LINE = (native.raw.controlLimits or {}).requestLine or 65536
+
 --- Serves stdin until it closes; returns the exit code.
-function M.serve(input, output)
-  input, output = input or io.stdin, output or io.stdout
+function M.serve(output)
+  output = output or io.stdout
   io.stderr:write("tecs-profile mcp: serving MCP on stdin/stdout\n")
   local function send_message(message)
     output:write(native.json(message), "\n")
     output:flush()
   end
   local conn = {}
-  for line in input:lines() do
-    if line:find("%S") then
+  local input = native.raw.stdinLines(M.MAX_LINE)
+  while true do
+    local line, long = input:next()
+    if line == nil then break end
+    local answer
+    if line == false then
+      answer = error_answer(native.null, protocol.ERRORS.invalid_request, string.format("request line longer than "
+        .. "%d bytes (%d read): not read", M.MAX_LINE, long))
+    elseif line:find("%S") then
       local msg, err = native.jsonDecode(line)
-      local answer
       if err then
         answer = error_answer(native.null, protocol.ERRORS.parse, "parse error: " .. err)
       else
         answer = M.handle(msg, send_message, conn)
       end
-      if answer then send_message(answer) end
     end
+    if answer then send_message(answer) end
   end
   return 0
 end

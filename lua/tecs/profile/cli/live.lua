@@ -129,10 +129,19 @@ function M.live(opts, pos, usage_error)
   end
   local title = string.format("pid %d: %s", target.pid, target.program)
   say("live page: %s", server:url())
+  -- The browser is given a file of this user's that sends it on to the
+  -- address: the address, with its secret, never on a command line.
+  local redirect
   if opts.open then
     local found = os.execute("command -v xdg-open >/dev/null 2>&1")
     if found == 0 or found == true then -- Lua 5.1's status, or 5.2's
-      os.execute("xdg-open '" .. server:url() .. "' >/dev/null 2>&1 &")
+      local rok, file = native.call(native.raw.liveRedirect, server:url())
+      if rok then
+        redirect = file
+        os.execute("xdg-open '" .. file:gsub("'", "'\\''") .. "' >/dev/null 2>&1 &")
+      else
+        say("--open: %s: open the address in a browser", file)
+      end
     else
       say("--open: no xdg-open here: open the address in a browser")
     end
@@ -185,6 +194,8 @@ function M.live(opts, pos, usage_error)
   if not ok then
     io.stderr:write("tecs-profile: live: ", tostring(loop_err), "\n")
   end
+  -- The browser has long read it.
+  if redirect then os.remove(redirect) end
   if ended then
     native.raw.stopSignals("release")
     program.close()

@@ -6,10 +6,14 @@
 -- writes a profile when the client names no path, or directly in the
 -- `outputDir` of a program listening (its discovery entry names it), with a
 -- profile's ending (`.collapsed`, `.aborts.csv`, or one of the output
--- formats'): nothing else on the machine is readable this way. Its URI is its `file://` URL, so an
--- agent on the same machine may open the file instead. A read returns the
--- whole file or refuses it: past `MAX_BYTES` it says how large the file is
--- and what else gives its views.
+-- formats'): nothing else on the machine is readable this way. It is read
+-- as a write is made (`native.raw.clientFile`): looked up in its directory
+-- without following a link, a regular file of this user with one name,
+-- never waited on (a FIFO); a URI with a NUL byte is refused before
+-- anything is looked up. Its URI is its `file://` URL, so an agent on the
+-- same machine may open the file instead. A read returns the whole file or
+-- refuses it: past `MAX_BYTES` it says how large the file is and what else
+-- gives its views.
 -- @module tecs.profile.mcp.resources
 
 local native = require("tecs.profile.native")
@@ -58,10 +62,17 @@ function M.uri(path)
   return "file://" .. path:gsub("[^%w/%-%._~]", function(c) return string.format("%%%02X", c:byte()) end)
 end
 
--- The path a `file://` URI names, or nil.
+-- The path a `file://` URI names, or nil and why not (a NUL byte, which
+-- no path holds, is refused here: a name checked with it would be cut
+-- short where the file is opened).
 local function path_of(uri)
   local p = type(uri) == "string" and uri:match("^file://(/.*)$")
-  return p and (p:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+  if not p then
+    return nil, string.format("not a resource of tecs-profile: %s (its resources are file:// URIs)", tostring(uri))
+  end
+  p = p:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
+  if p:find("\0", 1, true) then return nil, "not a resource of tecs-profile: a URI with a NUL byte (%00)" end
+  return p
 end
 
 -- The name of `path` if it lies directly in `dir`, else nil.
@@ -73,13 +84,14 @@ local function name_in(dir, path)
   return name
 end
 
--- The media type of `path` if it is a resource, else nil and why not.
+-- The media type of `path` if it is a resource, and its directory and
+-- name; else nil and why not.
 local function resource_type(path)
   local dirs, err = directories()
   if not dirs then return nil, err end
-  local name
-  for _, dir in ipairs(dirs) do
-    name = name or name_in(dir, path)
+  local name, dir
+  for _, d in ipairs(dirs) do
+    if not name then name, dir = name_in(d, path), d end
   end
   if not name then
     return nil, string.format("only the profiles in the control directory (%s) and in the outputDir of a program "
@@ -90,27 +102,20 @@ local function resource_type(path)
     return nil, string.format("%s is not a profile (a profile's name ends in .collapsed, .aborts.csv or an output "
       .. "format's ending)", name)
   end
-  return media
-end
-
--- The size of the file at `path`, or nil and the system's message.
-local function size_of(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local size, serr = f:seek("end")
-  f:close()
-  return size, serr
+  return media, dir, name
 end
 
 --- A `resource_link` content item for the file at `path`, or nil when it
 -- is not a resource (written outside the control directory and the
 -- programs' outputDirs).
 function M.link(path, description)
-  if type(path) ~= "string" or not resource_type(path) then return nil end
-  local size = size_of(path)
-  if not size then return nil end
-  return { type = "resource_link", uri = M.uri(path), name = path:match("[^/]+$"), mimeType = resource_type(path),
-    size = size, description = description }
+  if type(path) ~= "string" then return nil end
+  local media, dir, name = resource_type(path)
+  if not media then return nil end
+  local ok, size = native.call(native.raw.clientFile, dir, name)
+  if not ok then return nil end
+  return { type = "resource_link", uri = M.uri(path), name = name, mimeType = media, size = size,
+    description = description }
 end
 
 --- The resource listing of `files` (`{ { path, title, description }, ... }`):
@@ -166,20 +171,20 @@ end
 --- The contents of the resource `uri` (`resources/read`), or nil and a
 -- message saying why it is not given.
 function M.read(uri)
-  local path = path_of(uri)
-  if not path then return nil, string.format("not a resource of tecs-profile: %s (its resources are file:// URIs)",
-    tostring(uri)) end
-  local media, why = resource_type(path)
-  if not media then return nil, why end
-  local size, err = size_of(path)
-  if not size then return nil, string.format("cannot read %s: %s", path, tostring(err)) end
-  if size > M.MAX_BYTES then
-    return nil, string.format("%s is %d bytes, more than the %d a read returns: its views come from the report tool "
+  local path, bad = path_of(uri)
+  if not path then return nil, bad end
+  local media, dir, name = resource_type(path)
+  if not media then return nil, dir end
+  local too_big = function(size)
+    return string.format("%s is %d bytes, more than the %d a read returns: its views come from the report tool "
       .. "(or read the file on the machine the program runs on)", path, size, M.MAX_BYTES)
   end
-  local f = assert(io.open(path, "rb"))
-  local data = f:read("*a")
-  f:close()
+  local ok, size = native.call(native.raw.clientFile, dir, name)
+  if not ok then return nil, size end
+  if size > M.MAX_BYTES then return nil, too_big(size) end
+  local data
+  ok, size, data = native.call(native.raw.clientFile, dir, name, M.MAX_BYTES)
+  if not ok then return nil, size end
   local contents = { uri = uri, mimeType = media }
   -- A text file whose bytes are not UTF-8 (a source file named in another
   -- encoding) goes as bytes too.
