@@ -3,6 +3,7 @@
 #   make demo      build, then profile examples/demo.lua into demo-output/
 #   make test      every test suite (installs missing system packages first)
 #   make install   PREFIX=/usr/local (or LIBDIR=... LUADIR=... BINDIR=...)
+#   make dist      the source rock and this machine's binary rock into dist/
 #   make mcp-latest  the MCP server with the newest MCP clients (not in make test)
 #   make bench     the benchmark (bench/run.sh all): prints tables, updates
 #                  BENCHMARKS.md; pieces: bench-floor, bench-stop, bench-zones,
@@ -35,7 +36,7 @@ RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim
+.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim dist
 .PHONY: soak fuzz valgrind tsan
 
 all: build
@@ -101,6 +102,11 @@ install: build
 	install -d $(INST_BINDIR)
 	sed -e 's|@LUADIR@|$(INST_LUADIR)|' -e 's|@LIBDIR@|$(INST_LIBDIR)|' bin/tecs-profile > $(INST_BINDIR)/tecs-profile
 	chmod 0755 $(INST_BINDIR)/tecs-profile
+
+# A binary rock installs with `luarocks install FILE.rock`, no cargo needed
+# (scripts/dist.sh says what each rock holds).
+dist: build
+	@bash scripts/dist.sh
 
 uninstall:
 	rm -f $(INST_LIBDIR)/tecs/profile/native.so $(INST_LIBDIR)/tecs/profile/love_preload.so
