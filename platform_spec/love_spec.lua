@@ -539,6 +539,118 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.matches("main.lua runs\n", out)
   end)
 
+  -- `launcher` (nil: plain love) on the failing fixture with `args`, in
+  -- the background: its lines up to LÖVE's printed error (and, with
+  -- `until_line`, up to a line matching it), then killed (LÖVE's error
+  -- screen waits for its window to close; what the game printed is
+  -- unbuffered, so none of it is lost).
+  local FAILS = root .. "/platform_spec/fixtures/love_fails"
+  local function fail(launch_cmd, args, env, until_line)
+    local set = { "XDG_DATA_HOME=" .. sh_quote(save_root) }
+    for k, v in pairs(env or {}) do set[#set + 1] = k .. "=" .. sh_quote(v) end
+    local p = assert(io.popen("(env " .. table.concat(set, " ") .. " timeout -k 5 " .. PATIENCE_SECONDS .. " " ..
+      xvfb_run() .. " " .. (launch_cmd or "love") .. " " .. sh_quote(FAILS) .. " " .. args .. " 2>&1) 2>&1"))
+    local lines, pid, errored, found = {}, nil, false, until_line == nil
+    local g = { p = p, lines = lines }
+    function g.read_until(pattern)
+      for _, line in ipairs(lines) do
+        if line:match(pattern) then return line end
+      end
+      while true do
+        local line = p:read("*l")
+        if not line then return nil end
+        lines[#lines + 1] = line
+        pid = pid or tonumber(line:match("^pid (%d+)$"))
+        if line:match(pattern) then return line end
+      end
+    end
+    function g.finish()
+      errored = g.read_until("^Error: ") ~= nil
+      if not found then found = g.read_until(until_line) ~= nil end
+      if pid then os.execute("kill -KILL " .. pid .. " 2>/dev/null") end
+      for line in (p:read("*a") .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = line end
+      p:close()
+      g.text = table.concat(lines, "\n")
+      assert.is_true(errored and found, g.text)
+      -- The traceback LÖVE printed: its "Error:" line and the frames below
+      -- (the shell's word on the kill may follow the last unended line).
+      local trace, at = {}, nil
+      for i, line in ipairs(lines) do
+        if not at and line:match("^Error: ") then at = i end
+        if at and (i == at or i == at + 1 or line:match("^\t")) then
+          trace[#trace + 1] = (line:gsub("Killed$", ""))
+        elseif at then
+          break
+        end
+      end
+      assert.equal("stack traceback:", trace[2], g.text)
+      g.traceback = table.concat(trace, "\n")
+      return g
+    end
+    return g
+  end
+
+  it("love GAME: a game that fails prints LÖVE's own traceback, and the session is written", function()
+    local plain = fail(nil, "").finish()
+    assert.matches("main.lua:%d+: boom on purpose 42", plain.traceback)
+    assert.matches("in function 'explode'", plain.traceback, 1, true)
+    assert.matches("in function 'update'", plain.traceback, 1, true)
+
+    -- Launched, with a session a client started running in love.update's
+    -- zone when the game fails.
+    local work = save_root .. "/fails"
+    assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work)) == 0)
+    local ctl, trigger = work .. "/ctl", work .. "/fail-now"
+    local g = fail(launcher(), "--fail " .. sh_quote(trigger), { TECS_PROFILE_DIR = ctl },
+      "^tecs%-profile: the running session was written to ")
+    local listening = g.read_until("^tecs%-profile: listening on ")
+    local ok, err = pcall(function()
+      assert.is_string(listening, table.concat(g.lines, "\n"))
+      local rc, out, e = run.run3("TECS_PROFILE_DIR=" .. sh_quote(ctl) .. " " .. run.cli .. " attach start")
+      assert.equal(0, rc, out .. e)
+      local deadline = os.time() + PATIENCE_SECONDS
+      repeat
+        rc, out, e = run.run3("TECS_PROFILE_DIR=" .. sh_quote(ctl) .. " " .. run.cli .. " attach status")
+        assert.equal(0, rc, e)
+        assert.is_true(os.time() < deadline, out)
+      until (tonumber(out:match("(%d+) samples")) or 0) >= 50
+    end)
+    run.write(trigger, "")
+    g.finish()
+    assert(ok, tostring(err) .. "\n" .. g.text)
+    assert.equal(plain.traceback, g.traceback)
+    assert.matches("\ntecs%-profile: the game failed: main%.lua:%d+: boom on purpose 42\n", g.text)
+    local path = assert(g.text:match("tecs%-profile: the running session was written to (%S+)"), g.text)
+    local rows = collapsed.parse(assert(read(path)))
+    assert.is_true(collapsed.sum(rows) >= 50, g.text)
+    local in_update = 0
+    for _, r in ipairs(rows) do
+      if r.frames[1] == "love.update" then in_update = in_update + r.count end
+    end
+    assert.is_true(in_update > 0, read(path))
+  end)
+
+  it("love GAME: a main.lua that does not compile: the game failed, and no channel said to listen", function()
+    local work = save_root .. "/syntax"
+    assert(os.execute("rm -rf " .. sh_quote(work) .. " && mkdir -p " .. sh_quote(work)) == 0)
+    local p = assert(io.popen("(env XDG_DATA_HOME=" .. sh_quote(save_root) .. " TECS_PROFILE_DIR=" ..
+      sh_quote(work .. "/ctl") .. " timeout -k 5 " .. PATIENCE_SECONDS .. " " .. xvfb_run() .. " " .. launcher() ..
+      " " .. sh_quote(root .. "/platform_spec/fixtures/love_syntax") .. " 2>&1) 2>&1"))
+    local said, line = {}, nil
+    repeat
+      line = p:read("*l")
+      said[#said + 1] = line
+    until not line or line:match("^tecs%-profile: the game failed")
+    -- LÖVE's error screen waits for its window to close: LÖVE is killed
+    -- (xvfb-run then ends its server).
+    os.execute("pkill -KILL -f " .. sh_quote("^love .*fixtures/love_syntax") .. " 2>/dev/null")
+    said[#said + 1] = p:read("*a")
+    p:close()
+    local text = table.concat(said, "\n")
+    assert.matches("tecs%-profile: the game failed: main%.lua did not load: [^\n]*main%.lua:%d+:", text)
+    assert.is_nil(text:find("listening on", 1, true), text)
+  end)
+
   it("love GAME.love: the same from an archive, launched by an installed tecs-profile", function()
     local work = save_root .. "/archive-launch"
     local archive = plain_archive(work)

@@ -9,7 +9,8 @@
 -- `package.path`, `package.cpath`, `package.loaders` and the keys of
 -- `package.preload` stay as under plain `love`. The same `__index` opens
 -- the control channel (`profile.listen()`) when LÖVE requires the game's
--- `main`: `love.timer` is loaded and the game's identity set by then, and
+-- `main` and it compiles (else it says the game failed and opens
+-- nothing): `love.timer` is loaded and the game's identity set by then, and
 -- the channel polls once per frame from `love.timer.step`; a game that
 -- calls `profile.listen()` itself takes the channel over. Anything that
 -- fails is said on stderr; nothing is raised into the game.
@@ -116,6 +117,18 @@ local function watched_conf(name)
   return nil
 end
 
+-- The loader of the game's `main` that LÖVE's own searchers find, or nil
+-- and why not: a `main.lua` that does not compile fails here, before the
+-- channel would open.
+local function main_loader(name)
+  for i = 2, #package.loaders do
+    local ok, loader = pcall(package.loaders[i], name)
+    if not ok then return nil, loader end
+    if type(loader) == "function" then return loader end
+  end
+  return nil
+end
+
 local conf_watched = false
 
 setmetatable(package.preload, {
@@ -128,7 +141,15 @@ setmetatable(package.preload, {
     end
     if name == "main" and not opened then
       opened = true
+      local loader, err = main_loader(name)
+      if not loader then
+        -- `require` goes on as without this, and LÖVE shows the error.
+        io.stderr:write("tecs-profile: the game failed: main.lua did not load",
+          err and (": " .. tostring(err):match("^[^\n]*")) or "", "; the control channel did not open\n")
+        return nil
+      end
       open()
+      return loader
     end
     return nil
   end,

@@ -37,14 +37,28 @@ local function leave(zones, depth, ...)
   return ...
 end
 
+-- The wrapper of a callback is made from this text, the callback called
+-- as a field of its own name: a traceback names the game's function as
+-- LÖVE's call `love.update(dt)` does ("in function 'update'"), where a
+-- call through a local would name it after the local. The chunk is named
+-- as this file, so that its frames are the profiler's own.
+local WRAPPER = [[
+local leave, zones, label, callee = ...
+return function(...)
+  local depth = #zones
+  zones[depth + 1] = label
+  return leave(zones, depth, callee.%s(...))
+end]]
+local SOURCE = debug.getinfo(1, "S").source
+
 local function wrap(zones, name, f)
-  local label = "love." .. name
-  return function(...)
-    local depth = #zones
-    zones[depth + 1] = label
-    return leave(zones, depth, f(...))
-  end
+  local make = assert(loadstring(WRAPPER:format(name), SOURCE))
+  return make(leave, zones, "love." .. name, { [name] = f })
 end
+
+-- Registered with the host while installed: a game that fails while a
+-- session runs prints its traceback without the wrappers' frames.
+local function on_error() end
 
 local function wrap_field(state, name, f)
   local wrapper = wrap(state.zones, name, f)
@@ -77,6 +91,7 @@ function M.install(zones)
     setmetatable(l, state.meta)
   end
   installed = state
+  require("tecs.profile.host.love").on_error(on_error)
 end
 
 --- Gives every callback still wrapped its own function back.
@@ -84,6 +99,7 @@ function M.uninstall()
   local state = installed
   if not state then return end
   installed = nil
+  require("tecs.profile.host.love").off_error(on_error)
   local l = state.love
   if state.meta and getmetatable(l) == state.meta then setmetatable(l, nil) end
   for name, w in pairs(state.wrapped) do

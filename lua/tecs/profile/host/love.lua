@@ -1,6 +1,7 @@
---- LÖVE's host code: how a game is recognized and named, and the one
+--- LÖVE's host code: how a game is recognized and named, the one
 -- wrapper of `love.timer.step`, which LÖVE's standard `love.run` calls once
--- per frame. What runs once per frame with no change to the game's code
+-- per frame, and the one wrapper of LÖVE's error handler, which runs when
+-- the game fails. What runs once per frame with no change to the game's code
 -- registers with that wrapper (`on_step`): the control channel's poll
 -- (`start`, below) and a sampling session's frame mark
 -- (`tecs.profile.marks`). The wrapper goes when the last of them does.
@@ -42,6 +43,80 @@ local on_step = {}
 -- wrapper = fn }.
 local hook
 
+-- What runs when the game fails (LÖVE's error handler is called), in
+-- the order it was registered, given the error; replaced, never changed in
+-- place, as `on_step` is.
+local on_error = {}
+
+-- The wrapper of LÖVE's error handler this module put in place: { name =
+-- "errorhandler" or "errhand", original = fn, wrapper = fn }, or nil.
+local errwrap
+
+-- Whether a line of a traceback is a frame of this package's Lua files.
+local function own_line(line)
+  return line:find("tecs/profile/[%w_/]+%.lua:%d") ~= nil or line:find("tecs/profile%.lua:%d") ~= nil
+end
+
+-- `traceback` without the frames of this package (a callback's zone
+-- wrapper, the error handler's own): the traceback LÖVE prints is the one
+-- it prints without the profiler. Levels count as the caller means them.
+local function without_own_frames(traceback)
+  return function(a, msg, level, ...)
+    local text
+    if type(a) == "thread" then
+      text = traceback(a, msg, level, ...)
+    elseif a == nil then
+      -- `traceback()`: LuaJIT returns an explicit nil message as it is,
+      -- so the text is asked with an empty one, whose line is cut.
+      text = traceback("", (type(msg) == "number" and msg or 1) + 1)
+      text = type(text) == "string" and text:gsub("^\n", "") or text
+    else
+      text = traceback(a, (type(msg) == "number" and msg or 1) + 1)
+    end
+    if type(text) ~= "string" then return text end
+    local lines = {}
+    for line in (text .. "\n"):gmatch("(.-)\n") do
+      if not own_line(line) then lines[#lines + 1] = line end
+    end
+    return table.concat(lines, "\n")
+  end
+end
+
+-- The handler LÖVE calls when the game fails (`love.errorhandler`, else
+-- LÖVE 0.10's `love.errhand`): its field's name and function, or nil.
+local function error_handler()
+  if type(love) ~= "table" then return nil end
+  for _, name in ipairs({ "errorhandler", "errhand" }) do
+    local f = rawget(love, name)
+    if type(f) == "function" then return name, f end
+  end
+  return nil
+end
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- Puts a wrapper in front of the game's error handler, unless ours is
+-- already the one LÖVE would call.
+local function wrap_error_handler()
+  local name, original = error_handler()
+  if not name or (errwrap and original == errwrap.wrapper) then return end
+  local this
+  local function handler(msg, ...)
+    if errwrap == this then
+      local fns = on_error
+      for i = 1, #fns do pcall(fns[i], msg) end
+    end
+    local traceback = debug.traceback
+    debug.traceback = without_own_frames(traceback)
+    local results = pack(original(msg, ...))
+    debug.traceback = traceback
+    return unpack(results, 1, results.n)
+  end
+  this = { name = name, original = original, wrapper = handler }
+  rawset(love, name, handler)
+  errwrap = this
+end
+
 -- Puts a wrapper in front of `timer.step`.
 local function wrap(timer)
   local original = timer.step
@@ -51,6 +126,9 @@ local function wrap(timer)
     if hook == this then
       local fns = on_step
       for i = 1, #fns do fns[i]() end
+      -- A game that set its own error handler since (in main.lua) gets
+      -- it wrapped before its first frame.
+      if #on_error > 0 then wrap_error_handler() end
     end
     return original(...)
   end
@@ -108,8 +186,41 @@ function M.off_step(fn)
   if #fns == 0 then unwrap() end
 end
 
--- The poll of the channel this host polls, while it does.
-local polling
+--- Runs `fn(message)` (raising nothing) when the game fails, before
+-- LÖVE's error handler shows the error; while anything is registered, the
+-- traceback that handler prints leaves out the frames of this package, so
+-- it reads as it does without the profiler. Registering `fn` again does
+-- nothing.
+-- @tparam function fn
+function M.on_error(fn)
+  local fns = {}
+  for i = 1, #on_error do
+    if on_error[i] == fn then return end
+    fns[i] = on_error[i]
+  end
+  fns[#fns + 1] = fn
+  on_error = fns
+  wrap_error_handler()
+end
+
+--- Stops running `fn` when the game fails; the error handler gets its
+-- function back when nothing is registered and nothing replaced ours.
+-- @tparam function fn
+function M.off_error(fn)
+  local fns = {}
+  for i = 1, #on_error do
+    if on_error[i] ~= fn then fns[#fns + 1] = on_error[i] end
+  end
+  on_error = fns
+  if #fns == 0 and errwrap then
+    if rawget(love, errwrap.name) == errwrap.wrapper then rawset(love, errwrap.name, errwrap.original) end
+    errwrap = nil
+  end
+end
+
+-- The poll of the channel this host polls, while it does, and what it
+-- does when the game fails.
+local polling, failing
 
 --- Starts polling the control channel: `channel.poll()` runs before each
 -- `love.timer.step`, so a game that called `profile.listen()` once is
@@ -118,9 +229,16 @@ local polling
 -- @tparam table channel `{ poll = fn, finish = fn }`
 -- @return nil (polling never fails to start)
 function M.start(channel)
-  if polling then M.off_step(polling) end
+  M.stop()
   polling = channel.poll
   M.on_step(polling)
+  -- A game that fails never polls again (LÖVE's error screen runs a loop
+  -- of its own): a session the channel started is written now.
+  failing = function(msg)
+    io.stderr:write("tecs-profile: the game failed: ", (tostring(msg):match("^[^\n]*")), "\n")
+    channel.finish()
+  end
+  M.on_error(failing)
   return nil
 end
 
@@ -129,6 +247,10 @@ function M.stop()
   if polling then
     M.off_step(polling)
     polling = nil
+  end
+  if failing then
+    M.off_error(failing)
+    failing = nil
   end
 end
 
