@@ -460,6 +460,44 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_nil(read(g.ctl .. "/" .. g.pid .. ".json"), "entry left after the game quit:\n" .. said)
   end)
 
+  it("love GAME: names the methods of LÖVE's objects and the functions the game kept before replacing them", function()
+    local g = launch(root .. "/platform_spec/fixtures/love_methods", save_root .. "/methods")
+    local file = g.ctl .. "/methods.collapsed"
+    local ok, err = pcall(function()
+      assert.is_number(g.pid, g.said)
+      local rc, out, e = cli_in(g, "attach start")
+      assert.equal(0, rc, e)
+      local deadline = os.time() + PATIENCE_SECONDS
+      repeat
+        rc, out, e = cli_in(g, "attach status")
+        assert.equal(0, rc, e)
+        assert.is_true(os.time() < deadline, out)
+      until (tonumber(out:match("(%d+) samples")) or 0) >= 200
+      rc, out, e = cli_in(g, "attach stop -o " .. sh_quote(file))
+      assert.equal(0, rc, out .. e)
+    end)
+    local said = g.finish()
+    assert(ok, tostring(err) .. "\n" .. said)
+    local text = assert(read(file), said)
+    local by_leaf, in_c = {}, 0
+    for _, r in ipairs(collapsed.parse(text)) do
+      if r.state == "C" then
+        in_c = in_c + r.count
+        local leaf = r.frames[#r.frames]
+        by_leaf[leaf] = (by_leaf[leaf] or 0) + r.count
+      end
+    end
+    -- Both C functions take time every frame: each named, neither by address.
+    local method = (by_leaf["Data:getString"] or 0) + (by_leaf["ByteData:getString"] or 0)
+    assert.is_true(method > 0, text)
+    assert.is_true((by_leaf["love.data.hash"] or 0) > 0, text)
+    local unnamed = 0
+    for leaf, n in pairs(by_leaf) do
+      if leaf:match("^%[C:") then unnamed = unnamed + n end
+    end
+    assert.is_true(unnamed <= 0.2 * in_c, string.format("%d of %d C samples unnamed:\n%s", unnamed, in_c, text))
+  end)
+
   it("love GAME: the game sees what it sees under plain love, and its exit status passes through", function()
     local stop = save_root .. "/already-stopped"
     run.write(stop, "")

@@ -161,13 +161,20 @@ impl NativeSession {
     fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
         let mut added = false;
         // Functions made by one C function (mlua's, sol's) share its
-        // address: an address two listed functions share names neither.
-        let mut seen: HashMap<usize, usize> = HashMap::new();
+        // address: an address two listed functions share names neither,
+        // unless both are the same method of several types (LÖVE's
+        // `Data:getString`, registered again for each kind of Data): the
+        // first listed, the type with the fewest methods, names it.
+        let mut seen: HashMap<usize, (usize, String)> = HashMap::new();
+        let method = |p: &str| p.rsplit_once(':').map(|(_, m)| m.to_string());
         for entry in list.sequence_values::<Table>() {
             let entry = entry?;
             let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
             if let Some(addr) = sys::c_function_address(lua, &f)? {
-                if *seen.entry(addr).or_insert(f.to_pointer() as usize) != f.to_pointer() as usize {
+                let (first_fn, first_path) =
+                    seen.entry(addr).or_insert_with(|| (f.to_pointer() as usize, path.clone()));
+                let same_method = method(first_path).is_some() && method(first_path) == method(&path);
+                if *first_fn != f.to_pointer() as usize && !same_method {
                     self.c_shared.insert(addr);
                 }
                 let named = self.c_paths.entry(addr).or_insert(None);

@@ -5,7 +5,10 @@
 -- as the address of the function. `love.graphics.present` or `lfs.attributes`
 -- is what a user wants to read there: this module walks the loaded modules
 -- (`package.loaded`) and the globals, a few tables deep, and lists every C
--- function it meets with the first path that reaches it. The native side
+-- function it meets with the first path that reaches it; then the methods
+-- of the objects whose metatables the registry holds by name
+-- (`Font:getHeight`), and the functions `remember` saw at paths that hold
+-- something else now. The native side
 -- turns each function into its address, and asks again only when a
 -- session has recorded a function no walk looked for (every view of a
 -- session, the live page's included, names frames through it).
@@ -38,6 +41,10 @@ local function is_lua_function(f)
   local ok, info = pcall(debug.getinfo, f, "S")
   return ok and info ~= nil and info.what == "Lua"
 end
+
+-- The paths of the C functions as `remember` found them, by function
+-- (weak: a function the program dropped goes).
+local remembered = setmetatable({}, { __mode = "k" })
 
 -- The walk: every function reachable from `package.loaded` and `_G` for
 -- which `accept(fn)` is true, as `{ path, fn }` (see `collect`).
@@ -91,6 +98,53 @@ local function walk(accept)
       end
     end
   end
+  -- The methods of objects: metatables the registry holds by their type's
+  -- name, each its own `__index` (LÖVE's `Font`, `Source`...), named
+  -- `Type:method`; a method several types share is named after the type
+  -- with the fewest methods, the one it comes from (`Object:type`).
+  local owners = {}
+  local registry = debug.getregistry()
+  for k, t in next, registry do
+    budget = budget - 1
+    if budget <= 0 then break end
+    if type(k) == "string" and k:find(IDENTIFIER) and type(t) == "table" and rawget(t, "__index") == t then
+      local methods = {}
+      for name, f in next, t do
+        budget = budget - 1
+        if budget <= 0 then break end
+        if type(name) == "string" and name:find(IDENTIFIER) and accept(f) and not seen_fn[f] then
+          methods[#methods + 1] = { name, f }
+        end
+      end
+      for _, m in ipairs(methods) do
+        local o = owners[m[2]]
+        if not o or #methods < o.count or (#methods == o.count and k .. ":" .. m[1] < o.path) then
+          owners[m[2]] = { path = k .. ":" .. m[1], count = #methods }
+        end
+      end
+    end
+  end
+  -- The type with the fewest methods first: one C function registered
+  -- for several types (a distinct function for each) is named after it.
+  local methods = {}
+  for f, o in pairs(owners) do methods[#methods + 1] = { o.path, f, o.count } end
+  table.sort(methods, function(a, b)
+    if a[3] ~= b[3] then return a[3] < b[3] end
+    return a[1] < b[1]
+  end)
+  for _, m in ipairs(methods) do
+    seen_fn[m[2]] = true
+    found[#found + 1] = { m[1], m[2], depth = M.MAX_DEPTH + 1 }
+  end
+  -- The functions named when the program started listening that no path
+  -- reaches now: a module function the game saved and replaced with its
+  -- own (a local `defaultClear` in place of `love.graphics.clear`).
+  local kept = {}
+  for f, path in pairs(remembered) do
+    if accept(f) and not seen_fn[f] then kept[#kept + 1] = { path, f } end
+  end
+  table.sort(kept, function(a, b) return a[1] < b[1] end)
+  for _, k in ipairs(kept) do found[#found + 1] = { k[1], k[2], depth = M.MAX_DEPTH + 2 } end
   for i, entry in ipairs(found) do
     entry.order = i
   end
@@ -101,6 +155,17 @@ local function walk(accept)
   local list = {}
   for i, entry in ipairs(found) do list[i] = { entry[1], entry[2] } end
   return list
+end
+
+--- Remembers the paths of the C functions reachable now, for the walks
+-- to come: a function the program replaces later with its own (keeping the
+-- first in a local) is still named by the path it had. Called when the
+-- program starts listening (in LÖVE before the game's main.lua runs, under
+-- `tecs-profile love`).
+function M.remember()
+  for _, entry in ipairs(walk(is_c_function)) do
+    if not remembered[entry[2]] then remembered[entry[2]] = entry[1] end
+  end
 end
 
 --- Lists the C functions reachable from `package.loaded` and `_G`.

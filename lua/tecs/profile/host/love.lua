@@ -230,6 +230,9 @@ local polling, failing
 -- @return nil (polling never fails to start)
 function M.start(channel)
   M.stop()
+  -- LÖVE's functions by the paths they have now: a game that keeps one in
+  -- a local and puts its own in its place still has it named.
+  pcall(function() require("tecs.profile.cfuncs").remember() end)
   polling = channel.poll
   M.on_step(polling)
   -- A game that fails never polls again (LÖVE's error screen runs a loop
