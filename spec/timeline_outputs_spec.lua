@@ -146,10 +146,13 @@ describe("time-line outputs", function()
     assert.equal("Slowest 2 of 12 frames:", lines[1])
     assert.equal(4, #lines, out)
     -- The slow frame first, named by the function that burned its time.
-    assert.matches("^%s+8%s+[%d.]+%s+%d+%s+%d+  %d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)", lines[3])
+    -- frame, ms, on CPU, waiting, samples, gc, what ran.
+    assert.matches("^   frame        ms    on CPU   waiting  samples    gc  what ran", lines[2])
+    assert.matches("^%s+8%s+[%d.]+%s+[%d.]+%s+[%d.]+%s+%d+%s+%d+  %d+%% M%.slow_work %(spec/fixtures/frames_work%.lua:6%)",
+      lines[3])
     -- A quick frame (4 ms of CPU) names what ran in it, where the clock
     -- took a sample in it (a clock on the kernel's tick may not).
-    local quick_samples = tonumber(lines[4]:match("^%s*%d+%s+[%d.]+%s+(%d+)"))
+    local quick_samples = tonumber(lines[4]:match("^%s*%d+%s+[%d.]+%s+[%d.]+%s+[%d.]+%s+(%d+)"))
     assert.is_number(quick_samples, out)
     if quick_samples > 0 then
       assert.matches("M%.quick_work", lines[4])

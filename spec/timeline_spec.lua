@@ -190,6 +190,39 @@ describe("the time axis", function()
     assert.equal(st.recordedSamples, st.timelineSamples + st.timelineFastFrameSamples)
   end)
 
+  it("gives each finished frame the CPU time its thread used, and the rest as waiting", function()
+    local s = profile.sample({ intervalMs = 1 })
+    profile.frame()
+    -- A frame of 40 ms of this process's CPU time.
+    local began = os.clock()
+    local x = 0
+    while os.clock() - began < 0.04 do x = (x + 1) % 7 end
+    profile.frame()
+    -- A frame that waits 150 ms for another process: off this CPU.
+    os.execute("sleep 0.15")
+    profile.frame()
+    local running = s:frames()
+    s:stop()
+    local frames = s:frames()
+    assert.equal(3, #frames)
+    -- The running session's last frame has no end yet, so no CPU time.
+    assert.is_nil(running[3].cpuMs)
+    for _, f in ipairs(frames) do
+      assert.is_number(f.cpuMs, "frame " .. f.index)
+      assert.is_true(f.cpuMs >= 0 and f.cpuMs <= f.ms + 1, string.format("%g ms on CPU of %g", f.cpuMs, f.ms))
+    end
+    -- The busy frame's CPU time is the time the loop counted (the process
+    -- has no other thread that runs here), the waiting frame's at least
+    -- 150 ms short of its length.
+    assert.is_true(frames[1].cpuMs >= 35, string.format("%g ms on CPU", frames[1].cpuMs))
+    assert.is_true(frames[2].ms - frames[2].cpuMs >= 140, string.format("%g of %g ms", frames[2].cpuMs, frames[2].ms))
+    -- The slowest frames say it as a table.
+    local text = require("tecs.profile.timeline").hitches_text(s:hitches(2), #frames)
+    assert.matches("on CPU   waiting", text, 1, true)
+    local waited = text:match("\n%s+2%s+[%d.]+%s+[%d.]+%s+([%d.]+)")
+    assert.is_true(tonumber(waited) >= 140, text)
+  end)
+
   it("keeps frames but no samples with timelineSamples = 0", function()
     local s = profile.sample({ intervalMs = 1, timelineSamples = 0 })
     profile.frame()

@@ -120,7 +120,7 @@ impl NativeSession {
         }
         self.forget_unnamed();
         let marks = &mut self.frame_marks;
-        self.session.sampler().with(|s| marks.finish(sys::monotonic_ns(), &mut s.timeline));
+        self.session.sampler().with(|s| marks.finish(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
     }
 
     fn running(&self) -> bool {

@@ -179,6 +179,7 @@ impl NativeSession {
                 samples: f.samples,
                 gc_samples: f.gc_samples,
                 allocated_bytes: allocated.as_ref().map(|a| a[i]),
+                cpu_ns: f.cpu_ns,
             })
             .collect();
         TimedProfile {
@@ -248,7 +249,8 @@ impl NativeSession {
 }
 
 /// A frame as `frames()` gives it: `{ index, startMs, ms, samples,
-/// gcSamples }`, `startMs` from `start` (the session's start).
+/// gcSamples, cpuMs }`, `startMs` from `start` (the session's start),
+/// `cpuMs` where the frame's CPU time is known.
 fn frame_record(lua: &Lua, start: u64, f: &FrameSpan) -> mlua::Result<Table> {
     let r = lua.create_table_with_capacity(0, 6)?;
     r.set("index", f.index)?;
@@ -256,6 +258,9 @@ fn frame_record(lua: &Lua, start: u64, f: &FrameSpan) -> mlua::Result<Table> {
     r.set("ms", ms_between(f.start_ns, f.end_ns))?;
     r.set("samples", f.samples)?;
     r.set("gcSamples", f.gc_samples)?;
+    if let Some(cpu) = f.cpu_ns {
+        r.set("cpuMs", cpu as f64 / 1e6)?;
+    }
     Ok(r)
 }
 
@@ -290,7 +295,7 @@ impl NativeSession {
 pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frame", |_, this, ()| {
         let marks = &mut this.frame_marks;
-        this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), &mut s.timeline));
+        this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
         Ok(())
     });
     // `frames(alloc)`: with the handle of an allocation session attached
@@ -424,6 +429,7 @@ pub(super) fn read_chrome_trace(lua: &Lua, text: mlua::LuaString) -> mlua::Resul
             r.set("ms", f.ms)?;
             r.set("samples", f.samples)?;
             r.set("gcSamples", f.gc_samples)?;
+            r.set("cpuMs", f.cpu_ms)?;
             let collapsed: String =
                 f.stacks.iter().filter(|(s, _)| !s.is_empty()).map(|(s, n)| format!("{} {}\n", s, n)).collect();
             r.set("collapsed", collapsed)?;
@@ -461,6 +467,7 @@ pub(super) fn hitches_text(_: &Lua, (hitches, frames): (Table, u64)) -> mlua::Re
             samples: h.get::<f64>("samples")? as u64,
             gc_samples: h.get::<Option<f64>>("gcSamples")?.unwrap_or(0.0) as u64,
             allocated_bytes: h.get("allocatedBytes")?,
+            cpu_ms: h.get("cpuMs")?,
             top,
         });
     }

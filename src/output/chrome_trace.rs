@@ -306,6 +306,9 @@ pub fn render(tp: &TimedProfile) -> String {
         e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns) as f64 / 1e6));
         e.args.insert("samples", Value::from(f.samples));
         e.args.insert("gcSamples", Value::from(f.gc_samples));
+        if let Some(cpu) = f.cpu_ns {
+            e.args.insert("cpuMs", Value::from(cpu as f64 / 1e6));
+        }
         if let Some(bytes) = f.allocated_bytes {
             e.args.insert("allocatedBytes", Value::from(bytes));
         }
@@ -401,6 +404,7 @@ mod tests {
                 samples: 3,
                 gc_samples: 0,
                 allocated_bytes: None,
+                cpu_ns: None,
             }],
             events: vec![],
             interval_ns: 1_000_000,
@@ -498,6 +502,7 @@ mod tests {
                 samples: 5,
                 gc_samples: 2,
                 allocated_bytes: Some(24 * 1024),
+                cpu_ns: None,
             }],
             ..Default::default()
         };

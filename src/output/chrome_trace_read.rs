@@ -78,6 +78,8 @@ pub struct ReadFrame {
     pub ms: f64,
     pub samples: u64,
     pub gc_samples: u64,
+    /// The CPU time the frame's thread used in it, where the file says.
+    pub cpu_ms: Option<f64>,
     /// Samples by stack (`;`-joined Lua frames, caller first), in the
     /// order the stacks first ran in the frame.
     pub stacks: Vec<(String, u64)>,
@@ -195,6 +197,7 @@ pub fn read(text: &str) -> Result<ReadTimeline, String> {
             ms: e.args.get("ms").and_then(Value::as_f64).unwrap_or(e.dur.unwrap_or(0.0) / 1e3),
             samples: arg_u64(&e.args, "samples"),
             gc_samples: arg_u64(&e.args, "gcSamples"),
+            cpu_ms: e.args.get("cpuMs").and_then(Value::as_f64),
             stacks: Vec::new(),
             functions: None,
         });
@@ -301,6 +304,7 @@ mod tests {
                     samples: 3,
                     gc_samples: 0,
                     allocated_bytes: None,
+                    cpu_ns: Some(1_250_000),
                 },
                 TimedFrame {
                     index: 2,
@@ -309,6 +313,7 @@ mod tests {
                     samples: 3,
                     gc_samples: 1,
                     allocated_bytes: None,
+                    cpu_ns: None,
                 },
             ],
             events: vec![],
@@ -326,6 +331,7 @@ mod tests {
                 ms: 3.5,
                 samples: 3,
                 gc_samples: 0,
+                cpu_ms: Some(1.25),
                 stacks: vec![("main.lua:1;a.lua:5".into(), 2), ("main.lua:1;b.lua:9".into(), 1)],
                 functions: None,
             },
@@ -335,6 +341,7 @@ mod tests {
                 ms: 3.0,
                 samples: 3,
                 gc_samples: 1,
+                cpu_ms: None,
                 stacks: vec![
                     ("main.lua:1;b.lua:9".into(), 1),
                     ("main.lua:1".into(), 1),
@@ -370,6 +377,7 @@ mod tests {
                 samples: 5,
                 gc_samples: 0,
                 allocated_bytes: None,
+                cpu_ns: None,
             }],
             interval_ns: 1_000_000,
             end_ns: 10_000_000,
@@ -416,6 +424,7 @@ mod tests {
                 samples: 6,
                 gc_samples: 0,
                 allocated_bytes: None,
+                cpu_ns: None,
             }],
             interval_ns: 1_000_000,
             end_ns: 10_000_000,

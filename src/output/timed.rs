@@ -36,6 +36,8 @@ pub struct TimedFrame {
     /// Bytes the allocation session attached to the session sampled in the
     /// frame; None without one.
     pub allocated_bytes: Option<u64>,
+    /// The CPU time the frame's thread used in it, where known.
+    pub cpu_ns: Option<u64>,
 }
 
 /// One sample of an allocation session attached to the sampling session:

@@ -214,13 +214,19 @@ pub struct FrameSpan {
     pub samples: u64,
     /// Of those, ticks taken while the garbage collector ran.
     pub gc_samples: u64,
+    /// The CPU time the marking thread used in the frame, where both its
+    /// ends read that thread's CPU clock (not the last frame of a running
+    /// session): what the frame did not spend waiting.
+    pub cpu_ns: Option<u64>,
 }
 
-/// A frame mark, and once its frame was found fast (`slowFrameMs`), the
-/// samples and GC samples it had: they left the time line then.
+/// A frame mark, the marking thread's CPU clock then, and once its frame
+/// was found fast (`slowFrameMs`), the samples and GC samples it had: they
+/// left the time line then.
 #[derive(Clone, Copy, Debug)]
 struct Mark {
     t_ns: u64,
+    cpu_ns: Option<u64>,
     counted: Option<(u64, u64)>,
 }
 
@@ -231,13 +237,15 @@ pub struct FrameMarks {
     pub dropped: u64,
     pub start_ns: u64,
     pub end_ns: Option<u64>,
+    /// The thread's CPU clock when the session ended.
+    end_cpu_ns: Option<u64>,
     /// Frames shorter than this keep their counts but not their samples.
     slow_ns: Option<u64>,
 }
 
 impl FrameMarks {
     pub fn new(start_ns: u64) -> Self {
-        FrameMarks { marks: VecDeque::new(), dropped: 0, start_ns, end_ns: None, slow_ns: None }
+        FrameMarks { marks: VecDeque::new(), dropped: 0, start_ns, end_ns: None, end_cpu_ns: None, slow_ns: None }
     }
 
     /// Frames shorter than `slow_ns` give their samples back when they end
@@ -266,8 +274,9 @@ impl FrameMarks {
         timeline.truncate_from(last.t_ns);
     }
 
-    /// Marks the start of a frame (the end of the previous one) at `t_ns`.
-    pub fn mark(&mut self, t_ns: u64, timeline: &mut Timeline) {
+    /// Marks the start of a frame (the end of the previous one) at `t_ns`,
+    /// when the marking thread's CPU clock read `cpu_ns`.
+    pub fn mark(&mut self, t_ns: u64, cpu_ns: Option<u64>, timeline: &mut Timeline) {
         if self.end_ns.is_some() {
             return;
         }
@@ -276,14 +285,16 @@ impl FrameMarks {
             self.marks.pop_front();
             self.dropped += 1;
         }
-        self.marks.push_back(Mark { t_ns, counted: None });
+        self.marks.push_back(Mark { t_ns, cpu_ns, counted: None });
     }
 
-    /// Ends the last frame at `t_ns` (the session stopped).
-    pub fn finish(&mut self, t_ns: u64, timeline: &mut Timeline) {
+    /// Ends the last frame at `t_ns`, the thread's CPU clock at `cpu_ns`
+    /// (the session stopped).
+    pub fn finish(&mut self, t_ns: u64, cpu_ns: Option<u64>, timeline: &mut Timeline) {
         if self.end_ns.is_none() {
             self.close_last(t_ns, timeline);
             self.end_ns = Some(t_ns);
+            self.end_cpu_ns = cpu_ns;
         }
     }
 
@@ -310,6 +321,10 @@ impl FrameMarks {
                 end_ns: self.marks.get(i + 1).map_or(end, |n| n.t_ns).max(m.t_ns),
                 samples: m.counted.map_or(0, |c| c.0),
                 gc_samples: m.counted.map_or(0, |c| c.1),
+                cpu_ns: match (m.cpu_ns, self.marks.get(i + 1).map_or(self.end_cpu_ns, |n| n.cpu_ns)) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    _ => None,
+                },
             })
             .collect();
         let (Some(first), Some(last)) = (out.first(), out.last()) else { return out };
@@ -348,6 +363,20 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_has_the_cpu_time_between_its_marks_where_both_were_read() {
+        let mut t = Timeline::new(10);
+        let mut m = FrameMarks::new(0);
+        m.mark(10, Some(1_000), &mut t);
+        m.mark(20, Some(1_004), &mut t);
+        m.mark(30, None, &mut t);
+        m.mark(40, Some(1_020), &mut t);
+        let cpu: Vec<Option<u64>> = m.spans(&t, 50).iter().map(|s| s.cpu_ns).collect();
+        assert_eq!(cpu, [Some(4), None, None, None], "the last frame of a running session has none");
+        m.finish(50, Some(1_025), &mut t);
+        assert_eq!(m.spans(&t, 99)[3].cpu_ns, Some(5));
+    }
+
+    #[test]
     fn packs_state_and_count() {
         let s = TimedSample::new(5, None, 3, 7);
         assert_eq!((s.t_ns, s.entry, s.state(), s.count()), (5, OVERFLOW_ENTRY, 3, 7));
@@ -383,17 +412,17 @@ mod tests {
         }
         t.push(TimedSample::new(50, None, 3, 2)); // a GC sample
         let mut m = FrameMarks::new(0);
-        m.mark(10, &mut t);
-        m.mark(20, &mut t);
-        m.mark(40, &mut t);
+        m.mark(10, None, &mut t);
+        m.mark(20, None, &mut t);
+        m.mark(40, None, &mut t);
         let spans = m.spans(&t, 60);
         let got: Vec<(u64, u64, u64, u64, u64)> =
             spans.iter().map(|s| (s.index, s.start_ns, s.end_ns, s.samples, s.gc_samples)).collect();
         // The sample at 5 is before the first mark; each mark opens a frame.
         assert_eq!(got, [(1, 10, 20, 2, 0), (2, 20, 40, 3, 0), (3, 40, 60, 3, 2)]);
-        m.finish(48, &mut t);
+        m.finish(48, None, &mut t);
         assert_eq!(m.spans(&t, 60)[2].samples, 1, "the session's end closes the last frame");
-        m.mark(55, &mut t);
+        m.mark(55, None, &mut t);
         assert_eq!(m.len(), 3, "no mark after the end");
         assert_eq!(m.span(2, 0), Some((20, 40)));
         assert_eq!(m.span(4, 0), None);
@@ -405,7 +434,7 @@ mod tests {
         let mut m = FrameMarks::new(0);
         let mut t = Timeline::new(0);
         for i in 0..(MAX_FRAME_MARKS as u64 + 2) {
-            m.mark(i, &mut t);
+            m.mark(i, None, &mut t);
         }
         assert_eq!(m.len(), MAX_FRAME_MARKS);
         assert_eq!(m.dropped, 2);
@@ -422,17 +451,17 @@ mod tests {
         // Frames: [10, 20) fast, [20, 50) slow, [50, 55) fast (closed by the end).
         let mut m = FrameMarks::new(0).keeping_slow_frames(Some(15));
         t.push(sample(5, 1));
-        m.mark(10, &mut t);
+        m.mark(10, None, &mut t);
         t.push(sample(12, 1));
         t.push(TimedSample::new(14, Some(1), 3, 2));
-        m.mark(20, &mut t);
+        m.mark(20, None, &mut t);
         assert_eq!((t.len(), t.kept_samples, t.fast_frame_samples), (1, 1, 3));
         for time in [25, 35, 45] {
             t.push(sample(time, 1));
         }
-        m.mark(50, &mut t);
+        m.mark(50, None, &mut t);
         t.push(sample(52, 4));
-        m.finish(55, &mut t);
+        m.finish(55, None, &mut t);
         let times: Vec<u64> = t.iter().map(|s| s.t_ns).collect();
         assert_eq!(times, [5, 25, 35, 45]);
         assert_eq!((t.kept_samples, t.fast_frame_samples), (4, 7));

@@ -390,6 +390,15 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
 #[cfg(not(target_os = "linux"))]
 pub fn advise_huge_pages<T>(_buf: &mut Vec<T>) {}
 
+/// The CPU time the calling thread has used, in nanoseconds (None where
+/// the system has no per-thread CPU clock): what a frame did not wait.
+pub fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    return posix::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
 /// Nanoseconds on the monotonic clock: the time base of timeline samples
 /// and frame marks (one vDSO call on Linux, no system call, no allocation).
 #[inline]

@@ -14,6 +14,9 @@ pub struct Hitch {
     pub gc_samples: u64,
     /// Bytes allocated in the frame, with an allocation session attached.
     pub allocated_bytes: Option<f64>,
+    /// The CPU time the frame's thread used in it, where known: the rest of
+    /// the frame it waited (off CPU).
+    pub cpu_ms: Option<f64>,
     /// What ran in it, heaviest first: name and share of its samples.
     pub top: Vec<(String, f64)>,
 }
@@ -30,13 +33,15 @@ pub fn hitches_text(hitches: &[Hitch], frames: u64) -> String {
         return NO_FRAMES.to_string();
     }
     let alloc = hitches.first().is_some_and(|h| h.allocated_bytes.is_some());
+    let cpu = hitches.iter().any(|h| h.cpu_ms.is_some());
     let mut out = String::new();
     let _ = writeln!(out, "Slowest {} of {} frames:", hitches.len(), frames);
     let alloc_head = if alloc { format!(" {:>10}", "alloc KB") } else { String::new() };
+    let cpu_head = if cpu { format!(" {:>9} {:>9}", "on CPU", "waiting") } else { String::new() };
     let _ = writeln!(
         out,
-        "{:>8} {:>9} {:>8} {:>5}{}  what ran (share of its samples)",
-        "frame", "ms", "samples", "gc", alloc_head
+        "{:>8} {:>9}{} {:>8} {:>5}{}  what ran (share of its samples)",
+        "frame", "ms", cpu_head, "samples", "gc", alloc_head
     );
     for h in hitches {
         let top: Vec<String> =
@@ -49,7 +54,16 @@ pub fn hitches_text(hitches: &[Hitch], frames: u64) -> String {
             "(no samples)".to_string()
         };
         let bytes = if alloc { format!(" {:>10.1}", h.allocated_bytes.unwrap_or(0.0) / 1024.0) } else { String::new() };
-        let _ = writeln!(out, "{:>8} {:>9.2} {:>8} {:>5}{}  {}", h.index, h.ms, h.samples, h.gc_samples, bytes, what);
+        let on_cpu = match h.cpu_ms {
+            Some(c) if cpu => format!(" {:>9.2} {:>9.2}", c, (h.ms - c).max(0.0)),
+            _ if cpu => format!(" {:>9} {:>9}", "?", "?"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9.2}{} {:>8} {:>5}{}  {}",
+            h.index, h.ms, on_cpu, h.samples, h.gc_samples, bytes, what
+        );
     }
     out
 }
@@ -102,6 +116,7 @@ mod tests {
             samples,
             gc_samples: 1,
             allocated_bytes: None,
+            cpu_ms: None,
             top: top.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
         };
         let text = hitches_text(
@@ -115,6 +130,12 @@ mod tests {
         assert_eq!(hitches_text(&[], 0), NO_FRAMES);
         let alloc = Hitch { allocated_bytes: Some(2048.0), ..h(1, 1.0, 2, &[]) };
         assert!(hitches_text(&[alloc], 1).contains("alloc KB"));
+        // A frame that waited: its time on the CPU and off it, side by side.
+        let waited = Hitch { cpu_ms: Some(3.5), ..h(9, 120.0, 3, &[("a", 1.0)]) };
+        assert_eq!(
+            hitches_text(&[waited, h(4, 2.0, 0, &[])], 10),
+            "Slowest 2 of 10 frames:\n   frame        ms    on CPU   waiting  samples    gc  what ran (share of its samples)\n       9    120.00      3.50    116.50        3     1  100% a\n       4      2.00         ?         ?        0     1  (no samples)\n"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ function M.slowest(frames, n, functions_of)
       top[j] = { name = r.name, share = r.samples / total }
     end
     out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
-      allocatedBytes = f.allocatedBytes, top = top }
+      cpuMs = f.cpuMs, allocatedBytes = f.allocatedBytes, top = top }
   end
   return out
 end

@@ -111,14 +111,18 @@ end
 
 local function percent(share) return string.format("%5.1f%%", share * 100) end
 
---- One of a stop's slowest frames as one line: its index, length and
--- the functions that ran most in it.
--- @tparam table f `{ index, ms, top = { { name, share }, ... } }`
+--- One of a stop's slowest frames as one line: its index, length, the
+-- part of it spent on the CPU and waiting (where known), and the functions
+-- that ran most in it.
+-- @tparam table f `{ index, ms, cpuMs?, top = { { name, share }, ... } }`
 -- @treturn string
 function M.slow_frame_text(f)
   local parts = {}
   for i, t in ipairs(f.top or {}) do parts[i] = string.format("%s %.0f%%", t.name, t.share * 100) end
-  return string.format("frame %d: %.1f ms%s", f.index, f.ms, #parts > 0 and ("  " .. table.concat(parts, ", ")) or "")
+  local cpu = f.cpuMs and string.format(" (%.1f ms on CPU, %.1f ms waiting)", f.cpuMs, math.max(0, f.ms - f.cpuMs))
+    or ""
+  return string.format("frame %d: %.1f ms%s%s", f.index, f.ms, cpu,
+    #parts > 0 and ("  " .. table.concat(parts, ", ")) or "")
 end
 
 -- The answer of `cmd` as text.
