@@ -14,8 +14,9 @@
 //!   trace's machine code, and the last snapshot whose code starts at or
 //!   before it gives the bytecode the trace is running (`SnapShot.mcofs`,
 //!   the same search LuaJIT does to unwind through traces) and the frames
-//!   the trace inlined, whose functions and return addresses are constants
-//!   of the trace;
+//!   the trace inlined, whose return addresses are constants of the trace
+//!   and whose functions are constants too, or checked by their prototype
+//!   (named by it, see `walk::checked_proto`);
 //! - the frames below the trace's base (`g->jit_base`) are real, and are
 //!   walked as LuaJIT's stack dump walks them.
 //!
@@ -84,7 +85,10 @@ pub enum Miss {
     Address,
     /// A frame did not validate (a VM transition, or a continuation).
     Frame,
-    /// An inlined function is not a constant of the trace.
+    /// An inlined frame's function could not be read: its slot does not
+    /// precede the frame link in the snapshot, or more frames than kept.
+    /// (A function that is neither a constant of the trace nor checked by
+    /// its prototype is no miss: the sample ends at its caller.)
     Function,
     /// The buffer between two callbacks was full.
     Full,
@@ -103,6 +107,18 @@ pub fn counts() -> (u64, [u64; MISS_KINDS]) {
 
 /// Names of the `Miss` kinds, in order, for `stats()`.
 pub const MISS_NAMES: [&str; MISS_KINDS] = ["trace", "address", "frame", "function", "full"];
+
+/// Samples read in the handler with a frame named by its prototype alone
+/// (a function the trace checks by its prototype), and samples whose stack
+/// ends at the caller of an inlined frame that could not be named.
+static NAMED: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
+/// Counts since the last arm, for `stats().compiledFrames`, with their
+/// names: samples with a frame named by its prototype, and samples named
+/// at the caller of a frame that could not be named.
+pub fn frame_counts() -> [(&'static str, u64); 2] {
+    [("byPrototype", NAMED[0].load(Ordering::Relaxed)), ("atCaller", NAMED[1].load(Ordering::Relaxed))]
+}
 
 // -- The buffer between the handler and the callback ------------------------
 
@@ -258,6 +274,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
             entry.count = entry.count.saturating_add(n as u32);
             entry.last_ns = now;
             READ.fetch_add(n, Ordering::Relaxed);
+            count_naming(&half.scratch, n);
             return true;
         }
         slot = (slot + 1) & (INDEX - 1);
@@ -291,7 +308,18 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     half.index[slot] = half.len as u32;
     half.used += key_len + ident_len;
     READ.fetch_add(n, Ordering::Relaxed);
+    count_naming(&half.scratch, n);
     true
+}
+
+/// Counts `n` ticks read as `c` in [`NAMED`].
+fn count_naming(c: &Captured, n: u64) {
+    if c.by_proto {
+        NAMED[0].fetch_add(n, Ordering::Relaxed);
+    }
+    if c.cut {
+        NAMED[1].fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// Hands every stack read since the last drain to `f`, in the order first
