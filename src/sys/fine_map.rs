@@ -332,19 +332,13 @@ fn agrees(chain: &Chain, snap: &Snap, shape: &TraceShape) -> bool {
         return false;
     }
     for (level, &(func, bc, _)) in chain.iter().enumerate().skip(1) {
-        match snap.inlined.get(level - 1) {
-            Some(&f) if f != 0 => {
-                if f != func {
-                    return false;
-                }
-            }
-            Some(_) => {
-                if bc == 0 || snap.checked.get(level - 1) != Some(&bc) {
-                    return false;
-                }
-            }
-            None if !shape.functions.contains(&func) && !(bc != 0 && shape.protos.contains(&bc)) => return false,
-            None => {}
+        let ok = match snap.inlined.get(level - 1) {
+            Some(&f) if f != 0 => f == func,
+            Some(_) => bc != 0 && snap.checked.get(level - 1) == Some(&bc),
+            None => shape.functions.contains(&func) || (bc != 0 && shape.protos.contains(&bc)),
+        };
+        if !ok {
+            return false;
         }
     }
     true
