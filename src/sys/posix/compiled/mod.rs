@@ -388,6 +388,8 @@ mod tests {
     #[test]
     fn a_tick_in_a_trace_is_read_in_place_without_allocating() {
         let _turn = crate::sys::one_session_at_a_time();
+        TAKEN.store(0, Ordering::SeqCst);
+        ALLOCATED.store(0, Ordering::SeqCst);
         // SAFETY: the FFI is needed for the probe; nothing else is loaded.
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
@@ -422,6 +424,40 @@ mod tests {
             }
             assert_eq!(*facts, stack.split('\u{1f}').count(), "one identity record per frame: {stack:?}");
         }
+    }
+
+    #[test]
+    fn a_method_made_per_object_is_named_by_its_prototype() {
+        let _turn = crate::sys::one_session_at_a_time();
+        TAKEN.store(0, Ordering::SeqCst);
+        ALLOCATED.store(0, Ordering::SeqCst);
+        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        arm(16, 0);
+        assert_eq!(attach_logger(&lua, true), Ok(()));
+        // Four closures of one prototype: the loop's trace checks `step` by
+        // its prototype only, and holds no function for its frame.
+        let chunk = "local f = require('ffi').cast('int (*)(int)', ...)\n\
+                     local function new() local o = {} function o.step(i) return f(i) + 1 end return o end\n\
+                     local objs, band = { new(), new(), new(), new() }, require('bit').band\n\
+                     local function loop(n) local s = 0 for i = 1, n do s = s + objs[band(i, 3) + 1].step(i) end return s end\n\
+                     return loop(3000)";
+        let addr = mlua::LightUserData(tick_from_trace as *const () as *mut c_void);
+        let _: mlua::Value = lua.load(chunk).set_name("=test.loop").call(addr).unwrap();
+        disarm();
+        detach_logger(&lua);
+        let [(_, by_proto), (_, at_caller)] = frame_counts();
+        let mut stacks = Vec::new();
+        drain(|t| stacks.push((String::from_utf8_lossy(t.stack).into_owned(), t.state, t.facts.count())));
+        assert_eq!(ALLOCATED.load(Ordering::SeqCst), 0, "the handler allocated");
+        let compiled: Vec<_> = stacks.iter().filter(|s| s.1 == b'N').collect();
+        assert!(!compiled.is_empty(), "no tick was read in the trace: {stacks:?}");
+        for (stack, _, facts) in &compiled {
+            assert!(stack.ends_with("test.loop:4\u{1f}test.loop:2"), "{stack}");
+            assert_eq!(*facts, stack.split('\u{1f}').count(), "one identity record per frame: {stack:?}");
+        }
+        assert!(by_proto > 0 && at_caller == 0, "{by_proto} {at_caller}");
     }
 
     #[test]
