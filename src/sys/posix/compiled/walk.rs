@@ -354,8 +354,8 @@ pub(super) unsafe fn read_trace_stack(
             super::fine_map::PLACED.fetch_add(1, Ordering::Relaxed);
             for &(f, bc, ins) in chain[1..].iter().rev() {
                 // A function the trace checks by prototype: named by it.
-                let who = if f == 0 { (0, bc - PROTO_SIZE) } else { (f, 0) };
-                if f != 0 && at::<u8>(f + OBJ_GCT) != GCT_FUNC {
+                let who = if f == 0 { (0, bc.wrapping_sub(PROTO_SIZE)) } else { (f, 0) };
+                if (f == 0 && bc < PROTO_SIZE) || (f != 0 && at::<u8>(f + OBJ_GCT) != GCT_FUNC) {
                     return Err(Miss::Function);
                 }
                 if !c.push(frame(who, ins), limit) {
