@@ -6,11 +6,14 @@
 -- truth (marginal costs) is timed unprofiled in the same process between
 -- its stretches of profiled work, as spec/inside_trace_spec.lua does.
 -- Prints a Markdown table and writes it to $BENCH_OUT/inside_trace.md.
+-- `ORACLE=spec/fixtures/proto_callees.lua` measures that fixture's family
+-- instead (methods made per object), written to $BENCH_OUT/proto_callees.md.
 --
 --   luajit bench/inside_trace.lua [pattern]   (only workloads whose name has pattern)
 local profile = require("tecs.profile")
 local jprofile = require("jit.profile")
-local oracle = dofile("spec/fixtures/inside_trace.lua")
+local ORACLE = os.getenv("ORACLE") or "spec/fixtures/inside_trace.lua"
+local oracle = dofile(ORACLE)
 local collapsed = dofile("spec/support/collapsed.lua")
 local sampling = dofile("spec/support/sampling.lua")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
@@ -89,5 +92,5 @@ local text = table.concat(rows, "\n") .. "\n"
 io.write(text)
 if only then return end
 os.execute("mkdir -p '" .. OUT .. "'")
-local f = io.open(OUT .. "/inside_trace.md", "w")
+local f = io.open(OUT .. "/" .. ORACLE:match("([^/]+)%.lua$") .. ".md", "w")
 if f then f:write(text) f:close() end

@@ -17,6 +17,8 @@
 #   bench/run.sh truth               where samples land against the truth
 #   bench/run.sh inside              inside a trace: inlined callees and hoisted
 #                                    work against their marginal costs
+#   bench/run.sh proto               methods made per object (callees a trace
+#                                    checks by prototype) against theirs
 #   bench/run.sh realcode            self shares on real libraries three ways
 #                                    (Debian's lua-binaryheap and lua-basexx;
 #                                    Jumper too if JUMPER_DIR is set)
@@ -93,6 +95,7 @@ piece() {
     programs) shift; build_main; build_floor; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
     inside) build_main; $LUAJIT bench/inside_trace.lua ;;
+    proto) build_main; ORACLE=spec/fixtures/proto_callees.lua $LUAJIT bench/inside_trace.lua ;;
     realcode) build_main; bash scripts/deps-bench.sh; $LUAJIT bench/real_code.lua ;;
     alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
     cover)
@@ -120,6 +123,7 @@ piece() {
       echo; echo "== workloads: overhead, rate, aborts =="; piece matrix
       echo; echo "== where samples land: truth, tecs-profile, jit.profile =="; piece truth
       echo; echo "== inside a trace: marginal costs, tecs-profile, jit.p =="; piece inside
+      echo; echo "== methods made per object: marginal costs, tecs-profile, jit.p =="; piece proto
       echo; echo "== whole programs: overhead =="; piece programs
       echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
       echo; echo "== line coverage: cost against plain runs and a line hook =="; piece cover

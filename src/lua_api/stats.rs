@@ -53,6 +53,12 @@ impl NativeSession {
                     m.set(name, n)?;
                 }
                 t.set("compiledMisses", m)?;
+                // How the frames of the samples read in traces were named.
+                let f = lua.create_table()?;
+                for (name, n) in session.compiled_frames() {
+                    f.set(name, n)?;
+                }
+                t.set("compiledFrames", f)?;
             }
             Err(why) => t.set("compiledNote", why)?,
         }

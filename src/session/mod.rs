@@ -357,6 +357,12 @@ impl Session {
         platform::compiled_misses()
     }
 
+    /// Samples read in traces with a frame named by its prototype, and
+    /// samples named at the caller of a frame that could not be named.
+    pub fn compiled_frames(&self) -> Vec<(&'static str, u64)> {
+        platform::compiled_frames()
+    }
+
     /// Why traces get no fine map between snapshots (Ok: they do).
     pub fn fine_map(&self) -> Result<(), &'static str> {
         self.fine_map

@@ -137,6 +137,12 @@ mod linux {
         posix::compiled::MISS_NAMES.iter().copied().zip(misses).collect()
     }
 
+    /// Samples read in traces with a frame named by its prototype, and
+    /// samples named at the caller of a frame that could not be named.
+    pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
+        posix::compiled::frame_counts().to_vec()
+    }
+
     /// The task-clock perf event (and, for wall-clock time, the
     /// context-switch event), or the errno that refused it.
     pub(in crate::session) fn open_perf(wall: bool, interval_ns: u64) -> Result<SourceHandle, i32> {
@@ -271,6 +277,9 @@ mod elsewhere {
         [0; 5]
     }
     pub(in crate::session) fn compiled_misses() -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         Vec::new()
     }
     pub(in crate::session) fn open_perf(_wall: bool, _interval_ns: u64) -> Result<SourceHandle, i32> {

@@ -75,6 +75,10 @@ pub struct Snap {
     /// The functions of the frames the trace inlined, outermost first (0
     /// for one that is not a constant of the trace).
     pub inlined: Vec<usize>,
+    /// For each of those frames whose function is not a constant, the
+    /// bytecode of the prototype the trace checks it by (a guard on the
+    /// function's prototype, `rec_call_specialize` in lj_record.c), else 0.
+    pub checked: Vec<usize>,
 }
 
 /// What the map is built from: the committed trace's IR (from `first`, the
@@ -87,6 +91,9 @@ pub struct TraceShape {
     pub snaps: Vec<Snap>,
     pub szmcode: u32,
     pub functions: Vec<usize>,
+    /// The bytecode of each prototype that is a constant of the trace (the
+    /// prototypes it checks functions by, which it keeps alive).
+    pub protos: Vec<usize>,
 }
 
 // IR opcodes (`lj_ir.h`; the same numbers in the three LuaJITs checked).
@@ -177,7 +184,10 @@ const HEAD: u32 = 42;
 const TAIL: u32 = 83;
 
 /// A chain of frames a range's ticks go to, outermost first: (function,
-/// prototype's first bytecode, address after the running bytecode).
+/// prototype's first bytecode, address after the running bytecode). In a
+/// published map, an inlined frame whose function is not a constant of the
+/// trace (it checks that function by its prototype only) has function 0:
+/// it is named by its prototype.
 pub type Chain = Vec<(usize, usize, usize)>;
 
 /// The chain of frames (an index into `chains`) that emitted each IR
@@ -313,18 +323,22 @@ impl FineMap {
 }
 
 /// Whether `chain` can stand for the frames of `snap`: the same functions
-/// at every level both have, and every inlined function deeper than the
-/// snapshot's a constant of the trace (kept alive by it).
-fn agrees(chain: &Chain, snap: &Snap, functions: &[usize]) -> bool {
+/// at every level both have (the same prototype where the snapshot's
+/// function is checked by its prototype only), and every inlined function
+/// deeper than the snapshot's a constant of the trace or of a prototype
+/// that is one (kept alive by it).
+fn agrees(chain: &Chain, snap: &Snap, shape: &TraceShape) -> bool {
     if snap.base != 0 && chain[0].0 != snap.base {
         return false;
     }
-    for (level, &(func, _, _)) in chain.iter().enumerate().skip(1) {
-        match snap.inlined.get(level - 1) {
-            Some(&f) if f != func => return false,
-            Some(_) => {}
-            None if !functions.contains(&func) => return false,
-            None => {}
+    for (level, &(func, bc, _)) in chain.iter().enumerate().skip(1) {
+        let ok = match snap.inlined.get(level - 1) {
+            Some(&f) if f != 0 => f == func,
+            Some(_) => bc != 0 && snap.checked.get(level - 1) == Some(&bc),
+            None => shape.functions.contains(&func) || (bc != 0 && shape.protos.contains(&bc)),
+        };
+        if !ok {
+            return false;
         }
     }
     true
@@ -378,10 +392,20 @@ pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
             let at = m0 + ((m1 - m0) as u64 * cum / total) as u32;
             cum += w;
             let chain = match own[r as usize] {
-                Some(c) if agrees(&map.chains[c as usize], snap, &shape.functions) => c,
+                Some(c) if agrees(&map.chains[c as usize], snap, shape) => c,
                 _ => SNAPSHOT,
             };
             push(&mut map, at, chain);
+        }
+    }
+    // The function the log saw in a frame the trace checks by prototype
+    // may be another object's closure, which the trace does not keep: such
+    // a frame is named by its prototype.
+    for chain in &mut map.chains {
+        for level in chain.iter_mut().skip(1) {
+            if !shape.functions.contains(&level.0) {
+                level.0 = 0;
+            }
         }
     }
     map
@@ -421,9 +445,10 @@ mod tests {
         let shape = TraceShape {
             first: 0x8001,
             ins: vec![ins(8), ins(41), ins(43), ins(41), ins(41)],
-            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![] }],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![], checked: vec![] }],
             szmcode: 100,
             functions: vec![G],
+            protos: vec![],
         };
         let log = [rec(F, 3, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 4, 0, 0x8005)];
         let map = build(&log, &shape);
@@ -440,9 +465,10 @@ mod tests {
         let shape = TraceShape {
             first: 0x8001,
             ins: vec![ins(41), ins(41)],
-            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![F] }],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![F], checked: vec![] }],
             szmcode: 10,
             functions: vec![G],
+            protos: vec![],
         };
         let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8001)];
         assert_eq!(build(&log, &shape).at(5), None);
@@ -453,6 +479,36 @@ mod tests {
     }
 
     #[test]
+    fn a_callee_checked_by_its_prototype_is_named_by_it() {
+        // The log saw one object's closure (0x3000, bytecode 0x3008); the
+        // trace holds no function for that frame, only a check of its
+        // prototype.
+        const H: usize = 0x3000;
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(41), ins(41)],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![0], checked: vec![H + 8] }],
+            szmcode: 10,
+            functions: vec![],
+            protos: vec![H + 8],
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(H, 0, 1, 0x8001)];
+        let chain = build(&log, &shape).at(5).cloned().unwrap();
+        assert_eq!(chain.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(), vec![(F, F + 8), (0, H + 8)]);
+        // Checked against another prototype: the snapshot's frames stand.
+        let other = TraceShape {
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![0], checked: vec![G + 8] }],
+            ..shape.clone()
+        };
+        assert_eq!(build(&log, &other).at(5), None);
+        // Deeper than the snapshot: a prototype the trace holds names it.
+        let deeper = TraceShape { snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, ..Snap::default() }], ..shape.clone() };
+        assert_eq!(build(&log, &deeper).at(5).map(|c| c[1].0), Some(0));
+        let unkept = TraceShape { protos: vec![], ..deeper };
+        assert_eq!(build(&log, &unkept).at(5), None);
+    }
+
+    #[test]
     fn the_loop_copy_follows_its_originals_by_opcode() {
         // Pre-roll: SLOAD (F), ADD (G), MUL (F); LOOP; the copy dropped the
         // SLOAD (hoisted) and keeps ADD, MUL.
@@ -460,11 +516,12 @@ mod tests {
             first: 0x8001,
             ins: vec![ins(71), ins(41), ins(43), Ins { op: OP_LOOP, ..ins(0) }, ins(41), ins(43)],
             snaps: vec![
-                Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![] },
-                Snap { ir_ref: 0x8005, mcofs: 30, base: 0, inlined: vec![] },
+                Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![], checked: vec![] },
+                Snap { ir_ref: 0x8005, mcofs: 30, base: 0, inlined: vec![], checked: vec![] },
             ],
             szmcode: 50,
             functions: vec![G],
+            protos: vec![],
         };
         let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 2, 0, 0x8003)];
         let map = build(&log, &shape);

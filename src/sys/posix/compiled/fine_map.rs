@@ -119,13 +119,8 @@ pub(super) unsafe fn chain_at(t: usize, tr: usize, ofs: usize) -> Result<&'stati
 
 // -- Reading a committed trace ----------------------------------------------
 
-/// GCtrace: the next IR reference, the lowest constant.
+/// GCtrace: the next IR reference.
 const TRACE_NINS: usize = 12;
-const TRACE_NK: usize = 40;
-const REF_BIAS: u32 = 0x8000;
-const IR_KPTR: u8 = 25;
-const IR_KKPTR: u8 = 26;
-const IR_KINT64: u8 = 29;
 /// `IRT_FUNC`, the type of a function constant.
 const IRT_FUNC: u8 = 8;
 /// IR instructions read from one trace at most (LuaJIT's own limit is 4000
@@ -138,19 +133,20 @@ const MAX_INS: u32 = 65536;
 /// `tr` must be a committed trace of the VM, not being modified.
 unsafe fn shape_of(tr: usize) -> TraceShape {
     let ir = at::<usize>(tr + TRACE_IR);
-    let nins = at::<u32>(tr + TRACE_NINS).min(REF_BIAS + MAX_INS);
-    let nk = at::<u32>(tr + TRACE_NK);
-    let ins_at = |r: u32| ir + r as usize * IR_SIZE;
-    let mut shape = TraceShape { first: REF_BIAS, szmcode: at::<u32>(tr + TRACE_SZMCODE), ..TraceShape::default() };
-    for r in REF_BIAS..nins {
+    let bias = REF_BIAS as u32;
+    let nins = at::<u32>(tr + TRACE_NINS).min(bias + MAX_INS);
+    let nk = at::<u32>(tr + TRACE_NK) as usize;
+    let ins_at = |r: usize| ir + r * IR_SIZE;
+    let mut shape = TraceShape { first: bias, szmcode: at::<u32>(tr + TRACE_SZMCODE), ..TraceShape::default() };
+    for r in REF_BIAS..nins as usize {
         let p = ins_at(r);
         shape.ins.push(Ins {
             op: at::<u8>(p + IR_OP),
-            t: at::<u8>(p + 4),
+            t: at::<u8>(p + IR_TYPE),
             r: at::<u8>(p + 6),
             s: at::<u8>(p + 7),
-            op1: at::<u16>(p),
-            op2: at::<u16>(p + 2),
+            op1: at::<u16>(p + IR_OP1),
+            op2: at::<u16>(p + IR_OP2),
         });
     }
     // Constants, from the lowest: 64-bit ones take the next slot too.
@@ -158,12 +154,15 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
     while r < REF_BIAS {
         let p = ins_at(r);
         let op = at::<u8>(p + IR_OP);
-        if op == IR_KGC && at::<u8>(p + 4) & 0x1f == IRT_FUNC {
+        if op == IR_KGC && at::<u8>(p + IR_TYPE) & 0x1f == IRT_FUNC {
             shape.functions.push(at::<u64>(p + IR_SIZE) as usize);
+        }
+        if op == IR_KGC && at::<u8>(p + IR_TYPE) & 0x1f == IRT_PROTO {
+            shape.protos.push(at::<u64>(p + IR_SIZE) as usize + PROTO_SIZE);
         }
         r += if matches!(op, IR_KGC | IR_KPTR | IR_KKPTR | IR_KNUM | IR_KINT64) { 2 } else { 1 };
     }
-    let constant = |r: u32| -> usize {
+    let constant = |r: usize| -> usize {
         let p = ins_at(r);
         if r != 0 && r < REF_BIAS && at::<u8>(p + IR_OP) == IR_KGC {
             at::<u64>(p + IR_SIZE) as usize
@@ -176,16 +175,23 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
     for k in 0..nsnap {
         let s = snaps + k * SNAP_SIZE;
         let map = snapmap + 4 * at::<u32>(s + SNAP_MAPOFS) as usize;
-        let mut snap =
-            Snap { ir_ref: at::<u16>(s + SNAP_REF) as u32, mcofs: at::<u16>(s + SNAP_MCOFS) as u32, ..Snap::default() };
-        let mut prev = (usize::MAX, 0u32);
+        let snap_ref = at::<u16>(s + SNAP_REF) as usize;
+        let mut snap = Snap { ir_ref: snap_ref as u32, mcofs: at::<u16>(s + SNAP_MCOFS) as u32, ..Snap::default() };
+        let mut prev = (usize::MAX, 0usize);
         for i in 0..at::<u8>(s + SNAP_NENT) as usize {
             let e = at::<u32>(map + 4 * i);
-            let (slot, r) = ((e >> 24) as usize, e & 0xFFFF);
+            let (slot, r) = ((e >> 24) as usize, (e & 0xFFFF) as usize);
             if slot == 0 {
                 snap.base = constant(r);
             } else if e & SNAP_FRAME != 0 && slot >= 2 {
-                snap.inlined.push(if prev.0 == slot - 1 { constant(prev.1) } else { 0 });
+                let f = if prev.0 == slot - 1 { constant(prev.1) } else { 0 };
+                let checked = if prev.0 == slot - 1 && f == 0 {
+                    checked_proto(ir, nk, prev.1, snap_ref).map_or(0, |pt| pt + PROTO_SIZE)
+                } else {
+                    0
+                };
+                snap.inlined.push(f);
+                snap.checked.push(checked);
             }
             prev = (slot, r);
         }

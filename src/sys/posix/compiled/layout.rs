@@ -22,11 +22,29 @@ pub(super) const SNAP_MCOFS: usize = 6;
 pub(super) const SNAP_NENT: usize = 10;
 pub(super) const SNAP_FRAME: u32 = 0x01_0000;
 pub(super) const SNAP_CONT: u32 = 0x02_0000;
-/// IR instructions are 8 bytes; a 64-bit constant's value is in the next.
+/// GCtrace: the lowest constant's reference.
+pub(super) const TRACE_NK: usize = 40;
+/// IR instructions are 8 bytes (`op1` u16, `op2` u16, type, opcode); a
+/// 64-bit constant's value is in the next. References are biased: those
+/// below the bias are constants.
 pub(super) const IR_SIZE: usize = 8;
+pub(super) const IR_OP1: usize = 0;
+pub(super) const IR_OP2: usize = 2;
+pub(super) const IR_TYPE: usize = 4;
 pub(super) const IR_OP: usize = 5;
+pub(super) const REF_BIAS: usize = 0x8000;
+pub(super) const IR_EQ: u8 = 8;
+pub(super) const IR_FLOAD: u8 = 69;
 pub(super) const IR_KGC: u8 = 24;
+pub(super) const IR_KPTR: u8 = 25;
+pub(super) const IR_KKPTR: u8 = 26;
 pub(super) const IR_KNUM: u8 = 28;
+pub(super) const IR_KINT64: u8 = 29;
+/// The guard flag of an instruction's type, and the type of a prototype.
+pub(super) const IRT_GUARD: u8 = 0x80;
+pub(super) const IRT_PROTO: u8 = 7;
+/// `~LJ_TPROTO` as stored in a GC object's `gct` byte.
+pub(super) const GCT_PROTO: u8 = 7;
 /// A call through the FFI (`IR_CALLXS`).
 pub(super) const IR_CALLXS: u8 = 99;
 /// IR instructions looked at between two snapshots at most.

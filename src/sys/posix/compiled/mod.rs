@@ -14,8 +14,9 @@
 //!   trace's machine code, and the last snapshot whose code starts at or
 //!   before it gives the bytecode the trace is running (`SnapShot.mcofs`,
 //!   the same search LuaJIT does to unwind through traces) and the frames
-//!   the trace inlined, whose functions and return addresses are constants
-//!   of the trace;
+//!   the trace inlined, whose return addresses are constants of the trace
+//!   and whose functions are constants too, or checked by their prototype
+//!   (named by it, see `walk::checked_proto`);
 //! - the frames below the trace's base (`g->jit_base`) are real, and are
 //!   walked as LuaJIT's stack dump walks them.
 //!
@@ -84,7 +85,10 @@ pub enum Miss {
     Address,
     /// A frame did not validate (a VM transition, or a continuation).
     Frame,
-    /// An inlined function is not a constant of the trace.
+    /// An inlined frame's function could not be read: its slot does not
+    /// precede the frame link in the snapshot, or more frames than kept.
+    /// (A function that is neither a constant of the trace nor checked by
+    /// its prototype is no miss: the sample ends at its caller.)
     Function,
     /// The buffer between two callbacks was full.
     Full,
@@ -103,6 +107,18 @@ pub fn counts() -> (u64, [u64; MISS_KINDS]) {
 
 /// Names of the `Miss` kinds, in order, for `stats()`.
 pub const MISS_NAMES: [&str; MISS_KINDS] = ["trace", "address", "frame", "function", "full"];
+
+/// Samples read in the handler with a frame named by its prototype alone
+/// (a function the trace checks by its prototype), and samples whose stack
+/// ends at the caller of an inlined frame that could not be named.
+static NAMED: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
+
+/// Counts since the last arm, for `stats().compiledFrames`, with their
+/// names: samples with a frame named by its prototype, and samples named
+/// at the caller of a frame that could not be named.
+pub fn frame_counts() -> [(&'static str, u64); 2] {
+    [("byPrototype", NAMED[0].load(Ordering::Relaxed)), ("atCaller", NAMED[1].load(Ordering::Relaxed))]
+}
 
 // -- The buffer between the handler and the callback ------------------------
 
@@ -258,6 +274,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
             entry.count = entry.count.saturating_add(n as u32);
             entry.last_ns = now;
             READ.fetch_add(n, Ordering::Relaxed);
+            count_naming(&half.scratch, n);
             return true;
         }
         slot = (slot + 1) & (INDEX - 1);
@@ -291,7 +308,18 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     half.index[slot] = half.len as u32;
     half.used += key_len + ident_len;
     READ.fetch_add(n, Ordering::Relaxed);
+    count_naming(&half.scratch, n);
     true
+}
+
+/// Counts `n` ticks read as `c` in [`NAMED`].
+fn count_naming(c: &Captured, n: u64) {
+    if c.by_proto {
+        NAMED[0].fetch_add(n, Ordering::Relaxed);
+    }
+    if c.cut {
+        NAMED[1].fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// Hands every stack read since the last drain to `f`, in the order first
@@ -360,6 +388,8 @@ mod tests {
     #[test]
     fn a_tick_in_a_trace_is_read_in_place_without_allocating() {
         let _turn = crate::sys::one_session_at_a_time();
+        TAKEN.store(0, Ordering::SeqCst);
+        ALLOCATED.store(0, Ordering::SeqCst);
         // SAFETY: the FFI is needed for the probe; nothing else is loaded.
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
@@ -394,6 +424,40 @@ mod tests {
             }
             assert_eq!(*facts, stack.split('\u{1f}').count(), "one identity record per frame: {stack:?}");
         }
+    }
+
+    #[test]
+    fn a_method_made_per_object_is_named_by_its_prototype() {
+        let _turn = crate::sys::one_session_at_a_time();
+        TAKEN.store(0, Ordering::SeqCst);
+        ALLOCATED.store(0, Ordering::SeqCst);
+        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        arm(16, 0);
+        assert_eq!(attach_logger(&lua, true), Ok(()));
+        // Four closures of one prototype: the loop's trace checks `step` by
+        // its prototype only, and holds no function for its frame.
+        let chunk = "local f = require('ffi').cast('int (*)(int)', ...)\n\
+                     local function new() local o = {} function o.step(i) return f(i) + 1 end return o end\n\
+                     local objs, band = { new(), new(), new(), new() }, require('bit').band\n\
+                     local function loop(n) local s = 0 for i = 1, n do s = s + objs[band(i, 3) + 1].step(i) end return s end\n\
+                     return loop(3000)";
+        let addr = mlua::LightUserData(tick_from_trace as *const () as *mut c_void);
+        let _: mlua::Value = lua.load(chunk).set_name("=test.loop").call(addr).unwrap();
+        disarm();
+        detach_logger(&lua);
+        let [(_, by_proto), (_, at_caller)] = frame_counts();
+        let mut stacks = Vec::new();
+        drain(|t| stacks.push((String::from_utf8_lossy(t.stack).into_owned(), t.state, t.facts.count())));
+        assert_eq!(ALLOCATED.load(Ordering::SeqCst), 0, "the handler allocated");
+        let compiled: Vec<_> = stacks.iter().filter(|s| s.1 == b'N').collect();
+        assert!(!compiled.is_empty(), "no tick was read in the trace: {stacks:?}");
+        for (stack, _, facts) in &compiled {
+            assert!(stack.ends_with("test.loop:4\u{1f}test.loop:2"), "{stack}");
+            assert_eq!(*facts, stack.split('\u{1f}').count(), "one identity record per frame: {stack:?}");
+        }
+        assert!(by_proto > 0 && at_caller == 0, "{by_proto} {at_caller}");
     }
 
     #[test]

@@ -264,7 +264,7 @@ pub fn arm(depth: usize, zones: usize) {
     }
     ZONES.store(zones, Ordering::Relaxed);
     READ.store(0, Ordering::Relaxed);
-    for m in &MISSES {
+    for m in MISSES.iter().chain(&NAMED) {
         m.store(0, Ordering::Relaxed);
     }
     ARMED.store(true, Ordering::Release);

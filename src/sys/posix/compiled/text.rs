@@ -6,17 +6,51 @@ use super::*;
 /// One frame of a sample, leaf first.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Frame {
-    /// The GCfunc.
+    /// The GCfunc, or 0 for a frame named by its prototype alone.
     pub(super) func: usize,
+    /// With `func` 0, the GCproto of the Lua function the frame runs: a
+    /// frame the trace holds no function for, only a check of the
+    /// function's prototype (a constant of the trace, which keeps it).
+    pub(super) proto: usize,
     /// The instruction after the one running (the stack dump's PC
     /// convention), or 0 when unknown.
     pub(super) ins: usize,
+}
+
+impl Frame {
+    /// A frame of the function `func`.
+    pub(super) fn of(func: usize, ins: usize) -> Frame {
+        Frame { func, proto: 0, ins }
+    }
+
+    /// A frame named by the prototype `proto` (the function unknown).
+    pub(super) fn by_proto(proto: usize, ins: usize) -> Frame {
+        Frame { func: 0, proto, ins }
+    }
+}
+
+/// The prototype of the Lua function frame `f` runs, or None for a C
+/// function or a builtin.
+///
+/// # Safety
+/// `f.func`, when not 0, must be a live function object; else `f.proto` a
+/// live prototype.
+pub(super) unsafe fn lua_proto(f: Frame) -> Option<usize> {
+    if f.func == 0 {
+        return (f.proto != 0).then_some(f.proto);
+    }
+    (at::<u8>(f.func + FN_FFID) == FF_LUA).then(|| at::<usize>(f.func + FN_PC) - PROTO_SIZE)
 }
 
 /// What a capture fills: frames leaf first.
 pub struct Captured {
     pub(super) frames: [Frame; MAX_FRAMES],
     pub(super) len: usize,
+    /// Whether a frame is named by its prototype alone, and whether the
+    /// stack ends at an outer frame because an inlined one could not be
+    /// named (`stats().compiledFrames`).
+    pub(super) by_proto: bool,
+    pub(super) cut: bool,
 }
 
 impl Captured {
@@ -24,6 +58,7 @@ impl Captured {
         if self.len >= limit {
             return false;
         }
+        self.by_proto |= f.func == 0;
         self.frames[self.len] = f;
         self.len += 1;
         true
@@ -96,11 +131,9 @@ pub(super) unsafe fn line_of(pt: usize, ins: usize) -> i64 {
 /// Writes one frame as LuaJIT's stack dump does with the `pl` format.
 ///
 /// # Safety
-/// `f.func` must be a live function object.
+/// As [`lua_proto`].
 pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
-    let ffid = at::<u8>(f.func + FN_FFID);
-    if ffid == FF_LUA {
-        let pt = at::<usize>(f.func + FN_PC) - PROTO_SIZE;
+    if let Some(pt) = lua_proto(f) {
         let name = at::<u64>(pt + PROTO_CHUNKNAME) & GCV_MASK;
         let len = at::<u32>(name as usize + STR_LEN) as usize;
         let text = std::slice::from_raw_parts((name as usize + STR_DATA) as *const u8, len);
@@ -112,12 +145,12 @@ pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
             _ => out.bytes(b"[string]"),
         };
         ok && out.bytes(b":") && out.int(line_of(pt, f.ins))
-    } else if ffid == FF_C {
+    } else if at::<u8>(f.func + FN_FFID) == FF_C {
         let mut d = [0u8; 16];
         let n = pointer_digits(at::<usize>(f.func + FN_CF), &mut d);
         out.bytes(b"@0x") && out.bytes(&d[..n])
     } else {
-        out.bytes(b"[builtin#") && out.int(ffid as i64) && out.bytes(b"]")
+        out.bytes(b"[builtin#") && out.int(at::<u8>(f.func + FN_FFID) as i64) && out.bytes(b"]")
     }
 }
 
@@ -125,7 +158,7 @@ pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
 /// sampler's stacks are. Returns false when `out` is too small.
 ///
 /// # Safety
-/// Every frame's function must be live.
+/// Every frame's function (or prototype) must be live.
 pub(super) unsafe fn write_stack(out: &mut Out, c: &Captured) -> bool {
     for i in (0..c.len).rev() {
         if i + 1 < c.len && !out.bytes(&[SEP]) {
@@ -364,17 +397,16 @@ pub(super) unsafe fn call_name<'a>(pt: usize, ip: usize) -> Option<&'a [u8]> {
 /// byte and the short name, a length byte and the name.
 ///
 /// # Safety
-/// `f.func` must be a live Lua function; `caller`, when given, the live
-/// Lua function that called it, at `caller.ins`.
-pub(super) unsafe fn write_identity(out: &mut Out, f: Frame, caller: Option<Frame>) -> bool {
-    let pt = at::<usize>(f.func + FN_PC) - PROTO_SIZE;
+/// `pt` must be the live prototype of frame `f`; `caller`, when given, the
+/// live frame that called it, at `caller.ins`.
+pub(super) unsafe fn write_identity(out: &mut Out, pt: usize, f: Frame, caller: Option<Frame>) -> bool {
     let first = at::<i32>(pt + PROTO_FIRSTLINE);
     let last = first.wrapping_add(at::<i32>(pt + PROTO_NUMLINE));
     let line = line_of(pt, f.ins) as i32;
     let name = caller
-        .filter(|c| c.ins != 0 && at::<u8>(c.func + FN_FFID) == FF_LUA)
+        .filter(|c| c.ins != 0)
         .and_then(|c| {
-            let cpt = at::<usize>(c.func + FN_PC) - PROTO_SIZE;
+            let cpt = lua_proto(c)?;
             let bc = cpt + PROTO_SIZE;
             let ip = c.ins.checked_sub(4)?;
             let sizebc = at::<u32>(cpt + PROTO_SIZEBC) as usize;
@@ -440,14 +472,13 @@ pub(super) fn short_source(src: &[u8], builtin: bool, out: &mut [u8; 64]) -> usi
 /// `0` byte for a frame that is not a Lua function.
 ///
 /// # Safety
-/// Every frame's function must be live.
+/// Every frame's function (or prototype) must be live.
 pub(super) unsafe fn write_identities(out: &mut Out, c: &Captured) -> bool {
     for i in (0..c.len).rev() {
         let f = c.frames[i];
-        let ok = if at::<u8>(f.func + FN_FFID) == FF_LUA {
-            write_identity(out, f, (i + 1 < c.len).then(|| c.frames[i + 1]))
-        } else {
-            out.bytes(&[0])
+        let ok = match lua_proto(f) {
+            Some(pt) => write_identity(out, pt, f, (i + 1 < c.len).then(|| c.frames[i + 1])),
+            None => out.bytes(&[0]),
         };
         if !ok {
             return false;

@@ -149,6 +149,76 @@ pub(super) fn code_offset(mcode: usize, size: usize, rip: usize, rsp: usize) -> 
     None
 }
 
+/// The prototype a trace checks the function of IR reference `r` by, when
+/// it checks that function by its prototype only: LuaJIT does so for a
+/// prototype that has made several closures (`rec_call_specialize` in
+/// lj_record.c), loading the function's bytecode pointer (`FLOAD`) and
+/// comparing it in a guard (`EQ`) with a pointer constant, the bytecode of
+/// the prototype, which it also holds as a constant of the trace so that
+/// it is not collected. Searched from `r` up to `until` (the snapshot that
+/// holds the frame, which the check precedes); the prototype must be that
+/// constant.
+///
+/// # Safety
+/// `ir` must be the IR of a committed trace that stays as it is while this
+/// runs (one this thread runs, or read on the VM thread), whose constants
+/// start at `nk`.
+pub(super) unsafe fn checked_proto(ir: usize, nk: usize, r: usize, until: usize) -> Option<usize> {
+    if r < REF_BIAS {
+        return None;
+    }
+    // The loads of the function's fields (the check's is one of the first).
+    let mut loads = [0usize; 4];
+    let mut nloads = 0;
+    for k in r + 1..=until.min(r + MAX_IR_SCAN) {
+        let ins = ir + k * IR_SIZE;
+        let (op, op1) = (at::<u8>(ins + IR_OP), at::<u16>(ins + IR_OP1) as usize);
+        if op == IR_FLOAD && op1 == r && nloads < loads.len() {
+            loads[nloads] = k;
+            nloads += 1;
+        } else if op == IR_EQ && at::<u8>(ins + IR_TYPE) & IRT_GUARD != 0 && loads[..nloads].contains(&op1) {
+            let kref = at::<u16>(ins + IR_OP2) as usize;
+            if kref >= REF_BIAS || at::<u8>(ir + kref * IR_SIZE + IR_OP) != IR_KPTR {
+                continue;
+            }
+            let pt = (at::<u64>(ir + (kref + 1) * IR_SIZE) as usize).checked_sub(PROTO_SIZE)?;
+            return proto_constant(ir, nk, pt).then_some(pt);
+        }
+    }
+    None
+}
+
+/// Whether the prototype `pt` is a constant of the trace whose IR is `ir`,
+/// its constants from `nk`.
+///
+/// # Safety
+/// As [`checked_proto`].
+pub(super) unsafe fn proto_constant(ir: usize, nk: usize, pt: usize) -> bool {
+    let mut r = nk;
+    while r < REF_BIAS {
+        let ins = ir + r * IR_SIZE;
+        let op = at::<u8>(ins + IR_OP);
+        if op == IR_KGC && at::<u8>(ins + IR_TYPE) & 0x1f == IRT_PROTO && at::<u64>(ins + IR_SIZE) as usize == pt {
+            return at::<u8>(pt + OBJ_GCT) == GCT_PROTO;
+        }
+        r += if matches!(op, IR_KGC | IR_KPTR | IR_KKPTR | IR_KNUM | IR_KINT64) { 2 } else { 1 };
+    }
+    false
+}
+
+/// Who runs in a frame of a snapshot: a function that is a constant of the
+/// trace, a prototype the trace checks the function by, or neither (0, 0).
+///
+/// # Safety
+/// As [`checked_proto`].
+unsafe fn snapshot_callee(ir: usize, nk: usize, r: usize, until: usize) -> (usize, usize) {
+    let ins = ir + r * IR_SIZE;
+    if r != 0 && r < REF_BIAS && at::<u8>(ins + IR_OP) == IR_KGC {
+        return (at::<u64>(ins + IR_SIZE) as usize, 0);
+    }
+    (0, checked_proto(ir, nk, r, until).unwrap_or(0))
+}
+
 /// Reads the stack of the trace the VM thread runs: frames leaf first into
 /// `c`, at most `limit`.
 ///
@@ -163,6 +233,8 @@ pub(super) unsafe fn read_trace_stack(
     limit: usize,
 ) -> Result<(), Miss> {
     c.len = 0;
+    c.by_proto = false;
+    c.cut = false;
     let (tr, at_code) = locate_trace(t, rip, rsp)?;
     let (CodeAt::Trace(ofs) | CodeAt::Call(ofs)) = at_code;
     // From here the trace is the one this thread runs: it stays alive and
@@ -203,12 +275,17 @@ pub(super) unsafe fn read_trace_stack(
         let ins = ir + r * IR_SIZE;
         (r != 0 && at::<u8>(ins + IR_OP) == op).then(|| at::<u64>(ins + IR_SIZE))
     };
+    let nk = at::<u32>(tr + TRACE_NK) as usize;
+    let snap_ref = at::<u16>(snap + SNAP_REF) as usize;
     // The inlined frames: a frame link at slot s (s >= 2), the function at
-    // s - 1; the base function only when the trace replaced it (a tail call).
-    let mut links: [(usize, usize); 64] = [(0, 0); 64];
+    // s - 1; the base function only when the trace replaced it (a tail
+    // call). Each is (function, prototype): a constant of the trace, the
+    // prototype it checks the function by, or neither (0, 0), a frame that
+    // cannot be named.
+    let mut links: [((usize, usize), usize); 64] = [((0, 0), 0); 64];
     let mut nlinks = 0;
     let mut last_link_slot = 0;
-    let mut base_func = 0usize;
+    let mut base_given: Option<(usize, usize)> = None;
     let mut prev: (usize, usize) = (usize::MAX, 0);
     for i in 0..nent {
         let e = at::<u32>(map + 4 * i);
@@ -218,17 +295,17 @@ pub(super) unsafe fn read_trace_stack(
             return Err(Miss::Frame);
         }
         if slot == 0 {
-            base_func = constant(r, IR_KGC).ok_or(Miss::Function)? as usize;
+            base_given = Some(snapshot_callee(ir, nk, r, snap_ref));
         } else if e & SNAP_FRAME != 0 && slot >= 2 {
             if prev.0 != slot - 1 || nlinks == links.len() {
                 return Err(Miss::Function);
             }
-            let func = constant(prev.1, IR_KGC).ok_or(Miss::Function)? as usize;
+            let who = snapshot_callee(ir, nk, prev.1, snap_ref);
             let link = constant(r, IR_KNUM).ok_or(Miss::Frame)?;
             if link & FRAME_TYPE != FRAME_LUA {
                 return Err(Miss::Frame);
             }
-            links[nlinks] = (func, link as usize);
+            links[nlinks] = (who, link as usize);
             nlinks += 1;
             last_link_slot = slot;
         }
@@ -247,10 +324,23 @@ pub(super) unsafe fn read_trace_stack(
     if base < stack + 16 || base >= stack_end || base % 8 != 0 {
         return Err(Miss::Frame);
     }
-    let func = if base_func != 0 { base_func } else { slot_function(at::<u64>(base - 16)).ok_or(Miss::Frame)? };
-    if at::<u8>(func + OBJ_GCT) != GCT_FUNC {
+    let base_who = match base_given {
+        Some(who) => who,
+        None => (slot_function(at::<u64>(base - 16)).ok_or(Miss::Frame)?, 0),
+    };
+    if base_who.0 != 0 && at::<u8>(base_who.0 + OBJ_GCT) != GCT_FUNC {
         return Err(Miss::Frame);
     }
+    let frame = |(func, proto): (usize, usize), ins: usize| {
+        if func != 0 {
+            Frame::of(func, ins)
+        } else {
+            Frame::by_proto(proto, ins)
+        }
+    };
+    // The base frame's prototype (None: a builtin, or a function that cannot
+    // be named).
+    let base_bc = if base_who == (0, 0) { None } else { lua_proto(frame(base_who, 0)).map(|pt| pt + PROTO_SIZE) };
     // Between two snapshots, the frames and bytecode whose code the offset
     // lies in, when the trace's fine map names them (see `fine_map`): the
     // base frame must run the prototype the map's base frame ran. A tick
@@ -260,17 +350,19 @@ pub(super) unsafe fn read_trace_stack(
     // call).
     let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
     if let Ok(chain) = super::fine_map::chain_at(t, tr, blamed) {
-        if at::<u8>(func + FN_FFID) == FF_LUA && at::<usize>(func + FN_PC) == chain[0].1 {
+        if base_bc.is_some() && base_bc == Some(chain[0].1) {
             super::fine_map::PLACED.fetch_add(1, Ordering::Relaxed);
-            for &(f, _, ins) in chain[1..].iter().rev() {
-                if at::<u8>(f + OBJ_GCT) != GCT_FUNC {
+            for &(f, bc, ins) in chain[1..].iter().rev() {
+                // A function the trace checks by prototype: named by it.
+                let who = if f == 0 { (0, bc.wrapping_sub(PROTO_SIZE)) } else { (f, 0) };
+                if (f == 0 && bc < PROTO_SIZE) || (f != 0 && at::<u8>(f + OBJ_GCT) != GCT_FUNC) {
                     return Err(Miss::Function);
                 }
-                if !c.push(Frame { func: f, ins }, limit) {
+                if !c.push(frame(who, ins), limit) {
                     return Ok(());
                 }
             }
-            if !c.push(Frame { func, ins: chain[0].2 }, limit) {
+            if !c.push(frame(base_who, chain[0].2), limit) {
                 return Ok(());
             }
             return walk_frames(l, stack, base - 8, c, limit);
@@ -278,18 +370,25 @@ pub(super) unsafe fn read_trace_stack(
         super::fine_map::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
     }
     // The frames the trace inlined, innermost first: each runs the
-    // instruction its callee's link returns to.
+    // instruction its callee's link returns to. A frame that cannot be
+    // named ends the stack at its caller, at the call (the finest frame
+    // named truthfully), and so do the frames it called.
+    let named = links[..nlinks].iter().position(|l| l.0 == (0, 0)).unwrap_or(nlinks);
+    let base_named = base_who != (0, 0);
+    c.cut = named < nlinks || !base_named;
     let mut ins = if after_call { pc } else { pc + 4 };
-    for &(func, link) in links[..nlinks].iter().rev() {
-        if at::<u8>(func + OBJ_GCT) != GCT_FUNC {
-            return Err(Miss::Function);
-        }
-        if !c.push(Frame { func, ins }, limit) {
-            return Ok(());
+    for (k, &(who, link)) in links[..nlinks].iter().enumerate().rev() {
+        if k < named && base_named {
+            if who.0 != 0 && at::<u8>(who.0 + OBJ_GCT) != GCT_FUNC {
+                return Err(Miss::Function);
+            }
+            if !c.push(frame(who, ins), limit) {
+                return Ok(());
+            }
         }
         ins = link;
     }
-    if !c.push(Frame { func, ins }, limit) {
+    if base_named && !c.push(frame(base_who, ins), limit) {
         return Ok(());
     }
     walk_frames(l, stack, base - 8, c, limit)
@@ -316,6 +415,8 @@ pub(super) const CFRAME_REACH: usize = 64 << 20;
 /// and the slot holds a live C function, the frames below are real.
 pub(super) unsafe fn read_c_stack(rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
     c.len = 0;
+    c.by_proto = false;
+    c.cut = false;
     let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
     let mut h = [0u8; L_STACKSIZE + 4];
     if l == 0 || !self_read(l, &mut h) {
@@ -341,7 +442,7 @@ pub(super) unsafe fn read_c_stack(rsp: usize, c: &mut Captured, limit: usize) ->
     if o[FN_FFID] == FF_C && f >= OWN_CODE[0].load(Ordering::Relaxed) && f < OWN_CODE[1].load(Ordering::Relaxed) {
         return Err(Miss::Trace);
     }
-    if !c.push(Frame { func, ins: 0 }, limit) {
+    if !c.push(Frame::of(func, 0), limit) {
         return Ok(());
     }
     walk_frames(l, stack, base - 8, c, limit)
@@ -399,7 +500,7 @@ pub(super) unsafe fn walk_frames(
                 _ => return Err(Miss::Frame),
             }
         };
-        if !c.push(Frame { func, ins }, limit) {
+        if !c.push(Frame::of(func, ins), limit) {
             return Ok(());
         }
     }
