@@ -3,6 +3,7 @@
 -- figures):
 --
 --    luajit spec/support/footprint.lua require|sample|allocations|trace|frame
+--    luajit spec/support/footprint.lua cycle [function]
 --
 -- Prints `kb=N` (live heap, in KB, over the bare interpreter's, with the
 -- module loaded and for a session kind a session running) and `loaded=...`
@@ -16,8 +17,19 @@
 -- and of `profile.poll()`, after a first round (the first calls may set
 -- things up once), with the JIT off for the loop and no collection in
 -- between, before and during a session (`kb_running=`).
+-- `cycle` counts what `require` and then two default sampling sessions,
+-- each started and stopped, leave in the VM's string table and registry
+-- (spec/support/vm_tables.lua): `strings_require=`, `strings_first=` (the
+-- first session, over the VM after `require`), `strings_again=` (the
+-- second, over the first), and the registry keys each added
+-- (`registry_require=` ...); with `function`, the sessions run at
+-- `precision = "function"` (which reads no compiled code, so runs no
+-- probe). Nothing here is timed: each session runs until it has taken 20
+-- samples.
 
 local kind = arg[1]
+local vm_tables = kind == "cycle" and require("spec.support.vm_tables")
+if vm_tables then vm_tables.open() end
 
 local function live()
   if jit then jit.flush() end
@@ -48,6 +60,10 @@ end
 local before = {}
 for name in pairs(package.loaded) do before[name] = true end
 local base = live()
+local strings, registry = {}, {}
+if vm_tables then
+  strings[1], registry[1] = vm_tables.strings(), vm_tables.registry()
+end
 
 local profile = require("tecs.profile")
 local session
@@ -91,8 +107,26 @@ elseif kind == "trace" then
   -- VM rather than of a report, which would load the report's modules.
   local traceinfo = require("jit.util").traceinfo
   until_true(function() return traceinfo(1) ~= nil end, "completed trace")
+elseif kind == "cycle" then
+  local opts = arg[2] == "function" and { precision = "function" } or nil
+  strings[2], registry[2] = vm_tables.strings(), vm_tables.registry()
+  for round = 3, 4 do
+    local s = profile.sample(opts)
+    until_true(function() return s:stats().samples >= 20 end, "20 samples")
+    s:stop()
+    s = nil
+    strings[round], registry[round] = vm_tables.strings(), vm_tables.registry()
+  end
+  local names = { "require", "first", "again" }
+  for i, name in ipairs(names) do
+    io.write(string.format("strings_%s=%d\n", name, strings[i + 1] - strings[i]))
+  end
+  for i, name in ipairs(names) do
+    io.write(string.format("registry_%s=%s\n", name, table.concat(vm_tables.added(registry[i], registry[i + 1]), "|")))
+  end
+  base = nil
 elseif kind ~= "require" then
-  error("usage: footprint.lua require|sample|allocations|trace|frame", 0)
+  error("usage: footprint.lua require|sample|allocations|trace|frame|cycle", 0)
 end
 
 if base then
