@@ -96,6 +96,18 @@ function M.strings()
   return u32(read(G + COUNT_AT, 4), 1)
 end
 
+--- The string table's slots now (no collection first): its hash mask, the
+-- field right before the count in every LuaJIT 2.1 layout, plus one; an
+-- error if that field is not a mask.
+function M.slots()
+  M.open()
+  local mask = u32(read(G + COUNT_AT - 4, 4), 1)
+  local slots = mask + 1
+  assert(slots >= 256 and slots % 256 == 0 and math.floor(math.log(slots) / math.log(2) + 0.5) ==
+    math.log(slots) / math.log(2), "the field before the string count is not a hash mask")
+  return slots
+end
+
 --- The registry's keys, as a set.
 function M.registry()
   local keys = {}
