@@ -96,3 +96,12 @@ for _, r in ipairs(runs) do
   print(string.format("%-22s cpu %s  wall %s  thread %s", r.label, cell(cpu, r.label, "s"), cell(wall, r.label, "s"),
     cell(thread, r.label, "s")))
 end
+-- Each run's CPU time, sorted: a program whose compiled code differs run
+-- to run shows it here (a bimodal spread).
+for _, r in ipairs(runs) do
+  local s = {}
+  for i, x in ipairs(cpu[r.label]) do s[i] = x end
+  table.sort(s)
+  for i, x in ipairs(s) do s[i] = string.format("%.3f", x) end
+  print(string.format("  %-20s %s", r.label, table.concat(s, " ")))
+end

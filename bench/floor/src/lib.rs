@@ -250,8 +250,12 @@ fn lua_api() -> Option<(ToNumber, PushNumber)> {
     unsafe {
         let to = libc::dlsym(libc::RTLD_DEFAULT, c"lua_tonumber".as_ptr());
         let push = libc::dlsym(libc::RTLD_DEFAULT, c"lua_pushnumber".as_ptr());
-        (!to.is_null() && !push.is_null())
-            .then(|| (std::mem::transmute::<*mut libc::c_void, ToNumber>(to), std::mem::transmute(push)))
+        (!to.is_null() && !push.is_null()).then(|| {
+            (
+                std::mem::transmute::<*mut libc::c_void, ToNumber>(to),
+                std::mem::transmute::<*mut libc::c_void, PushNumber>(push),
+            )
+        })
     }
 }
 
