@@ -89,15 +89,14 @@ elseif config == "floor-signal" then
     return tonumber(timer.bench_empty_delivered())
   end
 elseif config == "floor-trap" then
-  local ffi = require("ffi")
-  ffi.cdef[[
-    int bench_trap_start(uint64_t interval_ns);
-    uint64_t bench_trap_stop(void);
-  ]]
-  local timer = ffi.load(bench_dir .. "/floor/target/release/libbenchtimer.so")
-  local err = timer.bench_trap_start(interval_ms * 1e6)
+  -- Through package.loadlib, not the FFI, whose type names would stay in
+  -- the program's string table (a session's probe leaves none there).
+  local lib = bench_dir .. "/floor/target/release/libbenchtimer.so"
+  local start = assert(package.loadlib(lib, "bench_trap_start_lua"))
+  local trap_stop = assert(package.loadlib(lib, "bench_trap_stop_lua"))
+  local err = start(interval_ms * 1e6)
   assert(err == 0, "could not open the task-clock event: errno " .. tostring(err))
-  stop = function() return tonumber(timer.bench_trap_stop()) end
+  stop = function() return trap_stop() end
 elseif config ~= "none" then
   error("bench/under.lua: unknown config " .. tostring(config))
 end

@@ -1,13 +1,15 @@
 -- What loading the profiler and running a session leave on the program's
 -- Lua heap, which its collector marks on every cycle: a program with a
 -- small live set that allocates fast pays for every kilobyte on every
--- cycle. Each figure is measured in a fresh process by
--- spec/support/footprint.lua (live heap after full collections: the same on
--- every run, whatever the machine's speed), against the budgets below,
--- which docs/api.md states. Loading is on use: `require` loads one module,
--- a session what it records with; the rest loads when first called, and
+-- cycle, and for every string of its string table. Each figure is measured
+-- in a fresh process by spec/support/footprint.lua (live heap after full
+-- collections, strings counted in the VM's own table: the same on every
+-- run, whatever the machine's speed), against the budgets below, which
+-- docs/api.md states. Loading is on use: `require` loads one module, a
+-- session what it records with; the rest loads when first called, and
 -- every function of the API still works after one `require` under either
--- name.
+-- name. Nothing else of ours goes into the program's VM: the probe that
+-- proves the compiled-code reader runs in a VM of its own.
 local proc = require("spec.support.run")
 
 -- Live heap over the bare interpreter's, in KB.
@@ -35,6 +37,23 @@ local ON_USE = {
 local NOT_KEPT_BY = {
   sample = { "tecs.profile.jitinfo", "tecs.profile.clock", "jit.util" },
 }
+
+-- Modules no session loads into the program's VM (the compiled-code probe
+-- once loaded the FFI there, and its hundred-odd type names stayed in the
+-- string table for good).
+local NEVER = { "ffi" }
+
+-- Strings interned over the VM before, counted after full collections: by
+-- `require` (its module's names and constants), and by a first session and
+-- its stop (the constants of the modules it records with, the session
+-- class's method names). A second session adds none.
+local STRINGS = { require = 24, first = 120 }
+
+-- Registry keys by name a first session adds (docs/api.md, "What loading it
+-- costs a program"), besides `LOADLIB: <the native module's path>` and
+-- LuaJIT's `_VMEVENTS`; the others are mlua's (light userdata at the native
+-- module's own statics, `luaL_ref` slots).
+local REGISTRY_NAMED = { ["tecs.profile.function_paths"] = true }
 
 local function measure(kind)
   local rc, out = proc.run(string.format("%s spec/support/footprint.lua %s", proc.luajit, kind))
@@ -64,8 +83,68 @@ describe("the profiler's footprint on the Lua heap", function()
       for _, name in ipairs(NOT_KEPT_BY[kind] or {}) do
         assert.is_nil(loaded[name], name .. " kept by a running " .. kind .. " session")
       end
+      for _, name in ipairs(NEVER) do
+        assert.is_nil(loaded[name], name .. " loaded by a running " .. kind .. " session")
+      end
     end)
   end
+
+  -- `footprint.lua cycle [function]`, run once per precision.
+  local cycles = {}
+  local function cycle(precision)
+    if not cycles[precision] then
+      local rc, out = proc.run(string.format("%s spec/support/footprint.lua cycle %s", proc.luajit,
+        precision == "function" and "function" or ""))
+      assert.equal(0, rc, out)
+      local c = { out = out }
+      for k, v in out:gmatch("([%w_]+)=([^\n]*)") do c[k] = tonumber(v) or v end
+      cycles[precision] = c
+    end
+    return cycles[precision]
+  end
+
+  local function named_keys(list)
+    local keys = {}
+    for k in (list .. "|"):gmatch("([^|]*)|") do
+      if k ~= "" and not k:find("^%[") then keys[k] = true end
+    end
+    return keys
+  end
+
+  it("require interns its own names only, within a budget, and adds no registry entry", function()
+    local c = cycle("default")
+    assert.is_true(c.strings_require <= STRINGS.require, c.out)
+    assert.equal("", c.registry_require, c.out)
+  end)
+
+  it("a session leaves the documented registry entries, and a second session nothing more", function()
+    local c = cycle("default")
+    local native = package.searchpath("tecs.profile.native", package.cpath)
+    local expected = { ["LOADLIB: " .. native] = true }
+    for k in pairs(REGISTRY_NAMED) do expected[k] = true end
+    local named = named_keys(c.registry_first)
+    named._VMEVENTS = nil -- LuaJIT's, made by the first jit.attach (some builds have it already)
+    assert.same(expected, named, c.out)
+    assert.equal(0, c.userdata_outside, c.out)
+    assert.is_true(c.strings_first <= STRINGS.first, c.out)
+    assert.equal(0, c.strings_again, c.out)
+    assert.equal(c.registry_census_first, c.registry_census_again, c.out)
+  end)
+
+  it("the compiled-code probe leaves nothing in the program's VM: a default session interns what one "
+    .. "that reads no compiled code does", function()
+    local exact, plain = cycle("default"), cycle("function")
+    assert.truthy(exact.out:find("compiled=read", 1, true), exact.out)
+    assert.truthy(plain.out:find("compiled=off", 1, true), plain.out)
+    -- A default session attaches the trace map's VM event handlers: LuaJIT
+    -- keeps them in its registry table `_VMEVENTS`, whose name it interns
+    -- where no `jit.attach` made it before.
+    local vmevents = (named_keys(exact.registry_first)._VMEVENTS and 1 or 0)
+      - (named_keys(plain.registry_first)._VMEVENTS and 1 or 0)
+    assert.equal(plain.strings_first + vmevents, exact.strings_first, exact.out .. "\n" .. plain.out)
+    assert.equal(plain.strings_require, exact.strings_require)
+    assert.equal(0, exact.strings_again, exact.out)
+  end)
 
   it("profile.frame() and profile.poll() allocate nothing, with or without a session", function()
     local rc, out = proc.run(proc.luajit .. " spec/support/footprint.lua frame")

@@ -3,6 +3,7 @@
 -- figures):
 --
 --    luajit spec/support/footprint.lua require|sample|allocations|trace|frame
+--    luajit spec/support/footprint.lua cycle [function]
 --
 -- Prints `kb=N` (live heap, in KB, over the bare interpreter's, with the
 -- module loaded and for a session kind a session running) and `loaded=...`
@@ -16,8 +17,24 @@
 -- and of `profile.poll()`, after a first round (the first calls may set
 -- things up once), with the JIT off for the loop and no collection in
 -- between, before and during a session (`kb_running=`).
+-- `cycle` counts what `require` and then two default sampling sessions,
+-- each started and stopped, leave in the VM's string table and registry
+-- (spec/support/vm_tables.lua): `strings_require=`, `strings_first=` (the
+-- first session, over the VM after `require`), `strings_again=` (the
+-- second, over the first), the registry keys `require` and the first
+-- session added (`registry_require=`, `registry_first=`), the registry's
+-- keys by type after each session (`registry_census_first=`, `_again=`),
+-- and how many light userdata keys the first added point outside the
+-- native module's image (`userdata_outside=`), and whether both sessions
+-- read compiled code in the tick handler (`compiled=read`, else `off`);
+-- with `function`, the sessions run at
+-- `precision = "function"` (which reads no compiled code, so runs no
+-- probe). Nothing here is timed: each session runs until it has taken 20
+-- samples.
 
 local kind = arg[1]
+local vm_tables = kind == "cycle" and require("spec.support.vm_tables")
+if vm_tables then vm_tables.open() end
 
 local function live()
   if jit then jit.flush() end
@@ -48,6 +65,10 @@ end
 local before = {}
 for name in pairs(package.loaded) do before[name] = true end
 local base = live()
+local strings, registry = {}, {}
+if vm_tables then
+  strings[1], registry[1] = vm_tables.strings(), vm_tables.registry()
+end
 
 local profile = require("tecs.profile")
 local session
@@ -91,8 +112,36 @@ elseif kind == "trace" then
   -- VM rather than of a report, which would load the report's modules.
   local traceinfo = require("jit.util").traceinfo
   until_true(function() return traceinfo(1) ~= nil end, "completed trace")
+elseif kind == "cycle" then
+  local opts = arg[2] == "function" and { precision = "function" } or nil
+  strings[2], registry[2] = vm_tables.strings(), vm_tables.registry()
+  local read = true
+  for round = 3, 4 do
+    local s = profile.sample(opts)
+    until_true(function() return s:stats().samples >= 20 end, "20 samples")
+    read = read and s:stats().precision == "exact"
+    s:stop()
+    s = nil
+    strings[round], registry[round] = vm_tables.strings(), vm_tables.registry()
+  end
+  io.write("compiled=", read and "read" or "off", "\n")
+  local names = { "require", "first", "again" }
+  for i, name in ipairs(names) do
+    io.write(string.format("strings_%s=%d\n", name, strings[i + 1] - strings[i]))
+  end
+  for i = 1, 2 do
+    local added = vm_tables.added(registry[i], registry[i + 1])
+    io.write(string.format("registry_%s=%s\n", names[i], table.concat(added, "|")))
+  end
+  -- The slots `luaL_ref` hands out are reused, not in the same order: the
+  -- second session is compared by how many keys of each type.
+  io.write(string.format("registry_census_first=%s\nregistry_census_again=%s\n", vm_tables.census(registry[3]),
+    vm_tables.census(registry[4])))
+  local native = package.searchpath("tecs.profile.native", package.cpath)
+  io.write(string.format("userdata_outside=%d\n", vm_tables.outside(registry[2], registry[3], native)))
+  base = nil
 elseif kind ~= "require" then
-  error("usage: footprint.lua require|sample|allocations|trace|frame", 0)
+  error("usage: footprint.lua require|sample|allocations|trace|frame|cycle", 0)
 end
 
 if base then

@@ -162,7 +162,10 @@ fn a_stack_seen_before_is_counted_without_allocating() {
         local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
         function burn(sec) local t0 = os.clock() while os.clock() - t0 < sec do busy(5000) end end
         -- A small time line: the measured phase overwrites its oldest samples.
-        h = native.start({ intervalMs = 0.2, timelineSamples = 64 })
+        -- At function precision each callback records one sample (read in
+        -- the tick handler, a compiled loop's ticks come as one entry per
+        -- stack and callback, and so few that the line would not wrap).
+        h = native.start({ intervalMs = 0.2, timelineSamples = 64, precision = "function" })
         burn(0.4)
         return h:stats().samples
     "#;

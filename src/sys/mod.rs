@@ -195,42 +195,6 @@ impl<'a> Iterator for FrameFacts<'a> {
     }
 }
 
-/// The Lua frames of the running thread, innermost `depth` levels, caller
-/// first, each written as LuaJIT's stack dump writes a Lua frame (`pl`
-/// format: the chunk name without its `@` or `=`, or `[string]`, then the
-/// line), separated by 0x1f: the frames a probe run from here sits on. Read
-/// with `lua_getstack`/`lua_getinfo` (not LuaJIT's stack dump, whose buffer
-/// belongs to the running profiler, which may be another VM's).
-pub fn lua_frames_here(lua: &Lua, depth: i32) -> Vec<u8> {
-    let mut frames: Vec<Vec<u8>> = Vec::new();
-    let out = &mut frames;
-    // SAFETY: exec_raw gives the running thread of this VM; lua_getstack
-    // and lua_getinfo "Sl" only fill `ar` (no push, no allocation).
-    let _ = unsafe {
-        lua.exec_raw::<()>((), |l| {
-            for level in 0..depth.max(1) {
-                let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
-                if ffi::lua_getstack(l, level, &mut ar) == 0 {
-                    break;
-                }
-                if ffi::lua_getinfo(l, c"Sl".as_ptr(), &mut ar) == 0 || ar.source.is_null() || ar.currentline < 0 {
-                    continue;
-                }
-                let src = CStr::from_ptr(ar.source).to_bytes();
-                let mut f = match src.first() {
-                    Some(b'@') | Some(b'=') => src[1..].to_vec(),
-                    _ => b"[string]".to_vec(),
-                };
-                f.push(b':');
-                f.extend_from_slice(ar.currentline.to_string().as_bytes());
-                out.push(f);
-            }
-        })
-    };
-    frames.reverse();
-    frames.join(&0x1f)
-}
-
 /// The Lua thread a profiler callback runs on, valid only inside that callback.
 pub struct VmStack {
     l: *mut ffi::lua_State,

@@ -238,3 +238,51 @@ pub extern "C" fn bench_trap_stop() -> u64 {
     }
     TRAPS_DELIVERED.load(Ordering::Relaxed)
 }
+
+/// `lua_tonumber` and `lua_pushnumber` of the LuaJIT this library is loaded
+/// into, found at run time (the `floor` binary links no LuaJIT).
+type ToNumber = unsafe extern "C" fn(*mut libc::c_void, libc::c_int) -> f64;
+type PushNumber = unsafe extern "C" fn(*mut libc::c_void, f64);
+
+fn lua_api() -> Option<(ToNumber, PushNumber)> {
+    // SAFETY: the names are NUL-terminated; the addresses found are the
+    // Lua API's functions, whose signatures these are.
+    unsafe {
+        let to = libc::dlsym(libc::RTLD_DEFAULT, c"lua_tonumber".as_ptr());
+        let push = libc::dlsym(libc::RTLD_DEFAULT, c"lua_pushnumber".as_ptr());
+        (!to.is_null() && !push.is_null()).then(|| {
+            (
+                std::mem::transmute::<*mut libc::c_void, ToNumber>(to),
+                std::mem::transmute::<*mut libc::c_void, PushNumber>(push),
+            )
+        })
+    }
+}
+
+/// `bench_trap_start(interval_ns)` as a Lua C function, for
+/// `package.loadlib`: the trap floor then starts without LuaJIT's FFI,
+/// whose type names would stay in the program's string table (a session
+/// leaves none there). Returns the error number, 0 on success.
+///
+/// # Safety
+/// Called by LuaJIT as a C function, with its state.
+#[no_mangle]
+pub unsafe extern "C" fn bench_trap_start_lua(l: *mut libc::c_void) -> libc::c_int {
+    let Some((to, push)) = lua_api() else { return 0 };
+    // SAFETY: `l` is the state LuaJIT called this with; one result fits
+    // in the stack space every C function gets.
+    unsafe { push(l, bench_trap_start(to(l, 1) as u64) as f64) };
+    1
+}
+
+/// `bench_trap_stop()` as a Lua C function; returns the traps received.
+///
+/// # Safety
+/// As `bench_trap_start_lua`.
+#[no_mangle]
+pub unsafe extern "C" fn bench_trap_stop_lua(l: *mut libc::c_void) -> libc::c_int {
+    let Some((_, push)) = lua_api() else { return 0 };
+    // SAFETY: as in `bench_trap_start_lua`.
+    unsafe { push(l, bench_trap_stop() as f64) };
+    1
+}

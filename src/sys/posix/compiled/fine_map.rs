@@ -487,7 +487,8 @@ mod tests {
     /// Runs `PROGRAM` in a VM of its own, with the logger attached or not;
     /// returns what it printed and the logger's counts.
     fn run_program(logged: bool) -> (String, [u64; 5]) {
-        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        // SAFETY: every standard library loaded, as in a program's VM; none
+        // is used unsafely here.
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
         let run: mlua::Function = lua.load(PROGRAM).set_name("=program").call(()).unwrap();
@@ -503,7 +504,8 @@ mod tests {
     #[test]
     fn a_handler_of_an_earlier_session_put_back_is_passed_over() {
         let _turn = crate::sys::one_session_at_a_time();
-        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        // SAFETY: every standard library loaded, as in a program's VM; none
+        // is used unsafely here.
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
         let mine = lua.create_function(|_, ()| Ok(())).unwrap();

@@ -29,7 +29,9 @@
 //! but proved at session start by a probe: a compiled loop calls a function
 //! of ours through the FFI, which reads its own stack as the handler would
 //! and must find the loop's frames, lines and callers; any mismatch leaves
-//! this off and `stats()` says why. Reads that could meet memory a stale
+//! this off and `stats()` says why. The probe runs in a VM of our own, made
+//! by the same LuaJIT and closed after it (`own_vm`), so that nothing of it
+//! (the FFI, its type names, the chunk) is left in the program's VM. Reads that could meet memory a stale
 //! pointer names go through `process_vm_readv`, which fails instead of
 //! faulting; once the trace is proved to be the one this thread runs, the
 //! trace's own arrays and the live frames are read directly.
@@ -45,6 +47,7 @@ use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
 mod fine_map;
 mod layout;
+mod own_vm;
 mod probe;
 mod text;
 mod walk;
@@ -390,7 +393,7 @@ mod tests {
         let _turn = crate::sys::one_session_at_a_time();
         TAKEN.store(0, Ordering::SeqCst);
         ALLOCATED.store(0, Ordering::SeqCst);
-        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        // SAFETY: the FFI is needed for the test's loop; nothing else is loaded.
         let lua = unsafe { Lua::unsafe_new() };
         assert_eq!(prove(&lua), Ok(()));
         arm(16, 0);

@@ -1,6 +1,9 @@
 //! Learning the layout for a VM and proving it with a compiled loop that
 //! reads its own stack.
 
+use std::ffi::CStr;
+
+use super::own_vm::{object_range, shared_code_words, OwnVm, SAME_BUILD_WORDS};
 use super::*;
 
 /// Whether this build's layout was learned and proved for the VM whose
@@ -10,10 +13,11 @@ pub(super) static PROBE_STATE: AtomicUsize = AtomicUsize::new(0);
 pub(super) static PROBE_TEXT: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 pub(super) static PROBE_WHY: std::sync::Mutex<&'static str> = std::sync::Mutex::new("");
 
-/// The probe's chunk: a compiled loop calling, through a function it
-/// inlines, the FFI function `probe_from_trace`. Lines 3 and 6 are where
-/// the calls are.
-pub(super) const PROBE_CHUNK: &str = "local probe = ...\n\
+/// The probe's chunk, run in a VM of our own (`own_vm`): a compiled loop
+/// calling, through a function it inlines, the FFI function
+/// `probe_from_trace` (its address the chunk's argument). Lines 3 and 6 are
+/// where the calls are; the loop's callers are at lines 10 and 12.
+pub(super) const PROBE_CHUNK: &str = "local probe = require('ffi').cast('int (*)(int)', ...)\n\
 local function leaf(i) return probe(i) end\n\
 local function inlined(i) return leaf(i) end\n\
 local function run(n)\n\
@@ -21,12 +25,21 @@ local function run(n)\n\
   for i = 1, n do s = s + inlined(i) end\n\
   return s\n\
 end\n\
-return run\n";
-pub(super) const PROBE_NAME: &str = "=tecs.profile.probe";
+local function caller(n)\n\
+  return (run(n))\n\
+end\n\
+local s = caller(4000)\n\
+return s\n";
+pub(super) const PROBE_NAME: &CStr = c"=tecs.profile.probe";
+/// The Lua frames below the loop's, as `lua_getinfo` names them, caller
+/// first.
+const PROBE_CALLERS: [&str; 2] = ["tecs.profile.probe:12", "tecs.profile.probe:10"];
 
 /// Proves, once per VM, that the tick handler can read compiled code's
 /// stacks in `lua`'s VM: arms the C-function layout (which finds the VM
-/// state), then runs the probe.
+/// state), then runs the probe in a VM of our own of the same build. The
+/// program's VM is only read: nothing is loaded, interned or registered
+/// there.
 pub fn prove(lua: &Lua) -> Result<(), &'static str> {
     let mut g = 0usize;
     let slot = &mut g;
@@ -35,12 +48,12 @@ pub fn prove(lua: &Lua) -> Result<(), &'static str> {
     unsafe { lua.exec_raw::<()>((), |l| *slot = at::<usize>(l as usize + 16)) }
         .map_err(|_| "the VM's state could not be read")?;
     running_c::arm(lua, g)?;
-    learn(lua, g)
+    learn(g)
 }
 
-/// Learns and proves the layout for the VM of `lua` (global state `g`),
-/// once per VM. The C-function layout (`running_c`) must be armed.
-pub fn learn(lua: &Lua, g: usize) -> Result<(), &'static str> {
+/// Learns and proves the layout for the VM whose global state is `g`, once
+/// per VM. The C-function layout (`running_c`) must be armed for it.
+fn learn(g: usize) -> Result<(), &'static str> {
     if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
         return Err("compiled code is read in the handler only on x86-64 Linux");
     }
@@ -53,11 +66,7 @@ pub fn learn(lua: &Lua, g: usize) -> Result<(), &'static str> {
     if !gc64 || rg != g {
         return Err("this LuaJIT build is not a GC64 build");
     }
-    G.store(g, Ordering::Relaxed);
-    VMSTATE_AT.store(g + vmstate_off, Ordering::Relaxed);
-    CUR_L_AT.store(g + cur_l_off, Ordering::Relaxed);
-    JIT_BASE_AT.store(g + cur_l_off + 8, Ordering::Relaxed);
-    J_AT.store(0, Ordering::Relaxed);
+    LEARNED_FOR.store(0, Ordering::Release);
     if BUFFERS.load(Ordering::Acquire).is_null() {
         // Zeroed on the heap: every field of the halves is valid as zeros,
         // and they are too large to build on a stack.
@@ -73,49 +82,35 @@ pub fn learn(lua: &Lua, g: usize) -> Result<(), &'static str> {
     let (lo, hi) = object_range(take_ticks as *const () as usize).ok_or("this module's code could not be located")?;
     OWN_CODE[0].store(lo, Ordering::Relaxed);
     OWN_CODE[1].store(hi, Ordering::Relaxed);
-    run_probe(lua)?;
+    let vm = OwnVm::new()?;
+    let own = vm.global();
+    if own == 0 || shared_code_words(g, own, vm.code) < SAME_BUILD_WORDS {
+        return Err("the program's VM is not of the build its LuaJIT makes (no dispatch table in common)");
+    }
+    // The layout is the build's: the probe proves it on our VM's state,
+    // and it is then moved to the program's.
+    let place = |g: usize, j: usize| {
+        G.store(g, Ordering::Relaxed);
+        VMSTATE_AT.store(g + vmstate_off, Ordering::Relaxed);
+        CUR_L_AT.store(g + cur_l_off, Ordering::Relaxed);
+        JIT_BASE_AT.store(g + cur_l_off + 8, Ordering::Relaxed);
+        J_AT.store(j, Ordering::Relaxed);
+    };
+    place(own, 0);
+    let proved = run_probe(&vm);
+    let j_off = J_AT.load(Ordering::Relaxed).wrapping_sub(own);
+    drop(vm);
+    for c in &CACHED {
+        c[0].store(0, Ordering::Relaxed);
+    }
+    place(g, if proved.is_ok() { g + j_off } else { 0 });
+    proved?;
     LEARNED_FOR.store(g, Ordering::Release);
     Ok(())
 }
 
 /// This module's own code (start, end), learned at start.
 pub(super) static OWN_CODE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
-
-/// The address range of the loaded object holding `addr`.
-pub(super) fn object_range(addr: usize) -> Option<(usize, usize)> {
-    struct Find {
-        addr: usize,
-        range: Option<(usize, usize)>,
-    }
-    unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
-        // SAFETY: the loader passes a valid info for each object, and our
-        // own `Find` as data.
-        let (info, find) = unsafe { (&*info, &mut *(data as *mut Find)) };
-        let (mut lo, mut hi, mut holds) = (usize::MAX, 0usize, false);
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: `dlpi_phdr` has `dlpi_phnum` entries.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type != libc::PT_LOAD {
-                continue;
-            }
-            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
-            let end = start + ph.p_memsz as usize;
-            lo = lo.min(start);
-            hi = hi.max(end);
-            holds |= find.addr >= start && find.addr < end;
-        }
-        if holds {
-            find.range = Some((lo, hi));
-            return 1;
-        }
-        0
-    }
-    let mut find = Find { addr, range: None };
-    // SAFETY: `visit` matches the callback type and only reads what the
-    // loader hands it; `find` outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut find as *mut Find as *mut c_void) };
-    find.range
-}
 
 /// States of the probe: waiting for a call from a trace, done, failed.
 pub(super) const PROBE_WAITING: usize = 1;
@@ -194,35 +189,21 @@ pub(super) extern "C" fn probe_from_trace(i: c_int) -> c_int {
     i
 }
 
-/// Runs the probe loop until it is compiled and has read its own stack,
-/// and checks the stack read against the one LuaJIT dumps.
-pub(super) fn run_probe(lua: &Lua) -> Result<(), &'static str> {
-    let ffi: mlua::Table = lua
-        .globals()
-        .get::<mlua::Function>("require")
-        .and_then(|r| r.call("ffi"))
-        .map_err(|_| "LuaJIT's ffi module is not available")?;
-    let cast: mlua::Function = ffi.get("cast").map_err(|_| "LuaJIT's ffi module is not available")?;
-    let fptr = lua.create_string("int (*)(int)").map_err(|_| "out of memory")?;
-    let addr = probe_from_trace as *const () as usize;
-    let f: mlua::Value = cast
-        .call((fptr, mlua::Value::LightUserData(mlua::LightUserData(addr as *mut c_void))))
-        .map_err(|_| "the probe function could not be cast")?;
-    let run: mlua::Function =
-        lua.load(PROBE_CHUNK).set_name(PROBE_NAME).call(f).map_err(|_| "the probe chunk could not be loaded")?;
+/// Runs the probe loop in `vm` until it is compiled and has read its own
+/// stack, and checks the stack read against the one LuaJIT would dump.
+pub(super) fn run_probe(vm: &OwnVm) -> Result<(), &'static str> {
     *PROBE_WHY.lock().unwrap_or_else(|e| e.into_inner()) = "the probe loop was never compiled (is the JIT off?)";
     PROBE_STATE.store(PROBE_WAITING, Ordering::SeqCst);
-    let callers = crate::sys::lua_frames_here(lua, 64);
-    let result = run.call::<mlua::Value>(4000);
+    let ran = vm.run(PROBE_CHUNK, PROBE_NAME, probe_from_trace as *const () as *mut c_void);
     let state = PROBE_STATE.swap(0, Ordering::SeqCst);
-    if result.is_err() {
+    if !ran {
         return Err("the probe loop failed");
     }
     if state != PROBE_DONE {
         return Err(*PROBE_WHY.lock().unwrap_or_else(|e| e.into_inner()));
     }
     let text = PROBE_TEXT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    check_probe_stack(&text, &callers)
+    check_probe_stack(&text, PROBE_CALLERS.join("\u{1f}").as_bytes())
 }
 
 /// The probe's stack must end in the loop's frames, and the Lua frames
@@ -230,7 +211,7 @@ pub(super) fn run_probe(lua: &Lua) -> Result<(), &'static str> {
 /// (within the depth both read).
 pub(super) fn check_probe_stack(read: &[u8], callers: &[u8]) -> Result<(), &'static str> {
     let frames: Vec<&[u8]> = read.split(|&b| b == SEP).collect();
-    let name = &PROBE_NAME.as_bytes()[1..];
+    let name = &PROBE_NAME.to_bytes()[1..];
     let frame = |line: &str| [name, b":", line.as_bytes()].concat();
     let n = frames.len();
     let Some(run_at) = (0..n).rev().find(|&i| frames[i] == frame("6")) else {
