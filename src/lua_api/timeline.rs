@@ -180,6 +180,7 @@ impl NativeSession {
                 gc_samples: f.gc_samples,
                 allocated_bytes: allocated.as_ref().map(|a| a[i]),
                 cpu_ns: f.cpu_ns,
+                own_ns: f.own_ns,
             })
             .collect();
         TimedProfile {
@@ -219,7 +220,7 @@ impl NativeSession {
             recent.raw_set(i + 1, record(f)?)?;
         }
         let mut order: Vec<&FrameSpan> = spans.iter().collect();
-        order.sort_by(|a, b| (b.end_ns - b.start_ns).cmp(&(a.end_ns - a.start_ns)).then(a.index.cmp(&b.index)));
+        order.sort_by(|a, b| b.ns().cmp(&a.ns()).then(a.index.cmp(&b.index)));
         let slow = lua.create_table_with_capacity(slowest.min(spans.len()), 0)?;
         for (i, f) in order.into_iter().take(slowest).enumerate() {
             slow.raw_set(i + 1, record(f)?)?;
@@ -255,7 +256,7 @@ fn frame_record(lua: &Lua, start: u64, f: &FrameSpan) -> mlua::Result<Table> {
     let r = lua.create_table_with_capacity(0, 6)?;
     r.set("index", f.index)?;
     r.set("startMs", ms_between(start, f.start_ns))?;
-    r.set("ms", ms_between(f.start_ns, f.end_ns))?;
+    r.set("ms", f.ns() as f64 / 1e6)?;
     r.set("samples", f.samples)?;
     r.set("gcSamples", f.gc_samples)?;
     if let Some(cpu) = f.cpu_ns {
@@ -293,6 +294,14 @@ impl NativeSession {
 
 /// The session methods of the time axis.
 pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
+    // `ownWork(seconds)`: the profiler's own work took that long in the
+    // frame that runs (the session was paused meanwhile): left out of it.
+    methods.add_method_mut("ownWork", |_, this, seconds: f64| {
+        if seconds > 0.0 && seconds.is_finite() {
+            this.frame_marks.exclude((seconds * 1e9) as u64);
+        }
+        Ok(())
+    });
     methods.add_method_mut("frame", |_, this, ()| {
         let marks = &mut this.frame_marks;
         this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));

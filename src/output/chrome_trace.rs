@@ -303,7 +303,7 @@ pub fn render(tp: &TimedProfile) -> String {
     for (f, name) in tp.frames.iter().zip(&frame_names).filter(|(f, _)| dur_us(f.start_ns, f.end_ns) > 0.0) {
         let mut e = event(name, "frame", "X", f.start_ns, FRAMES_TID);
         e.dur = Some(dur_us(f.start_ns, f.end_ns));
-        e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns) as f64 / 1e6));
+        e.args.insert("ms", Value::from(f.end_ns.saturating_sub(f.start_ns).saturating_sub(f.own_ns) as f64 / 1e6));
         e.args.insert("samples", Value::from(f.samples));
         e.args.insert("gcSamples", Value::from(f.gc_samples));
         if let Some(cpu) = f.cpu_ns {
@@ -405,6 +405,7 @@ mod tests {
                 gc_samples: 0,
                 allocated_bytes: None,
                 cpu_ns: None,
+                own_ns: 0,
             }],
             events: vec![],
             interval_ns: 1_000_000,
@@ -503,6 +504,7 @@ mod tests {
                 gc_samples: 2,
                 allocated_bytes: Some(24 * 1024),
                 cpu_ns: None,
+                own_ns: 0,
             }],
             ..Default::default()
         };

@@ -38,6 +38,8 @@ pub struct TimedFrame {
     pub allocated_bytes: Option<u64>,
     /// The CPU time the frame's thread used in it, where known.
     pub cpu_ns: Option<u64>,
+    /// The profiler's own work in the frame, left out of its length.
+    pub own_ns: u64,
 }
 
 /// One sample of an allocation session attached to the sampling session:

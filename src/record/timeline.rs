@@ -218,6 +218,16 @@ pub struct FrameSpan {
     /// ends read that thread's CPU clock (not the last frame of a running
     /// session): what the frame did not spend waiting.
     pub cpu_ns: Option<u64>,
+    /// The profiler's own work in the frame, left out of its length and
+    /// of its CPU time: [`FrameSpan::ns`].
+    pub own_ns: u64,
+}
+
+impl FrameSpan {
+    /// The frame's length less the profiler's own work in it.
+    pub fn ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns).saturating_sub(self.own_ns)
+    }
 }
 
 /// A frame mark, the marking thread's CPU clock then, and once its frame
@@ -228,6 +238,9 @@ struct Mark {
     t_ns: u64,
     cpu_ns: Option<u64>,
     counted: Option<(u64, u64)>,
+    /// Time the profiler's own work took in the frame (a command of the
+    /// control channel), left out of its length.
+    own_ns: u64,
 }
 
 /// The frame marks of a session, and its start and end on the same clock.
@@ -285,7 +298,17 @@ impl FrameMarks {
             self.marks.pop_front();
             self.dropped += 1;
         }
-        self.marks.push_back(Mark { t_ns, cpu_ns, counted: None });
+        self.marks.push_back(Mark { t_ns, cpu_ns, counted: None, own_ns: 0 });
+    }
+
+    /// Leaves `ns` of the profiler's own work out of the frame that runs
+    /// (its samples were not recorded: the session was paused).
+    pub fn exclude(&mut self, ns: u64) {
+        if self.end_ns.is_none() {
+            if let Some(last) = self.marks.back_mut() {
+                last.own_ns = last.own_ns.saturating_add(ns);
+            }
+        }
     }
 
     /// Ends the last frame at `t_ns`, the thread's CPU clock at `cpu_ns`
@@ -322,9 +345,10 @@ impl FrameMarks {
                 samples: m.counted.map_or(0, |c| c.0),
                 gc_samples: m.counted.map_or(0, |c| c.1),
                 cpu_ns: match (m.cpu_ns, self.marks.get(i + 1).map_or(self.end_cpu_ns, |n| n.cpu_ns)) {
-                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a).saturating_sub(m.own_ns)),
                     _ => None,
                 },
+                own_ns: m.own_ns,
             })
             .collect();
         let (Some(first), Some(last)) = (out.first(), out.last()) else { return out };
@@ -374,6 +398,18 @@ mod tests {
         assert_eq!(cpu, [Some(4), None, None, None], "the last frame of a running session has none");
         m.finish(50, Some(1_025), &mut t);
         assert_eq!(m.spans(&t, 99)[3].cpu_ns, Some(5));
+    }
+
+    #[test]
+    fn the_profilers_own_work_is_left_out_of_its_frame() {
+        let mut t = Timeline::new(10);
+        let mut m = FrameMarks::new(0);
+        m.mark(10, Some(0), &mut t);
+        m.exclude(3);
+        m.mark(20, Some(8), &mut t);
+        let spans = m.spans(&t, 30);
+        assert_eq!((spans[0].ns(), spans[0].cpu_ns), (7, Some(5)));
+        assert_eq!(spans[1].ns(), 10);
     }
 
     #[test]
