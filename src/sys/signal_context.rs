@@ -95,6 +95,17 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     // Stacks of compiled code (sys/posix/compiled/).
     entry("sys/posix/compiled/mod.rs: take_ticks", "writes the handler's half of a buffer allocated before arming; no allocation, no lock"),
     entry("sys/posix/compiled/mod.rs: Writing::drop", "one atomic store (a drain on another thread waits for it)"),
+    entry("sys/posix/compiled/mod.rs: take_read_ticks", "writes the handler's half of a buffer allocated before arming; no allocation, no lock"),
+    entry("sys/posix/compiled/mod.rs: count_missed", "relaxed atomic counters"),
+    entry("sys/posix/compiled/interp.rs: count_miss", "a relaxed atomic counter"),
+    entry("sys/posix/compiled/interp.rs: count_hook", "a relaxed atomic counter"),
+    entry("sys/posix/compiled/interp.rs: ready", "atomic loads of the learned layout"),
+    entry("sys/posix/compiled/interp.rs: Regs::of", "reads the interrupted registers from the ucontext the kernel passed"),
+    entry(
+        "sys/posix/compiled/interp.rs: read_interp_stack",
+        "checks the registers against the VM through process_vm_readv before any direct read; fixed frame array",
+    ),
+    entry("sys/posix/compiled/interp.rs: lua_function", "reads a function and its prototype through process_vm_readv"),
     entry("sys/posix/compiled/mod.rs: buffers", "one atomic load of a leaked, never freed buffer"),
     entry("sys/posix/compiled/mod.rs: hash", "arithmetic on bytes already read"),
     entry("sys/posix/compiled/walk.rs: at", "a direct read the caller proved readable"),

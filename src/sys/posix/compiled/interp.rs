@@ -1,0 +1,326 @@
+//! Interpreted code, read in the tick handler.
+//!
+//! While LuaJIT's x86-64 interpreter runs bytecode it keeps its state in
+//! fixed registers (`vm_x64.dasc`, Linux): `BASE` (the running frame's
+//! base) in `rdx`, `PC` (the instruction after the one running) in `rbx`,
+//! `KBASE` (the running prototype's constants) in `r15` and `DISPATCH`
+//! (the VM's dispatch table) in `r14`. A tick that interrupts the
+//! interpreter's own code (VM state INTERP, and the interrupted address in
+//! the VM's code) finds them in the signal's context: the function in the
+//! slot below `BASE`, its line at `PC`, and the frames below it, walked as
+//! for a trace's base frame. No profiler hook is set for such a tick.
+//!
+//! The registers hold that state only while the interpreter itself runs:
+//! in a C helper it called (the VM state is still INTERP inside
+//! `lj_tab_*`, `lj_meta_*`, the string buffer) and in the few instructions
+//! around a call or a return they hold something else. So every tick is
+//! checked before anything it names is trusted, through the fault-safe
+//! reader: the interrupted address lies in the VM's code, `r14` is this
+//! VM's dispatch table, `BASE` lies in the running thread's stack, the slot
+//! below it holds a Lua function, `r15` is that function's constants and
+//! `PC` lies inside its bytecode, and the frame link below `BASE` returns
+//! into the bytecode of a Lua function (or is a frame of another kind,
+//! which is walked by its size). Any check that fails leaves the tick to
+//! LuaJIT's hook, counted by reason. A tick in a C helper is left to the
+//! hook: the base and PC the interpreter saved before the call can be stale
+//! (some helpers are called without saving them).
+//!
+//! The dispatch table and the VM's code are learned when a session proves
+//! the layout: the table follows the global state and the JIT state in
+//! LuaJIT's one allocation (`GG_State`), and is the first run of words
+//! there that all point into LuaJIT's own code; its entries (the bytecode
+//! handlers and the fast functions) span the interpreter's code.
+
+use super::*;
+
+use super::running_c::self_read;
+
+/// `~LJ_VMST_INTERP`: the VM state while the interpreter runs.
+pub(super) const VMSTATE_INTERP: i32 = -1;
+/// GCproto: the constants (`k`), whose address `KBASE` holds.
+const PROTO_K: usize = 32;
+/// Consecutive words that must point into LuaJIT's code for the dispatch
+/// table to be recognised (LuaJIT 2.1 has 97 bytecodes; the table holds
+/// them twice, and the fast functions).
+const MIN_DISPATCH: usize = 96;
+/// Where the dispatch table may start after the global state: past the
+/// global state (600 bytes or more) and the JIT state (about 740).
+const DISPATCH_SEARCH: std::ops::Range<usize> = 1000..4096;
+/// The interpreter's code is some tens of kilobytes.
+const MAX_VM_CODE: usize = 1 << 20;
+
+/// The VM's dispatch table (`r14` in the interpreter) and its code's range,
+/// learned for the VM whose global state is `LEARNED_G`.
+static DISPATCH: AtomicUsize = AtomicUsize::new(0);
+static VM_CODE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static LEARNED_G: AtomicUsize = AtomicUsize::new(0);
+/// Why interpreted code is not read in the handler ("" when it is).
+static WHY_NOT: std::sync::Mutex<&'static str> = std::sync::Mutex::new("the layout was not proved");
+
+/// Why a tick in interpreted code (or in another state) was left to the
+/// hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum InterpMiss {
+    /// The interrupted address is outside the interpreter's code (a C
+    /// helper the interpreter called).
+    Helper = 0,
+    /// The registers do not hold a running frame of a Lua function (around
+    /// a call or a return, or in a VM subroutine).
+    Registers,
+    /// The running frame is a fast function's (`math.floor`, `string.byte`
+    /// run in the interpreter's own code).
+    Builtin,
+    /// A frame below did not validate, or the zone table could not be read.
+    Frame,
+    /// The buffer between two callbacks was full.
+    Full,
+}
+const INTERP_MISS_KINDS: usize = 5;
+/// Names of the [`InterpMiss`] kinds, in order, for `stats()`.
+pub const INTERP_MISS_NAMES: [&str; INTERP_MISS_KINDS] = ["helper", "registers", "builtin", "frame", "full"];
+static INTERP_MISSES: [AtomicU64; INTERP_MISS_KINDS] = [const { AtomicU64::new(0) }; INTERP_MISS_KINDS];
+
+/// Ticks the handler gave to LuaJIT's hook while armed, by the VM state
+/// they found (`state_index` order: compiled, interpreted, C, GC, JIT).
+static HOOK_TICKS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+/// Names of the VM states of [`HOOK_TICKS`], for `stats()`.
+pub const HOOK_STATE_NAMES: [&str; 5] = ["compiled", "interpreted", "c", "gc", "jit"];
+
+pub(super) fn count_miss(m: InterpMiss, n: u64) {
+    INTERP_MISSES[m as usize].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Counts `n` ticks given to the hook in VM state `vmstate` (LuaJIT's
+/// mapping: a trace number, or ~INTERP, ~C, ~GC, else the JIT compiler).
+pub(super) fn count_hook(vmstate: i32, n: u64) {
+    let i = match vmstate {
+        0.. => 0,
+        VMSTATE_INTERP => 1,
+        VMSTATE_C => 2,
+        -3 => 3,
+        _ => 4,
+    };
+    HOOK_TICKS[i].fetch_add(n, Ordering::Relaxed);
+}
+
+/// Counts since the last arm: ticks in interpreted code left to the hook
+/// by reason ([`InterpMiss`] order), and ticks given to the hook by VM
+/// state ([`HOOK_STATE_NAMES`] order).
+pub fn interp_counts() -> ([u64; INTERP_MISS_KINDS], [u64; 5]) {
+    let mut m = [0; INTERP_MISS_KINDS];
+    for (o, c) in m.iter_mut().zip(&INTERP_MISSES) {
+        *o = c.load(Ordering::Relaxed);
+    }
+    let mut h = [0; 5];
+    for (o, c) in h.iter_mut().zip(&HOOK_TICKS) {
+        *o = c.load(Ordering::Relaxed);
+    }
+    (m, h)
+}
+
+/// Clears the counts (a session's arm).
+pub fn reset_counts() {
+    for c in INTERP_MISSES.iter().chain(&HOOK_TICKS) {
+        c.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Whether the handler reads interpreted code in the armed VM.
+pub(super) fn ready() -> bool {
+    DISPATCH.load(Ordering::Acquire) != 0 && LEARNED_G.load(Ordering::Relaxed) == G.load(Ordering::Relaxed)
+}
+
+/// Whether interpreted code is read in the handler, and why not.
+pub fn interp_state() -> Result<(), &'static str> {
+    if ready() {
+        return Ok(());
+    }
+    Err(*WHY_NOT.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Learns the dispatch table and the interpreter's code for the VM the
+/// layout was proved for (`prove` succeeded), once per VM.
+pub fn learn_interp() -> Result<(), &'static str> {
+    let r = learn_dispatch();
+    *WHY_NOT.lock().unwrap_or_else(|e| e.into_inner()) = r.err().unwrap_or("");
+    r
+}
+
+fn learn_dispatch() -> Result<(), &'static str> {
+    let g = G.load(Ordering::Relaxed);
+    if g == 0 || LEARNED_FOR.load(Ordering::Acquire) != g {
+        return Err("the layout was not proved");
+    }
+    if LEARNED_G.load(Ordering::Relaxed) == g && DISPATCH.load(Ordering::Acquire) != 0 {
+        return Ok(());
+    }
+    DISPATCH.store(0, Ordering::Release);
+    let start = crate::sys::profiler_api().ok_or("LuaJIT's profiler API is missing")?.start_addr();
+    let (lo, hi) = object_range(start).ok_or("LuaJIT's object could not be located")?;
+    let code = |w: u64| (w as usize) >= lo && (w as usize) < hi;
+    // Read through the kernel: the search may run past LuaJIT's allocation.
+    let mut buf = [0u8; 8 * 1024];
+    let mut run = 0usize;
+    let mut found: Option<usize> = None;
+    let mut off = DISPATCH_SEARCH.start;
+    'search: while off < DISPATCH_SEARCH.end + 8 * 512 {
+        let n = buf.len().min(4096 - ((g + off) & 4095));
+        if !self_read(g + off, &mut buf[..n]) {
+            break;
+        }
+        for (i, w) in buf[..n].chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            if code(w) {
+                run += 1;
+            } else if run >= MIN_DISPATCH {
+                found = Some(off + 8 * i - 8 * run);
+                break 'search;
+            } else {
+                run = 0;
+                if off + 8 * i >= DISPATCH_SEARCH.end {
+                    break 'search;
+                }
+            }
+        }
+        off += n;
+    }
+    let Some(d_off) = found else {
+        return Err("the dispatch table was not found after the global state");
+    };
+    let d = g + d_off;
+    let (mut min, mut max) = (usize::MAX, 0usize);
+    let mut i = 0;
+    while let Some(w) = self_word(d + 8 * i).filter(|&w| code(w)) {
+        min = min.min(w as usize);
+        max = max.max(w as usize);
+        i += 1;
+    }
+    if max <= min || max - min > MAX_VM_CODE {
+        return Err("the dispatch table does not point into one block of code");
+    }
+    VM_CODE[0].store(min, Ordering::Relaxed);
+    VM_CODE[1].store(max, Ordering::Relaxed);
+    LEARNED_G.store(g, Ordering::Relaxed);
+    DISPATCH.store(d, Ordering::Release);
+    Ok(())
+}
+
+/// The interrupted registers the interpreter keeps its state in.
+pub(super) struct Regs {
+    pub(super) rip: usize,
+    pub(super) rsp: usize,
+    base: usize,
+    pc: usize,
+    kbase: usize,
+    dispatch: usize,
+}
+
+impl Regs {
+    /// # Safety
+    /// `ctx` must be the ucontext the kernel passed to an SA_SIGINFO handler.
+    pub(super) unsafe fn of(ctx: *mut c_void) -> Regs {
+        let r = &(*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs;
+        let at = |i: c_int| r[i as usize] as usize;
+        Regs {
+            rip: at(libc::REG_RIP),
+            rsp: at(libc::REG_RSP),
+            base: at(libc::REG_RDX),
+            pc: at(libc::REG_RBX),
+            kbase: at(libc::REG_R15),
+            dispatch: at(libc::REG_R14),
+        }
+    }
+}
+
+/// A Lua function's bytecode (start, instructions) and constants, read
+/// through the kernel; None when `func` is not a live Lua function.
+fn lua_function(func: usize) -> Result<(usize, usize, usize), InterpMiss> {
+    let mut o = [0u8; FN_PC + 8];
+    if func == 0 || !self_read(func, &mut o) || o[OBJ_GCT] != GCT_FUNC {
+        return Err(InterpMiss::Registers);
+    }
+    if o[FN_FFID] != FF_LUA {
+        return Err(InterpMiss::Builtin);
+    }
+    let bc = le(&o, FN_PC, 8) as usize;
+    let mut pt = [0u8; PROTO_K + 8];
+    if bc < PROTO_SIZE || !self_read(bc - PROTO_SIZE, &mut pt) {
+        return Err(InterpMiss::Registers);
+    }
+    Ok((bc, le(&pt, PROTO_SIZEBC, 4) as usize, le(&pt, PROTO_K, 8) as usize))
+}
+
+/// Reads the stack of the interpreted code the VM thread runs: the running
+/// function at its PC, then the frames below, leaf first into `c`.
+///
+/// # Safety
+/// Must run on the VM thread, with the layout armed, while the VM state is
+/// INTERP.
+pub(super) unsafe fn read_interp_stack(r: &Regs, c: &mut Captured, limit: usize) -> Result<(), InterpMiss> {
+    c.len = 0;
+    let d = DISPATCH.load(Ordering::Acquire);
+    let (lo, hi) = (VM_CODE[0].load(Ordering::Relaxed), VM_CODE[1].load(Ordering::Relaxed));
+    let in_vm = |a: usize| a >= lo && a <= hi;
+    // In the interpreter's code, or in a leaf routine an instruction
+    // called (`vm_mod`, `vm_floor`: the return address into the
+    // interpreter is still on top of the stack, and they keep its
+    // registers).
+    let called_from_vm = || {
+        self_word(r.rsp).is_some_and(|ret| {
+            let ret = ret as usize;
+            // SAFETY: `ret` lies in the VM's code, at least six bytes in,
+            // which stays mapped for the VM's life.
+            in_vm(ret) && ret >= lo + 6 && unsafe { follows_call(ret) }
+        })
+    };
+    if !in_vm(r.rip) && !called_from_vm() {
+        return Err(InterpMiss::Helper);
+    }
+    if r.dispatch != d {
+        return Err(InterpMiss::Registers);
+    }
+    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
+    let mut h = [0u8; L_STACKSIZE + 4];
+    if l == 0 || !self_read(l, &mut h) {
+        return Err(InterpMiss::Registers);
+    }
+    let (stack, size) = (le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
+    let base = r.base;
+    if base < stack + 32 || base >= stack + 8 * size || base % 8 != 0 {
+        return Err(InterpMiss::Registers);
+    }
+    let func = self_word(base - 16).and_then(slot_function).ok_or(InterpMiss::Registers)?;
+    let (bc, sizebc, k) = lua_function(func)?;
+    // PC is the instruction after the running one: inside the bytecode.
+    if r.kbase != k || r.pc < bc + 4 || r.pc > bc + 4 * sizebc || (r.pc - bc) % 4 != 0 {
+        return Err(InterpMiss::Registers);
+    }
+    // The frame link below: a Lua caller's return address must lie in the
+    // bytecode of the function its call frame holds. Frames of other kinds
+    // are found by their size, inside the stack.
+    let link = self_word(base - 8).ok_or(InterpMiss::Registers)?;
+    if link & FRAME_TYPE == FRAME_LUA {
+        let mut call = [0u8; 4];
+        if link < 4 || !self_read(link as usize - 4, &mut call) {
+            return Err(InterpMiss::Registers);
+        }
+        let a = call[1] as usize;
+        let caller = (base - 8).wrapping_sub(8 * (2 + a));
+        if caller <= stack + 8 || caller >= base - 8 {
+            return Err(InterpMiss::Registers);
+        }
+        let cfunc = self_word(caller - 8).and_then(slot_function).ok_or(InterpMiss::Registers)?;
+        let (cbc, csize, _) = lua_function(cfunc).map_err(|_| InterpMiss::Registers)?;
+        let link = link as usize;
+        if link < cbc + 4 || link > cbc + 4 * csize || (link - cbc) % 4 != 0 {
+            return Err(InterpMiss::Registers);
+        }
+    }
+    // From here the frame is the running one: the frames below it are
+    // live and read directly, as below a trace's base.
+    if !c.push(Frame { func, ins: r.pc }, limit) {
+        return Ok(());
+    }
+    walk_frames(l, stack, base - 8, c, limit).map_err(|_| InterpMiss::Frame)
+}
