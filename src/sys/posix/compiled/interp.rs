@@ -324,3 +324,94 @@ pub(super) unsafe fn read_interp_stack(r: &Regs, c: &mut Captured, limit: usize)
     }
     walk_frames(l, stack, base - 8, c, limit).map_err(|_| InterpMiss::Frame)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::alloc_probe::{InSample, ALLOCATIONS};
+    use std::sync::atomic::AtomicBool;
+
+    static TAKEN: AtomicUsize = AtomicUsize::new(0);
+    static SENT: AtomicUsize = AtomicUsize::new(0);
+    static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+    static STOP: AtomicBool = AtomicBool::new(false);
+
+    /// A signal handler that takes a tick as the session's does.
+    extern "C" fn on_signal(_sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        {
+            let _in = InSample::enter();
+            if take_ticks(1, ctx) {
+                TAKEN.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        ALLOCATED.fetch_add(ALLOCATIONS.load(Ordering::SeqCst) - before, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_tick_in_interpreted_code_is_read_in_place_without_allocating() {
+        let _turn = crate::sys::one_session_at_a_time();
+        // SAFETY: the FFI is needed for the probe; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        assert_eq!(learn_interp(), Ok(()));
+        assert_eq!(interp_state(), Ok(()));
+        arm(16, 0);
+        reset_counts();
+        // SAFETY: installs a handler whose signature matches SA_SIGINFO for
+        // SIGUSR2, which nothing else in the crate uses; the old
+        // disposition is put back below.
+        let old = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            let mut old: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, &mut old), 0);
+            old
+        };
+        // SAFETY: the id of this thread, which outlives the sender (joined).
+        let me = unsafe { libc::pthread_self() } as usize;
+        STOP.store(false, Ordering::SeqCst);
+        let sender = std::thread::spawn(move || {
+            while !STOP.load(Ordering::SeqCst) {
+                // SAFETY: `me` is a live thread of this process until joined.
+                unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR2) };
+                SENT.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        });
+        // Runs until enough ticks were read, or too many were sent in vain.
+        let done = lua
+            .create_function(|_, ()| Ok(TAKEN.load(Ordering::SeqCst) >= 50 || SENT.load(Ordering::SeqCst) > 50_000))
+            .unwrap();
+        let chunk = "local done = ...\n\
+                     local function spin() local s = 0 for i = 1, 2000 do s = (s + i * 3) % 7 end return s end\n\
+                     jit.off(spin, true)\n\
+                     while not done() do spin() end\n";
+        let _: () = lua.load(chunk).set_name("=test.interp").call(done).unwrap();
+        STOP.store(true, Ordering::SeqCst);
+        sender.join().unwrap();
+        // SAFETY: puts back the disposition read above.
+        unsafe { libc::sigaction(libc::SIGUSR2, &old, std::ptr::null_mut()) };
+        disarm();
+        let mut stacks = Vec::new();
+        drain(|t| stacks.push((String::from_utf8_lossy(t.stack).into_owned(), t.count, t.state)));
+        assert!(
+            TAKEN.load(Ordering::SeqCst) >= 50,
+            "{} ticks read of {} sent",
+            TAKEN.load(Ordering::SeqCst),
+            SENT.load(Ordering::SeqCst)
+        );
+        assert_eq!(ALLOCATED.load(Ordering::SeqCst), 0, "the handler allocated");
+        let interpreted: Vec<_> = stacks.iter().filter(|s| s.2 == b'I').collect();
+        assert!(interpreted.iter().any(|s| s.0.ends_with("test.interp:4\u{1f}test.interp:2")), "{stacks:?}");
+        for (stack, _, _) in interpreted {
+            let chain = stack.rsplit("test.interp:4").next().unwrap_or("");
+            assert!(
+                stack.contains("test.interp:4") && (chain.is_empty() || chain == "\u{1f}test.interp:2"),
+                "not the chunk's stack: {stack:?}"
+            );
+        }
+    }
+}
