@@ -14,14 +14,17 @@
 //! in a C helper it called (the VM state is still INTERP inside
 //! `lj_tab_*`, `lj_meta_*`, the string buffer) and in the few instructions
 //! around a call or a return they hold something else. So every tick is
-//! checked before anything it names is trusted, through the fault-safe
-//! reader: the interrupted address lies in the VM's code, `r14` is this
-//! VM's dispatch table, `BASE` lies in the running thread's stack, the slot
-//! below it holds a Lua function, `r15` is that function's constants and
-//! `PC` lies inside its bytecode, and the frame link below `BASE` returns
-//! into the bytecode of a Lua function (or is a frame of another kind,
-//! which is walked by its size). Any check that fails leaves the tick to
-//! LuaJIT's hook, counted by reason. A tick in a C helper is left to the
+//! checked before anything it names is trusted: the interrupted address
+//! lies in the VM's code, `r14` is this VM's dispatch table, `BASE` lies in
+//! the running thread's stack (the thread and its stack are live and read
+//! directly), the slot below it holds a Lua function, `r15` is that
+//! function's constants and `PC` lies inside its bytecode, and the frame
+//! link below `BASE` returns into the bytecode of a Lua function (or is a
+//! frame of another kind, which is walked by its size). The function
+//! objects and prototypes, which a stale slot could name, are read through
+//! the fault-safe reader, two at a time (three system calls a tick at
+//! most). Any check that fails leaves the tick to LuaJIT's hook, counted
+//! by reason. A tick in a C helper is left to the
 //! hook: the base and PC the interpreter saved before the call can be stale
 //! (some helpers are called without saving them).
 //!
@@ -199,6 +202,8 @@ fn learn_dispatch() -> Result<(), &'static str> {
     if max <= min || max - min > MAX_VM_CODE {
         return Err("the dispatch table does not point into one block of code");
     }
+    // SAFETY: `getpid` has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     VM_CODE[0].store(min, Ordering::Relaxed);
     VM_CODE[1].store(max, Ordering::Relaxed);
     LEARNED_G.store(g, Ordering::Relaxed);
@@ -233,22 +238,48 @@ impl Regs {
     }
 }
 
-/// A Lua function's bytecode (start, instructions) and constants, read
-/// through the kernel; None when `func` is not a live Lua function.
-fn lua_function(func: usize) -> Result<(usize, usize, usize), InterpMiss> {
-    let mut o = [0u8; FN_PC + 8];
-    if func == 0 || !self_read(func, &mut o) || o[OBJ_GCT] != GCT_FUNC {
+/// This process's id, for [`read_two`] (learned with the layout).
+static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Copies the bytes at `a` into `out_a` and at `b` into `out_b` in one
+/// system call, or returns false (never faults: the kernel checks the
+/// addresses). Async-signal-safe.
+fn read_two(a: usize, out_a: &mut [u8], b: usize, out_b: &mut [u8]) -> bool {
+    let local = [
+        libc::iovec { iov_base: out_a.as_mut_ptr() as *mut c_void, iov_len: out_a.len() },
+        libc::iovec { iov_base: out_b.as_mut_ptr() as *mut c_void, iov_len: out_b.len() },
+    ];
+    let remote = [
+        libc::iovec { iov_base: a as *mut c_void, iov_len: out_a.len() },
+        libc::iovec { iov_base: b as *mut c_void, iov_len: out_b.len() },
+    ];
+    // SAFETY: `local` describes the two output slices, writable for their
+    // lengths; the remote ranges are only read, by the kernel, which
+    // reports unmapped addresses as an error (a short count).
+    let n = unsafe { libc::process_vm_readv(PID.load(Ordering::Relaxed), local.as_ptr(), 2, remote.as_ptr(), 2, 0) };
+    n == (out_a.len() + out_b.len()) as isize
+}
+
+/// A function object's bytes, as read: its bytecode if it is a Lua
+/// function.
+fn lua_bytecode(o: &[u8; FN_PC + 8]) -> Result<usize, InterpMiss> {
+    if o[OBJ_GCT] != GCT_FUNC {
         return Err(InterpMiss::Registers);
     }
     if o[FN_FFID] != FF_LUA {
         return Err(InterpMiss::Builtin);
     }
-    let bc = le(&o, FN_PC, 8) as usize;
-    let mut pt = [0u8; PROTO_K + 8];
-    if bc < PROTO_SIZE || !self_read(bc - PROTO_SIZE, &mut pt) {
+    let bc = le(o, FN_PC, 8) as usize;
+    if bc < PROTO_SIZE {
         return Err(InterpMiss::Registers);
     }
-    Ok((bc, le(&pt, PROTO_SIZEBC, 4) as usize, le(&pt, PROTO_K, 8) as usize))
+    Ok(bc)
+}
+
+/// Whether `pc` (an instruction after the one running, or a return
+/// address) lies in the bytecode at `bc` of `sizebc` instructions.
+fn in_bytecode(pc: usize, bc: usize, sizebc: usize) -> bool {
+    pc >= bc + 4 && pc <= bc + 4 * sizebc && (pc - bc) % 4 == 0
 }
 
 /// Reads the stack of the interpreted code the VM thread runs: the running
@@ -280,40 +311,67 @@ pub(super) unsafe fn read_interp_stack(r: &Regs, c: &mut Captured, limit: usize)
     if r.dispatch != d {
         return Err(InterpMiss::Registers);
     }
+    // The running thread is live while the interpreter runs it, and its
+    // stack does not move while the interpreter's own code runs (only C
+    // code grows it): its header and slots inside its stack are read
+    // directly.
     let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
-    let mut h = [0u8; L_STACKSIZE + 4];
-    if l == 0 || !self_read(l, &mut h) {
+    if l == 0 {
         return Err(InterpMiss::Registers);
     }
-    let (stack, size) = (le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
+    let (stack, size) = (at::<usize>(l + L_STACK), at::<u32>(l + L_STACKSIZE) as usize);
     let base = r.base;
     if base < stack + 32 || base >= stack + 8 * size || base % 8 != 0 {
         return Err(InterpMiss::Registers);
     }
-    let func = self_word(base - 16).and_then(slot_function).ok_or(InterpMiss::Registers)?;
-    let (bc, sizebc, k) = lua_function(func)?;
-    // PC is the instruction after the running one: inside the bytecode.
-    if r.kbase != k || r.pc < bc + 4 || r.pc > bc + 4 * sizebc || (r.pc - bc) % 4 != 0 {
+    let (slot, link) = (at::<u64>(base - 16), at::<u64>(base - 8));
+    // The function below BASE, and (for a Lua caller) the call instruction
+    // its frame link returns after; both can be stale around a call, so
+    // they are read through the kernel.
+    let func = slot_function(slot).ok_or(InterpMiss::Registers)?;
+    let lua_caller = link & FRAME_TYPE == FRAME_LUA;
+    let mut o = [0u8; FN_PC + 8];
+    let mut call = [0u8; 4];
+    let read = if lua_caller {
+        link >= 4 && read_two(func, &mut o, link as usize - 4, &mut call)
+    } else {
+        self_read(func, &mut o)
+    };
+    if !read {
+        return Err(InterpMiss::Registers);
+    }
+    let bc = lua_bytecode(&o)?;
+    // A Lua caller's frame lies below, inside the stack; its function is
+    // read with this one's prototype.
+    let mut pt = [0u8; PROTO_K + 8];
+    let mut co = [0u8; FN_PC + 8];
+    if lua_caller {
+        let caller = (base - 8).wrapping_sub(8 * (2 + call[1] as usize));
+        if caller <= stack + 8 || caller >= base - 8 {
+            return Err(InterpMiss::Registers);
+        }
+        let cfunc = slot_function(at::<u64>(caller - 8)).ok_or(InterpMiss::Registers)?;
+        if !read_two(bc - PROTO_SIZE, &mut pt, cfunc, &mut co) {
+            return Err(InterpMiss::Registers);
+        }
+    } else if !self_read(bc - PROTO_SIZE, &mut pt) {
+        return Err(InterpMiss::Registers);
+    }
+    // KBASE is the running prototype's constants, and PC, the instruction
+    // after the running one, lies inside its bytecode.
+    let (sizebc, k) = (le(&pt, PROTO_SIZEBC, 4) as usize, le(&pt, PROTO_K, 8) as usize);
+    if r.kbase != k || !in_bytecode(r.pc, bc, sizebc) {
         return Err(InterpMiss::Registers);
     }
     // The frame link below: a Lua caller's return address must lie in the
     // bytecode of the function its call frame holds. Frames of other kinds
     // are found by their size, inside the stack.
-    let link = self_word(base - 8).ok_or(InterpMiss::Registers)?;
-    if link & FRAME_TYPE == FRAME_LUA {
-        let mut call = [0u8; 4];
-        if link < 4 || !self_read(link as usize - 4, &mut call) {
-            return Err(InterpMiss::Registers);
-        }
-        let a = call[1] as usize;
-        let caller = (base - 8).wrapping_sub(8 * (2 + a));
-        if caller <= stack + 8 || caller >= base - 8 {
-            return Err(InterpMiss::Registers);
-        }
-        let cfunc = self_word(caller - 8).and_then(slot_function).ok_or(InterpMiss::Registers)?;
-        let (cbc, csize, _) = lua_function(cfunc).map_err(|_| InterpMiss::Registers)?;
-        let link = link as usize;
-        if link < cbc + 4 || link > cbc + 4 * csize || (link - cbc) % 4 != 0 {
+    if lua_caller {
+        let cbc = lua_bytecode(&co).map_err(|_| InterpMiss::Registers)?;
+        let mut cpt = [0u8; PROTO_SIZEBC + 4];
+        if !self_read(cbc - PROTO_SIZE, &mut cpt)
+            || !in_bytecode(link as usize, cbc, le(&cpt, PROTO_SIZEBC, 4) as usize)
+        {
             return Err(InterpMiss::Registers);
         }
     }
