@@ -21,8 +21,10 @@
 //!
 //! The stack is written as the stack dump writes it (`file:line` frames,
 //! caller first), so both kinds of sample meet in the same stack table.
-//! Everything else (interpreted code, C functions, the GC, the compiler,
-//! trace exits) is left to LuaJIT's hook.
+//! A C function's stack is read from the running thread's base
+//! (`read_c_stack`), interpreted code's from the interpreter's registers
+//! (`interp`). Everything else (the GC, the compiler, trace exits, and the
+//! ticks a reader cannot place) is left to LuaJIT's hook.
 //!
 //! The layout (offsets in LuaJIT's structures) is fixed for these builds
 //! but proved at session start by a probe: a compiled loop calls a function
