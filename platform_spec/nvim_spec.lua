@@ -218,6 +218,45 @@ describe("Neovim (headless)", function()
     assert.not_matches("traceback", out)
   end)
 
+  it("says an error of :TecsProfile run by another command's Lua, as lazy.nvim's cmd handler runs it, " ..
+    "as a message: no Lua error, no stack trace", function()
+    local script, result = base .. "/lazy-cmd.lua", base .. "/lazy-cmd-result.lua"
+    run.write(script, [[
+      -- What lazy.nvim's `cmd = "TecsProfile"` makes (lazy/core/handler/cmd.lua):
+      -- a command that, on its first use, deletes itself, loads the plugin,
+      -- then runs the real command with vim.cmd from its Lua callback.
+      vim.api.nvim_del_user_command("TecsProfile")
+      vim.g.loaded_tecs_profile = nil
+      vim.api.nvim_create_user_command("TecsProfile", function(event)
+        vim.api.nvim_del_user_command("TecsProfile")
+        vim.cmd("runtime plugin/tecs_profile.lua")
+        vim.cmd("TecsProfile " .. event.args)
+      end, { nargs = "*" })
+      local calls = {}
+      -- Through the handler, then the real command, both run by Lua.
+      for _, cmd in ipairs({ "TecsProfile stop", "TecsProfile stop", "TecsProfile bogus" }) do
+        local ok, err = pcall(vim.cmd, cmd)
+        calls[#calls + 1] = { ok = ok, err = err and tostring(err) }
+      end
+      local f = assert(io.open(os.getenv("TECS_TEST_RESULT"), "w"))
+      f:write("return ", vim.inspect({ calls = calls, messages = vim.api.nvim_exec("messages", true) }), "\n")
+      f:close()
+    ]])
+    local rc, out = run.run(env({ XDG_CONFIG_HOME = base .. "/plain", TECS_TEST_RESULT = result }) ..
+      " timeout 60 nvim --headless -c " .. q("luafile " .. script) .. " -c 'qa!' </dev/null")
+    assert.equal(0, rc, out)
+    local r = assert(loadfile(result), "the script did not finish:\n" .. out)()
+    for _, call in ipairs(r.calls) do
+      assert.is_true(call.ok, call.err)
+    end
+    local _, stopped = r.messages:gsub("tecs%-profile: no session is running: :TecsProfile start first", "")
+    assert.equal(2, stopped, r.messages)
+    assert.matches("tecs-profile: unknown subcommand 'bogus'", r.messages, 1, true)
+    assert.not_matches("traceback", r.messages)
+    assert.not_matches("Error executing", r.messages)
+    assert.not_matches("traceback", out)
+  end)
+
   it("profiles startup from before init.lua: a configuration with several plugins, time by plugin against truth",
     function()
       local path, result = base .. "/startup.collapsed", base .. "/startup-truth.lua"

@@ -11,7 +11,7 @@
 --    :TecsProfile listen | close             the control channel (tecs-profile attach, mcp)
 --
 -- Errors are Neovim messages (`vim.notify` at level ERROR), never a stack
--- trace. Views name the plugin of each frame from the runtime path
+-- trace, however the command was run (see `notify`). Views name the plugin of each frame from the runtime path
 -- (`tecs.profile.host.nvim`'s `plugins`).
 -- @module tecs.profile.nvim
 
@@ -42,8 +42,26 @@ local function message(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
 end
 
+-- Whether `vim.notify` is Neovim's own (not nvim-notify's, noice's...).
+local function builtin_notify()
+  local info = debug.getinfo(vim.notify, "S")
+  return info ~= nil and info.source:match("vim/_editor%.lua$") ~= nil
+end
+
+-- Says `text` at `level` (INFO by default). Neovim's own vim.notify says an
+-- ERROR with an `:echoerr`-like error, which inside a command run by
+-- another's Lua (lazy.nvim's `cmd` handler runs the real command with
+-- vim.cmd) becomes a Lua error, shown with a stack trace: with that
+-- vim.notify an error is echoed in ErrorMsg's colours and kept in
+-- :messages instead, which nothing turns into an error.
 local function notify(text, level)
-  vim.notify("tecs-profile: " .. text, level or vim.log.levels.INFO)
+  level = level or vim.log.levels.INFO
+  text = "tecs-profile: " .. text
+  if level == vim.log.levels.ERROR and builtin_notify() then
+    vim.api.nvim_echo({ { text, "ErrorMsg" } }, true, {})
+  else
+    vim.notify(text, level)
+  end
 end
 
 -- `key=value` words as an options table: numbers and booleans as such.
