@@ -218,6 +218,38 @@ describe("Neovim (headless)", function()
     assert.not_matches("traceback", out)
   end)
 
+  it("names the session's clock and that clock's time in what start and stop say", function()
+    local rc, out, r = nvim([[
+      local said = {}
+      for _, clock in ipairs({ "wall", "cpu" }) do
+        vim.cmd("TecsProfile start clock=" .. clock)
+        local session = require("tecs.profile.sample").active()
+        -- Until the session holds 100 samples: the wall clock also samples
+        -- the editor asleep, the CPU clock its work.
+        while session:stats().samples < 100 do
+          if clock == "wall" then vim.loop.sleep(10) else spin_for(0.01, function() end) end
+        end
+        vim.cmd("TecsProfile stop")
+        local st = session:stats()
+        said[clock] = { start = messages[#messages - 1].text, stop = messages[#messages].text,
+          durationSec = st.durationSec, cpuSec = st.cpuSec }
+      end
+      save(said)
+    ]])
+    assert.equal(0, rc, out)
+    assert.matches("^tecs%-profile: sampling every 1 ms of wall time %(", r.wall.start)
+    assert.matches("^tecs%-profile: sampling every 1 ms of CPU time %(", r.cpu.start)
+    -- The time said is that of the session's clock.
+    local n, sec = r.wall.stop:match("^tecs%-profile: (%d+) samples in ([%d.]+) s of wall time; by plugin")
+    assert.is_string(sec, r.wall.stop)
+    assert.equal(string.format("%.2f", r.wall.durationSec), sec)
+    assert.is_true(tonumber(n) >= 100, r.wall.stop)
+    n, sec = r.cpu.stop:match("^tecs%-profile: (%d+) samples in ([%d.]+) s of CPU time; by plugin")
+    assert.is_string(sec, r.cpu.stop)
+    assert.equal(string.format("%.2f", r.cpu.cpuSec), sec)
+    assert.is_true(tonumber(n) >= 100, r.cpu.stop)
+  end)
+
   it("says an error of :TecsProfile run by another command's Lua, as lazy.nvim's cmd handler runs it, " ..
     "as a message: no Lua error, no stack trace", function()
     local script, result = base .. "/lazy-cmd.lua", base .. "/lazy-cmd-result.lua"

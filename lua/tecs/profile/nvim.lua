@@ -101,7 +101,13 @@ local function view(source, opts)
   return profile().report(source, opts)
 end
 
--- What a stop says: samples, time, and the heaviest plugins.
+-- The time the session `s` samples: "CPU" or "wall", as its `clock`.
+local function clock_name(s)
+  return s.clock == "wall" and "wall" or "CPU"
+end
+
+-- What a stop says: samples, the time of the session's clock, and the
+-- heaviest plugins.
 local function summary(s)
   local st = s:stats()
   local text = view(s, { by = "plugin", limit = M.SUMMARY_ROWS, minPercent = 1 })
@@ -109,7 +115,9 @@ local function summary(s)
   for share, name in text:gmatch("\n%s*([%d.]+%%) ±[%d.]+%s+[%d.]+%% ±[%d.]+%s+([^\n]+)") do
     rows[#rows + 1] = name .. " " .. share
   end
-  return string.format("%d samples in %.2f s of CPU time; by plugin (self): %s", st.samples, st.cpuSec or 0,
+  local clock = clock_name(s)
+  local sec = clock == "wall" and st.durationSec or st.cpuSec
+  return string.format("%d samples in %.2f s of %s time; by plugin (self): %s", st.samples, sec or 0, clock,
     #rows > 0 and table.concat(rows, ", ") or "none")
 end
 
@@ -133,8 +141,8 @@ local commands = {}
 function commands.start(args)
   if sampling and sampling:isRunning() then fail("a session is already running: :TecsProfile stop first") end
   sampling = profile().sample(parse_options(args))
-  notify(string.format("sampling every %g ms of CPU time (%s precision); :TecsProfile stop [file] ends it",
-    sampling.intervalMs, sampling:stats().precision))
+  notify(string.format("sampling every %g ms of %s time (%s precision); :TecsProfile stop [file] ends it",
+    sampling.intervalMs, clock_name(sampling), sampling:stats().precision))
 end
 
 function commands.stop(args)
