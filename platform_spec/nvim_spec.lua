@@ -218,6 +218,59 @@ describe("Neovim (headless)", function()
     assert.not_matches("traceback", out)
   end)
 
+  it("shows a second report in the same named buffer; says what close and an unwritable stop did; " ..
+    "start completes only the options that apply", function()
+    local rc, out, r = nvim(string.format([[
+      vim.cmd("TecsProfile close")
+      vim.cmd("TecsProfile start")
+      local session = require("tecs.profile.sample").active()
+      while session:stats().samples < 50 do spin_for(0.01, function() end) end
+      vim.cmd("TecsProfile stop %s")
+      local kept = session:stats().samples
+      vim.cmd("TecsProfile report")
+      local first, windows = vim.api.nvim_get_current_buf(), #vim.api.nvim_list_wins()
+      vim.cmd("wincmd p")
+      vim.cmd("TecsProfile report function")
+      local second = vim.api.nvim_get_current_buf()
+      local shown = vim.api.nvim_buf_get_lines(second, 0, 1, false)[1]
+      local reports = {
+        first = first, second = second, name = vim.api.nvim_buf_get_name(second),
+        windows = #vim.api.nvim_list_wins() - windows, shown = shown,
+      }
+      -- Its window closed (the buffer goes with it), a third one is named too.
+      vim.cmd("close")
+      vim.cmd("TecsProfile report")
+      reports.third = vim.api.nvim_buf_get_name(0)
+      vim.cmd("TecsProfile listen")
+      vim.cmd("TecsProfile close")
+      local offered = vim.fn.getcompletion("TecsProfile start ", "cmdline")
+      save({ messages = messages, reports = reports, kept = kept, offered = offered })
+    ]], base .. "/no-such-dir/x.svg"))
+    assert.equal(0, rc, out)
+    local m = r.messages
+    assert.same({ text = "tecs-profile: not listening: nothing to close (:TecsProfile listen opens the control channel)",
+      level = 3 }, m[1]) -- vim.log.levels.WARN
+    -- The unwritable path: said with the file and the system's reason, no
+    -- method of the library's.
+    assert.equal(4, m[3].level, m[3].text)
+    assert.equal("tecs-profile: cannot write '" .. base .. "/no-such-dir/x.svg': No such file or directory " ..
+      "(the profile is kept: :TecsProfile report shows it)", m[3].text)
+    assert.not_matches("Session", m[3].text)
+    assert.equal(r.reports.first, r.reports.second)
+    assert.equal(0, r.reports.windows)
+    assert.equal("tecs-profile://report", r.reports.name)
+    assert.matches("^# %d+ samples; by function;", r.reports.shown)
+    assert.equal("tecs-profile://report", r.reports.third)
+    assert.matches("^tecs%-profile: listening on ", m[4].text)
+    assert.same({ text = "tecs-profile: stopped listening: the control channel is closed", level = 2 }, m[5])
+    local offered = {}
+    for _, o in ipairs(r.offered) do offered[o] = true end
+    assert.is_true(offered["intervalMs="] and offered["clock="] and offered["autosavePath="], table.concat(r.offered, " "))
+    for _, name in ipairs({ "loveZones=", "skipThread=", "skipStartingThread=" }) do
+      assert.is_nil(offered[name], table.concat(r.offered, " "))
+    end
+  end)
+
   it("names the session's clock and that clock's time in what start and stop say", function()
     local rc, out, r = nvim([[
       local said = {}

@@ -36,10 +36,11 @@ local function fail(fmt, ...)
 end
 
 -- The message of an error: the library's own, without the "file:line: "
--- where it was raised.
+-- where it was raised, nor a method's name (`SampleSession:write: `), which
+-- the command's user did not call.
 local function message(err)
   if type(err) == "table" and err.message then return err.message end
-  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+  return (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("^%u[%w_]*:[%l_][%w_]*: ", ""))
 end
 
 -- Whether `vim.notify` is Neovim's own (not nvim-notify's, noice's...).
@@ -81,15 +82,34 @@ local function parse_options(words)
   return opts
 end
 
--- Shows `text` in a scratch buffer of its own, in a new window.
+-- The buffer named `bufname`, or nil.
+local function buffer_named(bufname)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == bufname then return buf end
+  end
+  return nil
+end
+
+-- Shows `text` in the scratch buffer `tecs-profile://NAME`: the one a
+-- previous command showed, in its window if it has one, or a new one in a
+-- new window.
 local function show(name, text)
-  vim.cmd("new")
-  local buf = vim.api.nvim_get_current_buf()
-  vim.bo[buf].buftype = "nofile"
-  vim.bo[buf].bufhidden = "wipe"
-  vim.bo[buf].swapfile = false
-  pcall(vim.api.nvim_buf_set_name, buf, "tecs-profile://" .. name)
+  local bufname = "tecs-profile://" .. name
+  local buf = buffer_named(bufname)
+  if buf and vim.fn.bufwinid(buf) ~= -1 then
+    vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+  elseif buf then
+    vim.cmd("sbuffer " .. buf)
+  else
+    vim.cmd("new")
+    buf = vim.api.nvim_get_current_buf()
+    vim.bo[buf].buftype = "nofile"
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].swapfile = false
+    vim.api.nvim_buf_set_name(buf, bufname)
+  end
   local lines = vim.split(text:gsub("\n$", ""), "\n", { plain = true })
+  vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   return buf
@@ -217,7 +237,13 @@ end
 
 function commands.close(args)
   if args[1] then fail("close takes no argument") end
+  local listen = package.loaded["tecs.profile.listen"]
+  if not (listen and listen.listening()) then
+    notify("not listening: nothing to close (:TecsProfile listen opens the control channel)", vim.log.levels.WARN)
+    return
+  end
   profile().close()
+  notify("stopped listening: the control channel is closed")
 end
 
 --- Runs `:TecsProfile` with its words; a failure is an error message.
@@ -233,12 +259,22 @@ function M.command(args)
   if not ok then notify(message(err), vim.log.levels.ERROR) end
 end
 
+--- `profile.sample`'s options `:TecsProfile start` does not offer, with
+-- why: they do not apply to the editor or cannot be typed.
+M.NOT_OFFERED = {
+  loveZones = "LÖVE's callbacks only",
+  skipThread = "takes a coroutine, not a word",
+  skipStartingThread = "for tecs-profile run: the editor's Lua runs on the thread that starts the session",
+}
+
 -- The values completion offers after `:TecsProfile SUB`.
 local function candidates(sub, words)
   local ok, native = pcall(require, "tecs.profile.native")
   if sub == "start" then
     local out = {}
-    for _, name in ipairs(ok and native.options.sample.names or {}) do out[#out + 1] = name .. "=" end
+    for _, name in ipairs(ok and native.options.sample.names or {}) do
+      if not M.NOT_OFFERED[name] then out[#out + 1] = name .. "=" end
+    end
     return out
   elseif sub == "report" then
     return ok and native.options.report.choices.by or {}
