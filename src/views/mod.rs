@@ -85,6 +85,32 @@ pub enum Metric {
     Total,
 }
 
+/// What a profile's counts are (the `unit` option of the text views).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unit {
+    #[default]
+    Samples,
+    Bytes,
+}
+
+impl Unit {
+    /// The names the `unit` option takes, in the order of the enum.
+    pub const NAMES: &'static [&'static str] = &["samples", "bytes"];
+
+    pub fn parse(name: &str) -> Option<Unit> {
+        match name {
+            "samples" => Some(Unit::Samples),
+            "bytes" => Some(Unit::Bytes),
+            _ => None,
+        }
+    }
+
+    /// The name, as the header of a view says it (`# 512 bytes; ...`).
+    pub fn name(self) -> &'static str {
+        Unit::NAMES[self as usize]
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Annotate {
     /// Hot lines with `context` lines around them.
@@ -107,6 +133,10 @@ pub struct ReportOptions {
     pub depth: i32,
     /// Print sample counts instead of percentages.
     pub raw: bool,
+    /// What the counts are: samples, whose shares carry their sampling
+    /// error, or bytes (an allocation profile read from a file, whose
+    /// sample count is not known), whose shares are shown without one.
+    pub unit: Unit,
     /// At most this many first-level rows.
     pub limit: Option<usize>,
     pub annotate: Option<Annotate>,
@@ -123,6 +153,7 @@ impl Default for ReportOptions {
             min_percent: 3.0,
             depth: 1,
             raw: false,
+            unit: Unit::Samples,
             limit: None,
             annotate: None,
             plugins: Plugins::default(),
@@ -470,9 +501,13 @@ fn fmt_share(v: u64, of: u64, raw: bool) -> String {
     }
 }
 
-fn fmt_value(v: u64, of: u64, raw: bool) -> String {
+/// A count as a view shows it: the count itself (`raw`), its share, and
+/// the share's sampling error when the counts are samples.
+fn fmt_value(v: u64, of: u64, raw: bool, unit: Unit) -> String {
     if raw {
         format!("{}", v)
+    } else if unit == Unit::Bytes {
+        format!("{:.1}%", pct(v, of))
     } else {
         format!("{:.1}% ±{:.1}", pct(v, of), share_error(v, of))
     }
@@ -511,7 +546,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         Metric::SelfTime => "self",
         Metric::Total => "total",
     };
-    let _ = write!(out, "# {} samples; by {}", t.samples, opts.by.title());
+    let _ = write!(out, "# {} {}; by {}", t.samples, opts.unit.name(), opts.by.title());
     if let Some(g) = opts.then {
         let _ = write!(out, ", then {}", g.title());
     }
@@ -520,7 +555,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         out.push_str("[no samples]\n");
         return out;
     }
-    if !opts.raw {
+    if !opts.raw && opts.unit == Unit::Samples {
         if t.samples < FEW_SAMPLES {
             let _ = writeln!(
                 out,
@@ -541,7 +576,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
             let _ = writeln!(out, "# note: {}", note);
         }
     }
-    let width = if opts.raw { 8 } else { 12 };
+    let width = if opts.raw || opts.unit == Unit::Bytes { 8 } else { 12 };
     let _ = writeln!(out, "{:>w$} {:>w$}  {}", "self", "total", opts.by.title(), w = width);
     let arrow = match opts.then {
         Some(Group::Caller) => "<-",
@@ -559,8 +594,8 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         let _ = writeln!(
             out,
             "{:>w$} {:>w$}  {}",
-            fmt_value(e.self_samples, t.samples, opts.raw),
-            fmt_value(e.total_samples, t.samples, opts.raw),
+            fmt_value(e.self_samples, t.samples, opts.raw, opts.unit),
+            fmt_value(e.total_samples, t.samples, opts.raw, opts.unit),
             key,
             w = width
         );
@@ -572,7 +607,14 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
                 if pct(c, parent) < opts.min_percent {
                     break;
                 }
-                let _ = writeln!(out, "{:>w$}  {} {}", fmt_value(c, parent, opts.raw), arrow, k2, w = 2 * width + 1);
+                let _ = writeln!(
+                    out,
+                    "{:>w$}  {} {}",
+                    fmt_value(c, parent, opts.raw, opts.unit),
+                    arrow,
+                    k2,
+                    w = 2 * width + 1
+                );
             }
         }
     }
