@@ -43,10 +43,16 @@ local function message(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("^%u[%w_]*:[%l_][%w_]*: ", ""))
 end
 
--- Whether `vim.notify` is Neovim's own (not nvim-notify's, noice's...).
+-- Whether `vim.notify` is Neovim's own (not nvim-notify's, noice's...):
+-- a function of the runtime's `vim/` modules (built in, or read from
+-- $VIMRUNTIME/lua/vim/).
 local function builtin_notify()
+  if type(vim.notify) ~= "function" then return false end
   local info = debug.getinfo(vim.notify, "S")
-  return info ~= nil and info.source:match("vim/_editor%.lua$") ~= nil
+  local source = info and info.source or ""
+  local runtime = vim.env.VIMRUNTIME
+  return source:match("^@vim/") ~= nil
+    or (type(runtime) == "string" and runtime ~= "" and source:find("@" .. runtime .. "/lua/vim/", 1, true) == 1)
 end
 
 -- Says `text` at `level` (INFO by default). Neovim's own vim.notify says an
