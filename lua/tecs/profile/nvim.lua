@@ -10,9 +10,9 @@
 --    :TecsProfile cover [FILE]               start, or stop and show, line coverage
 --    :TecsProfile listen | close             the control channel (tecs-profile attach, mcp)
 --
--- Errors are Neovim messages (`vim.notify` at level ERROR), never a stack
--- trace, however the command was run (see `notify`). Views name the plugin of each frame from the runtime path
--- (`tecs.profile.host.nvim`'s `plugins`).
+-- Errors are Neovim messages at level ERROR, never a stack trace, however
+-- the command was run (see `notify`). Views name the plugin of each frame
+-- from the runtime path (`tecs.profile.host.nvim`'s `plugins`).
 -- @module tecs.profile.nvim
 
 local M = {}
