@@ -21,10 +21,13 @@ mod annotate;
 mod hot_aborts;
 pub mod plugins;
 pub mod timeline;
+mod unit;
 
 pub use annotate::{annotate, annotate_with, HitCounts, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};
 pub use plugins::Plugins;
+use unit::fmt_value;
+pub use unit::Unit;
 
 /// What a level of a view groups samples by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,32 +86,6 @@ impl Group {
 pub enum Metric {
     SelfTime,
     Total,
-}
-
-/// What a profile's counts are (the `unit` option of the text views).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Unit {
-    #[default]
-    Samples,
-    Bytes,
-}
-
-impl Unit {
-    /// The names the `unit` option takes, in the order of the enum.
-    pub const NAMES: &'static [&'static str] = &["samples", "bytes"];
-
-    pub fn parse(name: &str) -> Option<Unit> {
-        match name {
-            "samples" => Some(Unit::Samples),
-            "bytes" => Some(Unit::Bytes),
-            _ => None,
-        }
-    }
-
-    /// The name, as the header of a view says it (`# 512 bytes; ...`).
-    pub fn name(self) -> &'static str {
-        Unit::NAMES[self as usize]
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -498,18 +475,6 @@ fn fmt_share(v: u64, of: u64, raw: bool) -> String {
         format!("{}", v)
     } else {
         format!("{:.1}%", pct(v, of))
-    }
-}
-
-/// A count as a view shows it: the count itself (`raw`), its share, and
-/// the share's sampling error when the counts are samples.
-fn fmt_value(v: u64, of: u64, raw: bool, unit: Unit) -> String {
-    if raw {
-        format!("{}", v)
-    } else if unit == Unit::Bytes {
-        format!("{:.1}%", pct(v, of))
-    } else {
-        format!("{:.1}% ±{:.1}", pct(v, of), share_error(v, of))
     }
 }
 
