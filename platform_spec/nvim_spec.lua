@@ -218,6 +218,130 @@ describe("Neovim (headless)", function()
     assert.not_matches("traceback", out)
   end)
 
+  it("shows a second report in the same named buffer; says what close and an unwritable stop did; " ..
+    "start completes only the options that apply", function()
+    local rc, out, r = nvim(string.format([[
+      vim.cmd("TecsProfile close")
+      vim.cmd("TecsProfile start")
+      local session = require("tecs.profile.sample").active()
+      while session:stats().samples < 50 do spin_for(0.01, function() end) end
+      vim.cmd("TecsProfile stop %s")
+      local kept = session:stats().samples
+      vim.cmd("TecsProfile report")
+      local first, windows = vim.api.nvim_get_current_buf(), #vim.api.nvim_list_wins()
+      vim.cmd("wincmd p")
+      vim.cmd("TecsProfile report function")
+      local second = vim.api.nvim_get_current_buf()
+      local shown = vim.api.nvim_buf_get_lines(second, 0, 1, false)[1]
+      local reports = {
+        first = first, second = second, name = vim.api.nvim_buf_get_name(second),
+        windows = #vim.api.nvim_list_wins() - windows, shown = shown,
+      }
+      -- Its window closed (the buffer goes with it), a third one is named too.
+      vim.cmd("close")
+      vim.cmd("TecsProfile report")
+      reports.third = vim.api.nvim_buf_get_name(0)
+      vim.cmd("TecsProfile listen")
+      vim.cmd("TecsProfile close")
+      local offered = vim.fn.getcompletion("TecsProfile start ", "cmdline")
+      save({ messages = messages, reports = reports, kept = kept, offered = offered })
+    ]], base .. "/no-such-dir/x.svg"))
+    assert.equal(0, rc, out)
+    local m = r.messages
+    assert.same({ text = "tecs-profile: not listening: nothing to close (:TecsProfile listen opens the control channel)",
+      level = 3 }, m[1]) -- vim.log.levels.WARN
+    -- The unwritable path: said with the file and the system's reason, no
+    -- method of the library's.
+    assert.equal(4, m[3].level, m[3].text)
+    assert.equal("tecs-profile: cannot write '" .. base .. "/no-such-dir/x.svg': No such file or directory " ..
+      "(the profile is kept: :TecsProfile report shows it)", m[3].text)
+    assert.not_matches("Session", m[3].text)
+    assert.equal(r.reports.first, r.reports.second)
+    assert.equal(0, r.reports.windows)
+    assert.equal("tecs-profile://report", r.reports.name)
+    assert.matches("^# %d+ samples; by function;", r.reports.shown)
+    assert.equal("tecs-profile://report", r.reports.third)
+    assert.matches("^tecs%-profile: listening on ", m[4].text)
+    assert.same({ text = "tecs-profile: stopped listening: the control channel is closed", level = 2 }, m[5])
+    local offered = {}
+    for _, o in ipairs(r.offered) do offered[o] = true end
+    assert.is_true(offered["intervalMs="] and offered["clock="] and offered["autosavePath="], table.concat(r.offered, " "))
+    for _, name in ipairs({ "loveZones=", "skipThread=", "skipStartingThread=" }) do
+      assert.is_nil(offered[name], table.concat(r.offered, " "))
+    end
+  end)
+
+  it("names the session's clock and that clock's time in what start and stop say", function()
+    local rc, out, r = nvim([[
+      local said = {}
+      for _, clock in ipairs({ "wall", "cpu" }) do
+        vim.cmd("TecsProfile start clock=" .. clock)
+        local session = require("tecs.profile.sample").active()
+        -- Until the session holds 100 samples: the wall clock also samples
+        -- the editor asleep, the CPU clock its work.
+        while session:stats().samples < 100 do
+          if clock == "wall" then vim.loop.sleep(10) else spin_for(0.01, function() end) end
+        end
+        vim.cmd("TecsProfile stop")
+        local st = session:stats()
+        said[clock] = { start = messages[#messages - 1].text, stop = messages[#messages].text,
+          durationSec = st.durationSec, cpuSec = st.cpuSec }
+      end
+      save(said)
+    ]])
+    assert.equal(0, rc, out)
+    assert.matches("^tecs%-profile: sampling every 1 ms of wall time %(", r.wall.start)
+    assert.matches("^tecs%-profile: sampling every 1 ms of CPU time %(", r.cpu.start)
+    -- The time said is that of the session's clock.
+    local n, sec = r.wall.stop:match("^tecs%-profile: (%d+) samples in ([%d.]+) s of wall time; by plugin")
+    assert.is_string(sec, r.wall.stop)
+    assert.equal(string.format("%.2f", r.wall.durationSec), sec)
+    assert.is_true(tonumber(n) >= 100, r.wall.stop)
+    n, sec = r.cpu.stop:match("^tecs%-profile: (%d+) samples in ([%d.]+) s of CPU time; by plugin")
+    assert.is_string(sec, r.cpu.stop)
+    assert.equal(string.format("%.2f", r.cpu.cpuSec), sec)
+    assert.is_true(tonumber(n) >= 100, r.cpu.stop)
+  end)
+
+  it("says an error of :TecsProfile run by another command's Lua, as lazy.nvim's cmd handler runs it, " ..
+    "as a message: no Lua error, no stack trace", function()
+    local script, result = base .. "/lazy-cmd.lua", base .. "/lazy-cmd-result.lua"
+    run.write(script, [[
+      -- What lazy.nvim's `cmd = "TecsProfile"` makes (lazy/core/handler/cmd.lua):
+      -- a command that, on its first use, deletes itself, loads the plugin,
+      -- then runs the real command with vim.cmd from its Lua callback.
+      vim.api.nvim_del_user_command("TecsProfile")
+      vim.g.loaded_tecs_profile = nil
+      vim.api.nvim_create_user_command("TecsProfile", function(event)
+        vim.api.nvim_del_user_command("TecsProfile")
+        vim.cmd("runtime plugin/tecs_profile.lua")
+        vim.cmd("TecsProfile " .. event.args)
+      end, { nargs = "*" })
+      local calls = {}
+      -- Through the handler, then the real command, both run by Lua.
+      for _, cmd in ipairs({ "TecsProfile stop", "TecsProfile stop", "TecsProfile bogus" }) do
+        local ok, err = pcall(vim.cmd, cmd)
+        calls[#calls + 1] = { ok = ok, err = err and tostring(err) }
+      end
+      local f = assert(io.open(os.getenv("TECS_TEST_RESULT"), "w"))
+      f:write("return ", vim.inspect({ calls = calls, messages = vim.api.nvim_exec("messages", true) }), "\n")
+      f:close()
+    ]])
+    local rc, out = run.run(env({ XDG_CONFIG_HOME = base .. "/plain", TECS_TEST_RESULT = result }) ..
+      " timeout 60 nvim --headless -c " .. q("luafile " .. script) .. " -c 'qa!' </dev/null")
+    assert.equal(0, rc, out)
+    local r = assert(loadfile(result), "the script did not finish:\n" .. out)()
+    for _, call in ipairs(r.calls) do
+      assert.is_true(call.ok, call.err)
+    end
+    local _, stopped = r.messages:gsub("tecs%-profile: no session is running: :TecsProfile start first", "")
+    assert.equal(2, stopped, r.messages)
+    assert.matches("tecs-profile: unknown subcommand 'bogus'", r.messages, 1, true)
+    assert.not_matches("traceback", r.messages)
+    assert.not_matches("Error executing", r.messages)
+    assert.not_matches("traceback", out)
+  end)
+
   it("profiles startup from before init.lua: a configuration with several plugins, time by plugin against truth",
     function()
       local path, result = base .. "/startup.collapsed", base .. "/startup-truth.lua"

@@ -83,7 +83,7 @@ describe("the report page in chromium", function()
     assert.matches("trace abort: NYI: bytecode FNEW at spec/fixtures/frames_page%.lua:12", detail)
   end)
 
-  it("lists the trace aborts the trace session counted while sampling", function()
+  it("lists the trace aborts the trace session counted while sampling, a row per site with its count", function()
     local site_count, total = 0, 0
     for line in assert(run.read(csv)):gmatch("[^\n]+") do
       local n, reason, location = line:match("^%a+,(%d+),([^,]*),([^,]*),")
@@ -93,13 +93,55 @@ describe("the report page in chromium", function()
       end
     end
     assert.is_true(site_count >= 2, "FNEW aborts in the trace report: " .. site_count)
-    local rows = count(dom, '<tr class="abort%-row">')
-    local fnew = count(dom, '<tr class="abort%-row"><td>[%d.]+</td><td>warn</td><td>spec/fixtures/frames_page%.lua:12' ..
-      '</td><td>NYI: bytecode FNEW</td></tr>')
-    assert.equal(site_count, fnew)
+    local rows, seen, listed = {}, {}, 0
+    for n, severity, location, reason in dom:gmatch('<tr class="abort%-row"><td>(%d+)</td><td>([^<]*)</td>' ..
+      '<td>([^<]*)</td><td>([^<]*)</td><td>[%d.]+</td></tr>') do
+      local key = severity .. "|" .. location .. "|" .. reason
+      assert.is_nil(seen[key], "two rows for " .. key)
+      seen[key] = tonumber(n)
+      rows[#rows + 1] = tonumber(n)
+      listed = listed + tonumber(n)
+    end
+    assert.equal(count(dom, '<tr class="abort%-row">'), #rows)
+    assert.equal(site_count, seen["warn|spec/fixtures/frames_page.lua:12|NYI: bytecode FNEW"])
+    for i = 2, #rows do assert.is_true(rows[i] <= rows[i - 1], "rows not by count") end
     -- Aborts after the sampling session stopped are in the report only.
-    assert.is_true(rows <= total)
+    assert.is_true(listed <= total)
   end)
+
+  it("draws the frame chart as wide as its container, and the flamegraph in a frame shown after the page's load",
+    function()
+      local html = assert(run.read(page))
+      for _, width in ipairs({ 600, 1400 }) do
+        local value, console = browser.measure(html, width, [[
+          setTimeout(function () {
+            var chart = document.getElementById("frames-chart"), svg = chart.querySelector("svg");
+            document.documentElement.setAttribute("data-measure",
+              [svg.getBoundingClientRect().width, chart.clientWidth, document.documentElement.clientWidth].join(" "));
+          }, 500);]])
+        assert.is_string(value, console)
+        local svg_width, chart_width, page_width = value:match("^([%d.]+) ([%d.]+) ([%d.]+)$")
+        svg_width, chart_width, page_width = tonumber(svg_width), tonumber(chart_width), tonumber(page_width)
+        assert.is_true(math.abs(svg_width - chart_width) <= 1, value)
+        assert.is_true(svg_width <= page_width and svg_width > width / 2, value)
+        assert.not_matches("negative value", console)
+      end
+      -- The flamegraph's frame hidden while the page loads (as in a tab
+      -- opened in the background), shown after: the graph takes the
+      -- frame's width then, less its margins of 10 px each side.
+      local hidden = html:gsub('<iframe class="flamegraph" title="flamegraph" style="', "%0display:none;", 1)
+      local value, console = browser.measure(hidden, 1100, [[
+        setTimeout(function () { document.querySelector("iframe.flamegraph").style.display = "block"; }, 300);
+        setTimeout(function () {
+          var frame = document.querySelector("iframe.flamegraph");
+          document.documentElement.setAttribute("data-measure",
+            frame.contentDocument.getElementById("frames").getAttribute("width") + " " + frame.clientWidth);
+        }, 1500);]])
+      assert.is_string(value, console)
+      local graph, frame = value:match("^(%-?[%d.]+) ([%d.]+)$")
+      assert.is_true(math.abs(tonumber(graph) - (tonumber(frame) - 20)) <= 1, value)
+      assert.not_matches("negative value", console)
+    end)
 
   it("holds the flamegraph, the top functions and the zones", function()
     assert.matches('<iframe class="flamegraph"[^>]*srcdoc="[^"]*&lt;svg', dom)

@@ -500,4 +500,37 @@ describe("profile.allocations beside a sampling session", function()
     work.strings(20000, {})
     assert.is_true(collapsed.sum(collapsed.parse(b:stop())) > 0)
   end)
+
+  it("writes its collapsed file with the unit, and a report of the file says bytes, shares without an error", function()
+    local dir = run.tmpdir()
+    local path = dir .. "/alloc.collapsed"
+    local s = profile.allocations({ bytesPerSample = BYTES_PER_SAMPLE })
+    -- Until the session holds enough samples, however fast the machine.
+    while s:stats().samples < 200 do work.strings(1000, {}) end
+    s:stop(path)
+    local bytes = collapsed.sum(collapsed.parse(run.read(path)))
+    local side = native.jsonDecode(run.read(path .. native.functionsFileEnding))
+    assert.equal("bytes", side.unit)
+    local cli = run.luajit .. " " .. run.quote(run.root .. "/bin/tecs-profile")
+    local rc, out = run.run(cli .. " report " .. run.quote(path))
+    assert.equal(0, rc, out)
+    local raw_rc, raw = run.run(cli .. " report --raw " .. run.quote(path))
+    assert.equal(0, raw_rc, raw)
+    local api = profile.report(path)
+    -- A sampling session's file stays in samples, with their errors.
+    local sampled = profile.sample()
+    sampling.until_samples(sampled, 20, function() work.strings(1000, {}) end)
+    sampled:stop(dir .. "/cpu.collapsed")
+    local cpu = profile.report(dir .. "/cpu.collapsed")
+    os.execute("rm -rf " .. run.quote(dir))
+    for _, text in ipairs({ out, api }) do
+      assert.equal(bytes, tonumber(text:match("^# (%d+) bytes; by function;")), text)
+      assert.not_matches("samples", text)
+      assert.not_matches("±", text, 1, true)
+      assert.matches("\n%s+[%d.]+%%%s+[%d.]+%%%s+%S", text)
+    end
+    assert.equal(bytes, tonumber(raw:match("^# (%d+) bytes;")), raw)
+    assert.matches("^# %d+ samples; by function;", cpu)
+    assert.matches("±", cpu, 1, true)
+  end)
 end)

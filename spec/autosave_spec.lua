@@ -87,4 +87,33 @@ spin()
     -- The loop is where the time went: the heaviest line.
     assert.matches("^[^\n]*hang.lua:5_%[N%]", text)
   end)
+
+  it("writes a second after the start, long before its period: a hang killed early leaves its samples", function()
+    local script, path = dir .. "/early.lua", dir .. "/early.collapsed"
+    -- A period of an hour: only the early first write can show the loop
+    -- before the child is killed.
+    run.write(script, [[
+local profile = require("tecs.profile")
+profile.sample({ autosavePath = arg[1], autosaveSeconds = 3600 })
+local function spin()
+  local x = 0
+  while true do x = x + 1 end -- SPIN
+end
+spin()
+]])
+    -- The child is killed once the file shows the loop (60 s at most, a
+    -- failure guard; the write comes a second after the start, and the
+    -- loop takes samples as fast as the machine gives it CPU time).
+    local check = string.format([[luajit -e 'local f = io.open(%q); local t = f and f:read("*a") or ""; ]] ..
+      [[local n = tonumber(t:match("early.lua:5_%%[N%%] (%%d+)") or 0); os.exit(n >= 1 and 0 or 1)']], path)
+    local rc, out = run.run(string.format(
+      "%s %s %s & p=$!; i=0; while [ $i -lt 600 ]; do if %s; then break; fi; sleep 0.1; i=$((i+1)); done; " ..
+      "kill -9 $p; wait $p; echo waited $i", run.luajit, run.quote(script), run.quote(path), check))
+    local waited = tonumber(out:match("waited (%d+)"))
+    assert.is_number(waited, out)
+    assert.is_true(waited < 600, "no write showed the loop within 60 s:\n" .. tostring(run.read(path)))
+    local n, text = samples_in(path)
+    assert.is_not_nil(n, "the file is whole collapsed text: " .. tostring(text))
+    assert.matches("early%.lua:7;[^;]*early%.lua:5_%[N%] %d+", text)
+  end)
 end)

@@ -19,6 +19,21 @@ describe("tecs-profile", function()
     end
   end)
 
+  it("runs as a command on the luajit on PATH, and without one says how to get it back on Debian", function()
+    local rc, out, err = run.run3("bin/tecs-profile --help")
+    assert.equal(0, rc, err)
+    assert.matches("^Usage: tecs%-profile", out)
+    -- No luajit on PATH (as after installing libnginx-mod-http-lua on
+    -- Debian, which removes Debian's luajit).
+    rc, out, err = run.run3("env PATH=" .. run.quote(dir) .. " /bin/sh bin/tecs-profile --help")
+    assert.equal(127, rc, err)
+    assert.equal("", out)
+    assert.matches("^tecs%-profile: no luajit command on PATH", err)
+    assert.matches("libnginx-mod-http-lua", err, 1, true)
+    assert.matches("libluajit2-5.1-2", err, 1, true)
+    assert.matches("'apt-get install luajit2'", err, 1, true)
+  end)
+
   it("help lists every declared option of the command, and the parser takes them all", function()
     local options = require("tecs.profile.cli.options")
     local main = options.main_usage()

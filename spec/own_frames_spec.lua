@@ -1,11 +1,13 @@
 -- Frames no profile shows: the profiler's own (its Lua files and its native
 -- module), and the host's entry below a stack's first Lua frame (`pmain`
--- of the luajit executable).
+-- of the luajit executable); and the trace aborts in the profiler's own
+-- files, which no trace report shows.
 local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 local sampling = require("spec.support.sampling")
 local run = require("spec.support.run")
+local t = require("spec.support.trace")
 
 -- A frame of this package: a line of its Lua files, or its native module.
 local function own(frame)
@@ -67,4 +69,41 @@ describe("frames no profile shows", function()
       assert.matches("main%.lua:%d", r.frames[1])
     end
   end)
+
+  it("leaves the aborts in the profiler's own files out of a trace report and the time line, by the samples' rule",
+    function()
+      local native = require("tecs.profile.native")
+      -- The rule, as the profiles apply it to frames.
+      assert.is_true(native.isOwnFrame("/usr/share/lua/5.1/tecs/profile/love_zones.lua:45"))
+      assert.is_true(native.isOwnFrame("tecs/profile.lua:12"))
+      assert.is_false(native.isOwnFrame("/game/mytecs/profile/x.lua:3"))
+      assert.is_false(native.isOwnFrame("main.lua:3"))
+      -- The same loop, one aborting copy in a file of the package's (as
+      -- its wrappers of a game's callbacks are), one in the program's, with
+      -- a sampling session beside, whose time line notes the aborts.
+      local own_chunk = "@" .. run.root .. "/lua/tecs/profile/host/own_abort_fixture.lua"
+      local samples = profile.sample({ intervalMs = 1 })
+      local s = profile.trace()
+      t.fresh_nyi_loop(own_chunk)()
+      t.fresh_nyi_loop("@/game/main_abort.lua")()
+      local r = s:stop()
+      samples:stop()
+      local program = t.own_sites(r.sites, "/game/main_abort.lua")
+      assert.equal(1, #program, tostring(r))
+      assert.is_true(program[1].count >= 2, tostring(r))
+      for _, site in ipairs(r.sites) do
+        assert.is_false(native.isOwnFrame(site.location), "an abort in the profiler's own file: " .. site.location)
+      end
+      -- Counted among the VM's aborts all the same.
+      assert.is_true(r.tracesAborted >= r.totalAborts + 2, tostring(r.tracesAborted) .. " vs " .. r.totalAborts)
+      assert.equal(r.tracesStarted, r.tracesCompleted + r.tracesAborted)
+      local noted = 0
+      for _, e in ipairs(samples._native:events()) do
+        if e.name == "trace abort" then
+          assert.is_false(native.isOwnFrame(e.details.location), e.details.location)
+          if e.details.location:match("^/game/main_abort%.lua:") then noted = noted + 1 end
+        end
+      end
+      assert.equal(program[1].count, noted)
+    end)
 end)

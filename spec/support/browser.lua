@@ -57,6 +57,29 @@ function M.legend_box(document, width)
   return { left = tonumber(left), right = tonumber(right), width = tonumber(graph) }
 end
 
+--- Loads the HTML page `html` in a window `width` pixels wide with
+-- `script` run at the end of its body; the script leaves what it measured
+-- in the root element's `data-measure` attribute.
+-- @treturn string|nil the attribute's value, or nil and what went wrong
+-- @treturn string what the page logged to its console (and its frames'), a
+--   line each
+function M.measure(html, width, script)
+  local dir = run.tmpdir()
+  local file = dir .. "/page.html"
+  run.write(file, (html:gsub("</body>", function() return "<script>" .. script .. "</script></body>" end)))
+  local rc, dom, err = M.chromium(string.format("--enable-logging=stderr --v=0 --window-size=%d,900 " ..
+    "--virtual-time-budget=3000 --dump-dom %s", width, run.quote("file://" .. file)))
+  os.execute("rm -rf " .. run.quote(dir))
+  local console = {}
+  for line in err:gmatch("[^\n]+") do
+    if line:find(":CONSOLE", 1, true) then console[#console + 1] = line end
+  end
+  if rc ~= 0 then return nil, err end
+  local value = dom:match('data%-measure="([^"]*)"')
+  if not value then return nil, "nothing measured: " .. dom:sub(1, 300) end
+  return value, table.concat(console, "\n")
+end
+
 --- The window widths the legend is checked at: the pages' screenshots'
 -- window, a narrower one, and one narrower than the legend's longest line.
 M.LEGEND_WIDTHS = { 1100, 700, 420 }

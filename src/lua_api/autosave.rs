@@ -30,6 +30,22 @@ use crate::profile::{collapsed, FrameNamer, Profile};
 use crate::record::sampler::Sampler;
 use crate::sys::SamplerWatch;
 
+/// Seconds from the start to the first write after the start's (sooner
+/// when `autosaveSeconds` is shorter): the start's write holds no sample
+/// yet, and a program that hangs soon after it starts, killed before a
+/// whole period, leaves what was sampled by then.
+pub const FIRST_WRITE_SECONDS: f64 = 1.0;
+
+/// How long the writer waits before its write number `n` after the
+/// start's (0 the first): a second, then `every`.
+fn wait_before(n: u64, every: Duration) -> Duration {
+    if n == 0 {
+        every.min(Duration::from_secs_f64(FIRST_WRITE_SECONDS))
+    } else {
+        every
+    }
+}
+
 /// The running writer, if any.
 static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
 
@@ -74,10 +90,11 @@ fn snapshot(watch: &SamplerWatch<Sampler>, names: &Names) -> Option<Vec<u8>> {
 
 fn run(watch: SamplerWatch<Sampler>, names: Names, path: PathBuf, every: Duration, stop: Arc<(Mutex<bool>, Condvar)>) {
     let (lock, wake) = &*stop;
-    loop {
+    for n in 0.. {
         let stopping = {
             let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (guard, _) = wake.wait_timeout_while(guard, every, |asked| !*asked).unwrap_or_else(|e| e.into_inner());
+            let wait = wait_before(n, every);
+            let (guard, _) = wake.wait_timeout_while(guard, wait, |asked| !*asked).unwrap_or_else(|e| e.into_inner());
             *guard
         };
         let Some(text) = snapshot(&watch, &names) else { return };
@@ -92,8 +109,9 @@ fn run(watch: SamplerWatch<Sampler>, names: Names, path: PathBuf, every: Duratio
 
 impl NativeSession {
     /// `session:autosave(path, seconds)`: writes the collapsed profile to
-    /// `path` now (so that a path that cannot be written fails here) and
-    /// every `seconds` from a thread of ours until the session stops.
+    /// `path` now (so that a path that cannot be written fails here), a
+    /// second later ([`FIRST_WRITE_SECONDS`]) and every `seconds` from a
+    /// thread of ours until the session stops.
     pub(super) fn start_autosave(&mut self, lua: &Lua, path: String, seconds: f64) -> mlua::Result<()> {
         if !self.running() {
             return Err(runtime("the session is stopped"));
@@ -139,4 +157,21 @@ pub(super) fn finish() {
         wake.notify_all();
     }
     let _ = w.thread.join();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_write_comes_a_second_after_the_start_then_every_period() {
+        let ten = Duration::from_secs(10);
+        assert_eq!(wait_before(0, ten), Duration::from_secs(1));
+        assert_eq!(wait_before(1, ten), ten);
+        assert_eq!(wait_before(7, ten), ten);
+        // A period shorter than a second is kept from the first write on.
+        let short = Duration::from_millis(200);
+        assert_eq!(wait_before(0, short), short);
+        assert_eq!(wait_before(1, short), short);
+    }
 }

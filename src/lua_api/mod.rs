@@ -504,6 +504,9 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     // rank (`errorNote`); reports made in Lua say it the same way.
     ("fewSamples", value!(crate::views::FEW_SAMPLES)),
     ("errorNote", function!(|_, samples: u64| Ok(crate::views::error_note(samples)))),
+    // Whether a frame (`file:line`) is the profiler's own, as no profile
+    // shows it; the trace-abort tracker leaves out aborts there too.
+    ("isOwnFrame", function!(|_, name: mlua::LuaString| Ok(crate::profile::is_own_frame(&name.as_bytes())))),
     ("describe", function!(|_, v: mlua::Value| Ok(options::describe(&v)))),
     ("defaultMaxStacks", value!(DEFAULT_MAX_STACKS)),
     ("allocationOptionNames", |lua, _| {

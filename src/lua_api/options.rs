@@ -172,7 +172,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "autosavePath",
         Check::Text("a file path string"),
         DefaultValue::None,
-        "write the collapsed profile to this file at the start, every autosaveSeconds while the session runs (from a thread of the profiler's: also while the program hangs, even in a compiled loop) and at the stop, so that a program killed while it hangs leaves its profile",
+        "write the collapsed profile to this file at the start, a second later, then every autosaveSeconds while the session runs (from a thread of the profiler's: also while the program hangs, even in a compiled loop) and at the stop, so that a program killed while it hangs leaves its profile",
     ),
     opt(
         "autosaveSeconds",

@@ -327,16 +327,17 @@ impl UserData for ProfileData {
             Ok(ProfileData(p, this.1.clone()))
         });
         // The functions file (`profile::sidecar`) of the functions recorded
-        // for the profile's frames; nil when none was.
+        // for the profile's frames, and of `unit` (what the counts are, when
+        // not samples: "bytes"); nil when it would say nothing.
         // `funcs` is the function map of the sources, as for `byFunction`.
-        methods.add_method("functionsFile", |_, this, funcs: Option<Table>| {
-            if this.1.is_empty() {
+        methods.add_method("functionsFile", |_, this, (funcs, unit): (Option<Table>, Option<String>)| {
+            if this.1.is_empty() && unit.is_none() {
                 return Ok(None);
             }
             let m = this.function_map(funcs)?;
             let used: std::collections::HashSet<&str> = this.used_frames().into_iter().collect();
             let label = |f: &str| used.contains(f).then(|| m.function_of(f)).filter(|l| *l != f).map(str::to_string);
-            Ok(Some(crate::profile::sidecar::write(&this.1, label)))
+            Ok(Some(crate::profile::sidecar::write(&this.1, label, unit.as_deref())))
         });
         // The same profile with the functions a functions file recorded.
         methods.add_method("withFunctions", |_, this, text: String| {

@@ -79,6 +79,12 @@ pub const REPORT_OPTIONS: &[Declared] = &[
     ),
     RAW,
     opt(
+        "unit",
+        Check::OneOf(crate::views::Unit::NAMES),
+        DefaultValue::Text("samples"),
+        "what the counts are: \"samples\", or \"bytes\" (an allocation profile read from a file, whose sample count is not known: shares without a sampling error); a file's functions file says which",
+    ),
+    opt(
         "limit",
         Check::Integer { lo: 1.0, hi: 1e9, expected: "a positive integer" },
         DefaultValue::None,
@@ -296,6 +302,7 @@ pub fn read(t: Option<Table>) -> mlua::Result<ReportOptions> {
         min_percent: number("minPercent"),
         depth: number("depth") as i32,
         raw: get("raw").boolean().unwrap_or_default(),
+        unit: get("unit").text().and_then(crate::views::Unit::parse).unwrap_or_default(),
         limit: get("limit").number().map(|n| n as usize),
         annotate: match get("annotate") {
             Setting::Text(s) if s == "hot" => Some(Annotate::Excerpts(context)),

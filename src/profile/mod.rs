@@ -214,7 +214,11 @@ fn is_lua_frame(name: &[u8]) -> bool {
     }
 }
 
-fn is_own_frame(name: &[u8]) -> bool {
+/// Whether the frame `name` (`file:line`, or a C function's name) is the
+/// profiler's own: a line of its Lua files (`tecs/profile.lua`, a file
+/// under `tecs/profile/`) or its native module. The trace-abort tracker
+/// leaves out aborts at such a location by the same rule (`native.isOwnFrame`).
+pub fn is_own_frame(name: &[u8]) -> bool {
     if name == OWN_C_FRAME.as_bytes() {
         return true;
     }

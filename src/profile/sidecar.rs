@@ -24,6 +24,10 @@ const VERSION: u32 = 1;
 #[derive(Serialize, Deserialize)]
 struct Sidecar {
     version: u32,
+    /// What the profile's counts are when not samples: `bytes` (an
+    /// allocation session's), which a report of the file says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unit: Option<String>,
     frames: BTreeMap<String, Function>,
 }
 
@@ -41,8 +45,13 @@ struct Function {
 }
 
 /// The functions file of `ids`, for the frames `label` names: how the
-/// views named each (None leaves a frame out).
-pub fn write(ids: &HashMap<String, FrameIdentity>, label: impl Fn(&str) -> Option<String>) -> String {
+/// views named each (None leaves a frame out); `unit` says what the counts
+/// are when they are not samples.
+pub fn write(
+    ids: &HashMap<String, FrameIdentity>,
+    label: impl Fn(&str) -> Option<String>,
+    unit: Option<&str>,
+) -> String {
     let frames = ids
         .iter()
         .filter_map(|(frame, id)| Some((frame, id, label(frame)?)))
@@ -58,7 +67,8 @@ pub fn write(ids: &HashMap<String, FrameIdentity>, label: impl Fn(&str) -> Optio
             (frame.clone(), f)
         })
         .collect();
-    serde_json::to_string(&Sidecar { version: VERSION, frames }).expect("plain data serialises")
+    let unit = unit.map(str::to_string);
+    serde_json::to_string(&Sidecar { version: VERSION, unit, frames }).expect("plain data serialises")
 }
 
 /// The recorded functions of a functions file, or why it cannot be read.
@@ -101,12 +111,17 @@ mod tests {
         ids.insert("game.lua:12".to_string(), id(Some("update")));
         ids.insert("game.lua:15".to_string(), id(None));
         ids.insert("other.lua:1".to_string(), id(Some("x")));
-        let text = write(&ids, |f| f.starts_with("game.lua").then(|| ids[f].label.clone().unwrap_or_default()));
+        let text = write(&ids, |f| f.starts_with("game.lua").then(|| ids[f].label.clone().unwrap_or_default()), None);
+        assert!(!text.contains("unit"), "{text}");
         let back = read(&text).unwrap();
         assert_eq!(back.len(), 2);
         assert_eq!(back["game.lua:12"], ids["game.lua:12"]);
         assert_eq!(back["game.lua:15"], FrameIdentity { label: Some(String::new()), ..ids["game.lua:15"].clone() });
         assert!(read("{\"version\":2,\"frames\":{}}").unwrap_err().contains("version 2"));
         assert!(read("not json").unwrap_err().starts_with("not a functions file"));
+        // The unit goes with the frames, and the frames read back the same.
+        let bytes = write(&ids, |f| f.starts_with("game.lua").then(String::new), Some("bytes"));
+        assert!(bytes.contains("\"unit\":\"bytes\""), "{bytes}");
+        assert_eq!(read(&bytes).unwrap().len(), 2);
     }
 }

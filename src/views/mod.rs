@@ -21,10 +21,13 @@ mod annotate;
 mod hot_aborts;
 pub mod plugins;
 pub mod timeline;
+mod unit;
 
 pub use annotate::{annotate, annotate_with, HitCounts, LineNotes, TraceCounts, TraceNotes};
 pub use hot_aborts::{hot_aborts, render_hot_aborts, AbortSite, HotSite};
 pub use plugins::Plugins;
+use unit::fmt_value;
+pub use unit::Unit;
 
 /// What a level of a view groups samples by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +110,10 @@ pub struct ReportOptions {
     pub depth: i32,
     /// Print sample counts instead of percentages.
     pub raw: bool,
+    /// What the counts are: samples, whose shares carry their sampling
+    /// error, or bytes (an allocation profile read from a file, whose
+    /// sample count is not known), whose shares are shown without one.
+    pub unit: Unit,
     /// At most this many first-level rows.
     pub limit: Option<usize>,
     pub annotate: Option<Annotate>,
@@ -123,6 +130,7 @@ impl Default for ReportOptions {
             min_percent: 3.0,
             depth: 1,
             raw: false,
+            unit: Unit::Samples,
             limit: None,
             annotate: None,
             plugins: Plugins::default(),
@@ -470,14 +478,6 @@ fn fmt_share(v: u64, of: u64, raw: bool) -> String {
     }
 }
 
-fn fmt_value(v: u64, of: u64, raw: bool) -> String {
-    if raw {
-        format!("{}", v)
-    } else {
-        format!("{:.1}% ±{:.1}", pct(v, of), share_error(v, of))
-    }
-}
-
 /// The annotated source with a note, after its header line, for each file
 /// known not to be the source that ran.
 fn with_changed_files(text: String, funcs: &FunctionMap) -> String {
@@ -511,7 +511,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         Metric::SelfTime => "self",
         Metric::Total => "total",
     };
-    let _ = write!(out, "# {} samples; by {}", t.samples, opts.by.title());
+    let _ = write!(out, "# {} {}; by {}", t.samples, opts.unit.name(), opts.by.title());
     if let Some(g) = opts.then {
         let _ = write!(out, ", then {}", g.title());
     }
@@ -520,7 +520,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         out.push_str("[no samples]\n");
         return out;
     }
-    if !opts.raw {
+    if !opts.raw && opts.unit == Unit::Samples {
         if t.samples < FEW_SAMPLES {
             let _ = writeln!(
                 out,
@@ -541,7 +541,7 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
             let _ = writeln!(out, "# note: {}", note);
         }
     }
-    let width = if opts.raw { 8 } else { 12 };
+    let width = if opts.raw || opts.unit == Unit::Bytes { 8 } else { 12 };
     let _ = writeln!(out, "{:>w$} {:>w$}  {}", "self", "total", opts.by.title(), w = width);
     let arrow = match opts.then {
         Some(Group::Caller) => "<-",
@@ -559,8 +559,8 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
         let _ = writeln!(
             out,
             "{:>w$} {:>w$}  {}",
-            fmt_value(e.self_samples, t.samples, opts.raw),
-            fmt_value(e.total_samples, t.samples, opts.raw),
+            fmt_value(e.self_samples, t.samples, opts.raw, opts.unit),
+            fmt_value(e.total_samples, t.samples, opts.raw, opts.unit),
             key,
             w = width
         );
@@ -572,7 +572,14 @@ pub fn render_with(profile: &Profile, funcs: &FunctionMap, opts: &ReportOptions,
                 if pct(c, parent) < opts.min_percent {
                     break;
                 }
-                let _ = writeln!(out, "{:>w$}  {} {}", fmt_value(c, parent, opts.raw), arrow, k2, w = 2 * width + 1);
+                let _ = writeln!(
+                    out,
+                    "{:>w$}  {} {}",
+                    fmt_value(c, parent, opts.raw, opts.unit),
+                    arrow,
+                    k2,
+                    w = 2 * width + 1
+                );
             }
         }
     }

@@ -108,6 +108,17 @@ fn threshold_hides_small_rows() {
 }
 
 #[test]
+fn bytes_are_said_and_their_shares_carry_no_sampling_error() {
+    let p = sample_profile();
+    let o = ReportOptions { unit: Unit::Bytes, then: Some(Group::Caller), ..Default::default() };
+    let text = render(&p, &funcs(), &o);
+    assert!(text.starts_with(&format!("# {} bytes; by function, then caller;", p.total())), "{}", text);
+    assert!(!text.contains('±') && !text.contains("samples"), "{}", text);
+    let samples = render(&p, &funcs(), &ReportOptions::default());
+    assert!(samples.starts_with(&format!("# {} samples; by function;", p.total())) && samples.contains('±'));
+}
+
+#[test]
 fn annotates_hot_lines_with_context() {
     let p = sample_profile();
     let src: String = (1..=20).map(|i| format!("code{}\n", i)).collect();

@@ -125,6 +125,8 @@ end
 -- write, delta and the file stop(filename) writes; counts are bytes.
 session_base.profile_methods(AllocationSession, {
   name = NAME,
+  -- What the counts of its files are; the functions file says it.
+  unit = "bytes",
   meta = function(self, format, start_sec, duration_sec, objects)
     local meta = self:_meta(start_sec, duration_sec)
     -- pprof's `alloc_objects` values: the objects estimated per stack (for

@@ -10,9 +10,9 @@
 --    :TecsProfile cover [FILE]               start, or stop and show, line coverage
 --    :TecsProfile listen | close             the control channel (tecs-profile attach, mcp)
 --
--- Errors are Neovim messages (`vim.notify` at level ERROR), never a stack
--- trace. Views name the plugin of each frame from the runtime path
--- (`tecs.profile.host.nvim`'s `plugins`).
+-- Errors are Neovim messages at level ERROR, never a stack trace, however
+-- the command was run (see `notify`). Views name the plugin of each frame
+-- from the runtime path (`tecs.profile.host.nvim`'s `plugins`).
 -- @module tecs.profile.nvim
 
 local M = {}
@@ -36,14 +36,39 @@ local function fail(fmt, ...)
 end
 
 -- The message of an error: the library's own, without the "file:line: "
--- where it was raised.
+-- where it was raised, nor a method's name (`SampleSession:write: `), which
+-- the command's user did not call.
 local function message(err)
   if type(err) == "table" and err.message then return err.message end
-  return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
+  return (tostring(err):gsub("^[^\n]-:%d+: ", ""):gsub("^%u[%w_]*:[%l_][%w_]*: ", ""))
 end
 
+-- Whether `vim.notify` is Neovim's own (not nvim-notify's, noice's...):
+-- a function of the runtime's `vim/` modules (built in, or read from
+-- $VIMRUNTIME/lua/vim/).
+local function builtin_notify()
+  if type(vim.notify) ~= "function" then return false end
+  local info = debug.getinfo(vim.notify, "S")
+  local source = info and info.source or ""
+  local runtime = vim.env.VIMRUNTIME
+  return source:match("^@vim/") ~= nil
+    or (type(runtime) == "string" and runtime ~= "" and source:find("@" .. runtime .. "/lua/vim/", 1, true) == 1)
+end
+
+-- Says `text` at `level` (INFO by default). Neovim's own vim.notify says an
+-- ERROR with an `:echoerr`-like error, which inside a command run by
+-- another's Lua (lazy.nvim's `cmd` handler runs the real command with
+-- vim.cmd) becomes a Lua error, shown with a stack trace: with that
+-- vim.notify an error is echoed in ErrorMsg's colours and kept in
+-- :messages instead, which nothing turns into an error.
 local function notify(text, level)
-  vim.notify("tecs-profile: " .. text, level or vim.log.levels.INFO)
+  level = level or vim.log.levels.INFO
+  text = "tecs-profile: " .. text
+  if level == vim.log.levels.ERROR and builtin_notify() then
+    vim.api.nvim_echo({ { text, "ErrorMsg" } }, true, {})
+  else
+    vim.notify(text, level)
+  end
 end
 
 -- `key=value` words as an options table: numbers and booleans as such.
@@ -63,15 +88,34 @@ local function parse_options(words)
   return opts
 end
 
--- Shows `text` in a scratch buffer of its own, in a new window.
+-- The buffer named `bufname`, or nil.
+local function buffer_named(bufname)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == bufname then return buf end
+  end
+  return nil
+end
+
+-- Shows `text` in the scratch buffer `tecs-profile://NAME`: the one a
+-- previous command showed, in its window if it has one, or a new one in a
+-- new window.
 local function show(name, text)
-  vim.cmd("new")
-  local buf = vim.api.nvim_get_current_buf()
-  vim.bo[buf].buftype = "nofile"
-  vim.bo[buf].bufhidden = "wipe"
-  vim.bo[buf].swapfile = false
-  pcall(vim.api.nvim_buf_set_name, buf, "tecs-profile://" .. name)
+  local bufname = "tecs-profile://" .. name
+  local buf = buffer_named(bufname)
+  if buf and vim.fn.bufwinid(buf) ~= -1 then
+    vim.api.nvim_set_current_win(vim.fn.bufwinid(buf))
+  elseif buf then
+    vim.cmd("sbuffer " .. buf)
+  else
+    vim.cmd("new")
+    buf = vim.api.nvim_get_current_buf()
+    vim.bo[buf].buftype = "nofile"
+    vim.bo[buf].bufhidden = "wipe"
+    vim.bo[buf].swapfile = false
+    vim.api.nvim_buf_set_name(buf, bufname)
+  end
   local lines = vim.split(text:gsub("\n$", ""), "\n", { plain = true })
+  vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   return buf
@@ -83,7 +127,13 @@ local function view(source, opts)
   return profile().report(source, opts)
 end
 
--- What a stop says: samples, time, and the heaviest plugins.
+-- The time the session `s` samples: "CPU" or "wall", as its `clock`.
+local function clock_name(s)
+  return s.clock == "wall" and "wall" or "CPU"
+end
+
+-- What a stop says: samples, the time of the session's clock, and the
+-- heaviest plugins.
 local function summary(s)
   local st = s:stats()
   local text = view(s, { by = "plugin", limit = M.SUMMARY_ROWS, minPercent = 1 })
@@ -91,7 +141,9 @@ local function summary(s)
   for share, name in text:gmatch("\n%s*([%d.]+%%) ±[%d.]+%s+[%d.]+%% ±[%d.]+%s+([^\n]+)") do
     rows[#rows + 1] = name .. " " .. share
   end
-  return string.format("%d samples in %.2f s of CPU time; by plugin (self): %s", st.samples, st.cpuSec or 0,
+  local clock = clock_name(s)
+  local sec = clock == "wall" and st.durationSec or st.cpuSec
+  return string.format("%d samples in %.2f s of %s time; by plugin (self): %s", st.samples, sec or 0, clock,
     #rows > 0 and table.concat(rows, ", ") or "none")
 end
 
@@ -115,8 +167,8 @@ local commands = {}
 function commands.start(args)
   if sampling and sampling:isRunning() then fail("a session is already running: :TecsProfile stop first") end
   sampling = profile().sample(parse_options(args))
-  notify(string.format("sampling every %g ms of CPU time (%s precision); :TecsProfile stop [file] ends it",
-    sampling.intervalMs, sampling:stats().precision))
+  notify(string.format("sampling every %g ms of %s time (%s precision); :TecsProfile stop [file] ends it",
+    sampling.intervalMs, clock_name(sampling), sampling:stats().precision))
 end
 
 function commands.stop(args)
@@ -191,7 +243,13 @@ end
 
 function commands.close(args)
   if args[1] then fail("close takes no argument") end
+  local listen = package.loaded["tecs.profile.listen"]
+  if not (listen and listen.listening()) then
+    notify("not listening: nothing to close (:TecsProfile listen opens the control channel)", vim.log.levels.WARN)
+    return
+  end
   profile().close()
+  notify("stopped listening: the control channel is closed")
 end
 
 --- Runs `:TecsProfile` with its words; a failure is an error message.
@@ -207,12 +265,22 @@ function M.command(args)
   if not ok then notify(message(err), vim.log.levels.ERROR) end
 end
 
+--- `profile.sample`'s options `:TecsProfile start` does not offer, with
+-- why: they do not apply to the editor or cannot be typed.
+M.NOT_OFFERED = {
+  loveZones = "LÖVE's callbacks only",
+  skipThread = "takes a coroutine, not a word",
+  skipStartingThread = "for tecs-profile run: the editor's Lua runs on the thread that starts the session",
+}
+
 -- The values completion offers after `:TecsProfile SUB`.
 local function candidates(sub, words)
   local ok, native = pcall(require, "tecs.profile.native")
   if sub == "start" then
     local out = {}
-    for _, name in ipairs(ok and native.options.sample.names or {}) do out[#out + 1] = name .. "=" end
+    for _, name in ipairs(ok and native.options.sample.names or {}) do
+      if not M.NOT_OFFERED[name] then out[#out + 1] = name .. "=" end
+    end
     return out
   elseif sub == "report" then
     return ok and native.options.report.choices.by or {}

@@ -84,16 +84,36 @@ local function read_assets()
   return assets
 end
 
+-- Starts the flamegraph's script (inferno's `init`, which the SVG runs on
+-- its load) once the graph has a width: it sizes the graph to the width it
+-- has then, and a frame hidden at its load (a background tab, a section
+-- not shown yet) has none, which left the graph -20 px wide, drawn wrong
+-- until the window was resized.
+local START_WHEN_LAID_OUT = [[<script>
+(function () {
+  var svg = document.getElementsByTagName("svg")[0], started = false;
+  function start() {
+    if (started || svg.getBoundingClientRect().width <= 0) return;
+    started = true;
+    init();
+  }
+  if (window.ResizeObserver) new ResizeObserver(start).observe(document.documentElement);
+  window.addEventListener("resize", start);
+  start();
+})();
+</script>]]
+
 -- The flamegraph's SVG as the document of the page's frame (an iframe of
 -- inline text: its script and styles address the whole document they are
 -- in): an HTML document (no XML prolog or SVG doctype) in which the graph
--- takes the frame's width (its script draws to the width it is given).
--- Returns the document and the height the frame needs.
+-- takes the frame's width (its script draws to the width it is given,
+-- started once it has one). Returns the document and the height the
+-- frame needs.
 local function flamegraph_document(svg)
   local height = (tonumber(svg:match('<svg[^>]-height="(%d+)"')) or 600) + 4
+  svg = svg:gsub("^%s*<%?xml.-%?>%s*", ""):gsub("^%s*<!DOCTYPE.->%s*", ""):gsub(' onload="init%(evt%)"', "", 1)
   return "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>svg { width: 100%; }</style></head>" ..
-    "<body style=\"margin:0\">" ..
-    svg:gsub("^%s*<%?xml.-%?>%s*", ""):gsub("^%s*<!DOCTYPE.->%s*", "") .. "</body></html>", height
+    "<body style=\"margin:0\">" .. svg .. START_WHEN_LAID_OUT .. "</body></html>", height
 end
 
 -- The page: `parts` has `title`, `summary`, `flamegraph` (its document)
@@ -118,8 +138,8 @@ local function document(parts, a)
     tostring(parts.flamegraphHeight), "px\" srcdoc=\"", escape_html(parts.flamegraph), "\"></iframe>\n",
     "<h2>Top functions</h2>\n<pre id=\"functions\">", escape_html(parts.functions), "</pre>\n",
     "<h2>Zones</h2>\n<pre id=\"zones\">", escape_html(parts.zones), "</pre>\n",
-    "<h2>Trace aborts</h2>\n<table id=\"aborts\"><thead><tr><th>at (ms)</th><th>severity</th><th>location</th>" ..
-      "<th>reason</th></tr></thead><tbody></tbody></table>\n",
+    "<h2>Trace aborts</h2>\n<table id=\"aborts\"><thead><tr><th>count</th><th>severity</th><th>location</th>" ..
+      "<th>reason</th><th>first at (ms)</th></tr></thead><tbody></tbody></table>\n",
     "<p id=\"no-aborts\" hidden>No trace aborts recorded (run a trace session beside: tecs-profile run --trace).</p>\n",
     "<script type=\"application/json\" id=\"tecs-data\">", parts.data, "</script>\n",
     "<script>\n", a.script, "</script>\n",

@@ -90,7 +90,8 @@ end
 -- told apart by its type, never by probing: a `SampleSession` (by its
 -- class), a profile object (by the native module), a string with a line
 -- break or empty (collapsed text), any other string (a file path).
--- @return profile object, interval in ms (or nil), or raises at `level`
+-- @return profile object, interval in ms (or nil), and what a file's counts
+-- are when its functions file says ("bytes"; else nil); or raises at `level`
 function M.load(fname, source, level)
   level = (level or 1) + 1
   if not native_ok then
@@ -129,14 +130,19 @@ function M.load(fname, source, level)
   -- The functions the session recorded, written beside the file: its
   -- frames are named as the session named them, whatever the sources are
   -- now (see `tecs.profile.session`'s `_write_file`).
+  -- It also says what the counts are when they are not samples (an
+  -- allocation session's bytes).
   local side = path and prof.withFunctions and io.open(path .. native.functionsFileEnding, "rb")
+  local unit
   if side then
     local functions = side:read("*a")
     side:close()
     local named_ok, named = pcall(prof.withFunctions, prof, functions)
     if named_ok then prof = named end
+    local decoded_ok, decoded = pcall(native.jsonDecode, functions)
+    unit = decoded_ok and type(decoded) == "table" and type(decoded.unit) == "string" and decoded.unit or nil
   end
-  return prof, nil
+  return prof, nil, unit
 end
 
 local function functions_for(prof, opts)
@@ -162,7 +168,8 @@ local function prepare(fname, source, opts, level)
   if o["then"] and o["then"] == o.by then
     check.fail(level, "%s: options 'by' and 'then' must differ (both %q)", fname, o.by)
   end
-  local prof, interval = M.load(fname, source, level)
+  local prof, interval, unit = M.load(fname, source, level)
+  if o.unit == nil then o.unit = unit end
   if o.zone then prof = prof:filterZone(o.zone) end
   return prof, o, interval
 end
@@ -201,7 +208,9 @@ end
 --   `zone` (keep one zone subtree), `functions` (map lines to functions from
 --   the source, default true), `mode` (a `-jp` mode string such as "vf"),
 --   `plugins` (the directories plugins live in: `{ [name] = dir }` or a
---   list of directories; others are read from the runtime path's layout)
+--   list of directories; others are read from the runtime path's layout),
+--   `unit` ("samples", or "bytes": shares without a sampling error; a
+--   file's functions file gives it)
 -- @treturn string the view; from a SampleSession, its second line gives
 --   the CPU time of the profiled thread and of the whole process
 function M.report(source, opts)

@@ -133,7 +133,8 @@ end
 --   profile in `format` (`objects`: a delta's object counts, if any);
 --   `timeline(s, format)`, for a kind with a time line, the content of a
 --   time-line format; `delta_profile(s, prof, meta)`, for a kind that keeps
---   something beside a delta's profile object
+--   something beside a delta's profile object; `unit`, what the counts are
+--   when not samples ("bytes"), which a collapsed file's functions file says
 function session.profile_methods(class, kind)
   for _, method in ipairs({ "_write_file", "write", "delta" }) do
     -- A tail call: errors raised at the caller's level still point at it.

@@ -30,7 +30,7 @@ function M._write_file(_, kind, self, filename, format, write)
     -- later or elsewhere names them as the session does.
     local prof = not fs.is_special(filename) and self._native:profile()
     local functions = prof and prof.functionsFile and
-      prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()))
+      prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()), kind.unit)
     if not functions then return true end
     return write(filename .. native.functionsFileEnding, functions)
   elseif kind.timeline and output.is_timeline_format(fmt) then

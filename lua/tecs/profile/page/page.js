@@ -45,7 +45,9 @@ var tecsPage = (function () {
       }
     });
   }
-  // The frame-time chart: one bar per frame, the slowest in red.
+  // The frame-time chart: one bar per frame, the slowest in red, as wide as
+  // its container (its coordinates stretch to the width: bars keep their
+  // share of it, lines their width).
   function drawChart() {
     var chart = document.getElementById("frames-chart");
     chart.textContent = "";
@@ -58,7 +60,8 @@ var tecsPage = (function () {
     data.frames.forEach(function (f) { if (f.ms > max) max = f.ms; });
     var svg = document.createElementNS(SVG, "svg");
     svg.setAttribute("viewBox", "0 0 " + W + " " + (H + 2));
-    svg.setAttribute("width", W);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("width", "100%");
     svg.setAttribute("height", H + 2);
     data.frames.forEach(function (f, i) {
       var h = max > 0 ? Math.max(1, f.ms / max * H) : 1;
@@ -102,16 +105,28 @@ var tecsPage = (function () {
       tbody.appendChild(tr);
     });
   }
-  // The trace aborts.
+  // The trace aborts, one row per site (severity, location and reason) with
+  // how many aborted there and when first, most first.
   function drawAborts() {
-    var abody = document.querySelector("#aborts tbody");
+    var abody = document.querySelector("#aborts tbody"), sites = [], bySite = {};
     abody.textContent = "";
     data.aborts.forEach(function (a) {
+      var d = a.details, key = [d.severity, d.location, d.reason].join("\u0000"), s = bySite[key];
+      if (!s) {
+        s = bySite[key] = { count: 0, firstMs: a.tMs, details: d };
+        sites.push(s);
+      }
+      s.count += 1;
+      if (a.tMs < s.firstMs) s.firstMs = a.tMs;
+    });
+    sites.sort(function (x, y) { return y.count - x.count || x.firstMs - y.firstMs; });
+    sites.forEach(function (s) {
       var tr = el("tr", { "class": "abort-row" });
-      tr.appendChild(el("td", {}, a.tMs.toFixed(2)));
-      tr.appendChild(el("td", {}, a.details.severity || ""));
-      tr.appendChild(el("td", {}, a.details.location || ""));
-      tr.appendChild(el("td", {}, a.details.reason || ""));
+      tr.appendChild(el("td", {}, String(s.count)));
+      tr.appendChild(el("td", {}, s.details.severity || ""));
+      tr.appendChild(el("td", {}, s.details.location || ""));
+      tr.appendChild(el("td", {}, s.details.reason || ""));
+      tr.appendChild(el("td", {}, s.firstMs.toFixed(2)));
       abody.appendChild(tr);
     });
     document.getElementById("aborts").hidden = data.aborts.length === 0;

@@ -13,6 +13,12 @@ local linemap = require("tecs.profile.trace.lines")
 local jutil_ok, jutil = pcall(require, "jit.util")
 if not jutil_ok then jutil = nil end
 
+-- Whether a location (`file:line`) is in the profiler's own files: the
+-- rule by which no profile shows its frames (`native.isOwnFrame`). Without
+-- the native module, no location is.
+local native_ok, native = pcall(require, "tecs.profile.native")
+local is_own = native_ok and native.isOwnFrame or function() return false end
+
 local M = {}
 
 --- Whether this VM can run the tracker (`jit.attach` and `jit.util`).
@@ -146,6 +152,11 @@ function M.handler(self)
     end
     -- A benign event that got its loop blacklisted is reported all the same.
     if benign and not include_benign and not newly_blacklisted then return end
+    -- Aborts in the profiler's own files (its wrappers of a game's
+    -- callbacks, its poll, its start) are left out, as samples leave out
+    -- its frames: they are counted in `tracesAborted` only.
+    local location = location_of(funcinfo, fmt, func, pc, handler)
+    if is_own(location) then return end
     local severity
     if newly_blacklisted or fmt:is_blacklisted_reason(err) then
       severity = "blacklist"
@@ -156,7 +167,6 @@ function M.handler(self)
     end
     if newly_blacklisted then counts.blacklistings = counts.blacklistings + 1 end
     local reason = fmt:reason(err, info)
-    local location = location_of(funcinfo, fmt, func, pc, handler)
     local zone = zone_path(zones)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
     -- On the time line of a sampling session running beside (nothing is
