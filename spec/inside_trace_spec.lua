@@ -68,7 +68,7 @@ describe("inside a trace at the defaults", function()
         -- The product's target is within 5 points or a quarter of the
         -- truth (BENCHMARKS.md, "Inside a trace", measures it); a single
         -- run is held to the sampling error and the map's own granularity.
-        sampling.check_share(name .. " (" .. msg .. ")", got[name], p, total, spread, "inside_trace")
+        sampling.check_share(name .. " (" .. msg .. ")", got[name], p, total, spread, "inside_trace", w.allowance)
       end
     end)
   end
