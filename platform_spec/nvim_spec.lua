@@ -372,6 +372,42 @@ describe("Neovim (headless)", function()
       assert.equal(heavy, first.self, report)
     end)
 
+  it("profiles startup on the wall clock with TECS_PROFILE_STARTUP_CLOCK=wall: a plugin that waits is seen", function()
+    -- A configuration that waits 300 ms for another process at one line.
+    local config = base .. "/waiting/nvim"
+    assert.equal(0, os.execute("mkdir -p " .. q(config)))
+    run.write(config .. "/init.lua", table.concat({
+      "vim.fn.system('sleep 0.3')",
+      "vim.api.nvim_create_autocmd('VimEnter', { callback = function()",
+      "  vim.schedule(function() vim.schedule(function() vim.cmd('qa!') end) end)",
+      "end })",
+    }, "\n") .. "\n")
+    local function startup(clock)
+      local path = base .. "/waiting-" .. clock .. ".collapsed"
+      local rc, out = run.run(env({ XDG_CONFIG_HOME = base .. "/waiting", TECS_PROFILE_STARTUP = path,
+        TECS_PROFILE_STARTUP_CLOCK = clock }) .. " timeout 120 nvim --headless --cmd " ..
+        q("source " .. pack .. "/start/tecs-profile/plugin/tecs_profile.lua") .. " </dev/null")
+      assert.equal(0, rc, out)
+      local text = assert(run.read(path), "no startup profile:\n" .. out)
+      local at_wait = collapsed.sum(collapsed.parse(text), function(r) return collapsed.has_frame(r, "init%.lua:1$") end)
+      return out, at_wait, collapsed.sum(collapsed.parse(text))
+    end
+    local out, at_wait = startup("wall")
+    assert.matches("tecs%-profile: startup: %d+ samples in [%d.]+ s of wall time", out)
+    -- 300 ms of real time at 1 ms: counted whatever the machine's speed
+    -- (half of it, for a clock on the kernel's tick).
+    assert.is_true(at_wait >= 0.5 * 300 / 4, out .. "\n" .. at_wait .. " samples at the wait")
+    local cpu_out, cpu_wait, cpu_total = startup("cpu")
+    assert.matches("tecs%-profile: startup: %d+ samples in [%d.]+ s of CPU time", cpu_out)
+    assert.is_true(cpu_wait < at_wait, cpu_out .. "\n" .. cpu_wait .. " of " .. cpu_total)
+    -- A clock it does not know is said, and nothing is profiled.
+    local rc, bad = run.run(env({ XDG_CONFIG_HOME = base .. "/waiting", TECS_PROFILE_STARTUP = base .. "/x.collapsed",
+      TECS_PROFILE_STARTUP_CLOCK = "sun" }) .. " timeout 120 nvim --headless --cmd " ..
+      q("source " .. pack .. "/start/tecs-profile/plugin/tecs_profile.lua") .. " </dev/null")
+    assert.equal(0, rc, bad)
+    assert.matches('TECS_PROFILE_STARTUP_CLOCK must be "cpu" or "wall" (got "sun")', bad, 1, true)
+  end)
+
   it("names the plugin of Neovim's runtime and of a real plugin driven hard, shares against truth", function()
     local rc, out, r = nvim([[
       local profile = require("tecs.profile")

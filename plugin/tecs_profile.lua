@@ -28,7 +28,11 @@ end, {
 
 local startup = os.getenv("TECS_PROFILE_STARTUP")
 if startup and startup ~= "" then
+  -- $TECS_PROFILE_STARTUP_CLOCK: "wall" to count the time startup waits
+  -- (a plugin blocked in vim.fn.system), "cpu" (the default) not.
+  local clock = os.getenv("TECS_PROFILE_STARTUP_CLOCK")
   -- Not for the editors started from this one (:terminal nvim).
   vim.env.TECS_PROFILE_STARTUP = nil
-  require("tecs.profile.nvim").startup(vim.fn.fnamemodify(startup, ":p"))
+  vim.env.TECS_PROFILE_STARTUP_CLOCK = nil
+  require("tecs.profile.nvim").startup(vim.fn.fnamemodify(startup, ":p"), { clock = clock ~= "" and clock or nil })
 end

@@ -31,6 +31,8 @@ pub struct Entry {
 }
 
 impl Entry {
+    // The casts are needed where `stat`'s fields are narrower (macOS).
+    #[allow(clippy::unnecessary_cast)]
     fn of(st: &libc::stat) -> Entry {
         Entry {
             dev: st.st_dev as u64,

@@ -251,7 +251,7 @@ pub fn owners(log: &[Recorded], shape: &TraceShape, chains: &mut Vec<Chain>) -> 
         let (c, o) = (c as u32, o as u32);
         if c > loop_ref {
             // A copy whose own original is unknown stands for anything.
-            orig.get((c - shape.first) as usize).is_none_or(|&x| x == o || x == u32::MAX)
+            orig.get((c - shape.first) as usize).map_or(true, |&x| x == o || x == u32::MAX)
         } else if c >= shape.first && o >= shape.first {
             true
         } else {

@@ -71,7 +71,7 @@ pub fn crate_files() -> Vec<SourceFile> {
         let own_dir = if f.is_dir_module { dir.clone() } else { f.path.trim_end_matches(".rs").to_string() };
         for (at, _) in f.code.match_indices("#[cfg(test)]") {
             let rest = &f.code[at + "#[cfg(test)]".len()..];
-            let item_end = rest.find(|c| c == ';' || c == '{').unwrap_or(rest.len());
+            let item_end = rest.find([';', '{']).unwrap_or(rest.len());
             let item = &rest[..item_end];
             if !rest[item_end..].starts_with(';') {
                 continue;
@@ -362,7 +362,7 @@ fn classify(header: &str, stack: &[Block], f: &SourceFile, open: usize, out: &mu
             None => (None, rest.trim().to_string()),
         };
         let last_ident =
-            |s: &str| s.split(|c: char| !is_ident_char(c)).filter(|w| !w.is_empty()).last().map(String::from);
+            |s: &str| s.split(|c: char| !is_ident_char(c)).rfind(|w| !w.is_empty()).map(String::from);
         let ty = ty_part
             .split(|c: char| c.is_whitespace() || c == '<')
             .find(|w| !w.is_empty())

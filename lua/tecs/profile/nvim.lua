@@ -317,6 +317,12 @@ end
 -- @tparam string path where the profile goes (its ending chooses the format)
 -- @tparam[opt] table opts `profile.sample`'s options
 function M.startup(path, opts)
+  local clock = opts and opts.clock
+  if clock ~= nil and clock ~= "cpu" and clock ~= "wall" then
+    notify(string.format("startup: TECS_PROFILE_STARTUP_CLOCK must be \"cpu\" or \"wall\" (got %q): not profiled",
+      tostring(clock)), vim.log.levels.ERROR)
+    return
+  end
   local ok, err = pcall(function()
     sampling = profile().sample(opts)
   end)
