@@ -361,8 +361,7 @@ fn classify(header: &str, stack: &[Block], f: &SourceFile, open: usize, out: &mu
             Some((t, ty)) => (Some(t.trim().to_string()), ty.trim().to_string()),
             None => (None, rest.trim().to_string()),
         };
-        let last_ident =
-            |s: &str| s.split(|c: char| !is_ident_char(c)).rfind(|w| !w.is_empty()).map(String::from);
+        let last_ident = |s: &str| s.split(|c: char| !is_ident_char(c)).rfind(|w| !w.is_empty()).map(String::from);
         let ty = ty_part
             .split(|c: char| c.is_whitespace() || c == '<')
             .find(|w| !w.is_empty())
