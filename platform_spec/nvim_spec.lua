@@ -408,6 +408,26 @@ describe("Neovim (headless)", function()
     assert.matches('TECS_PROFILE_STARTUP_CLOCK must be "cpu" or "wall" (got "sun")', bad, 1, true)
   end)
 
+  it("names the runtime's functions by their definitions, not by a caller that tail-called them", function()
+    -- get_config tail-calls vim.tbl_extend, which tail-calls the local
+    -- tbl_extend of vim/shared.lua: the loop's call site names neither.
+    local rc, out, r = nvim([[
+      local profile = require("tecs.profile")
+      local M = {}
+      function M.get_config(a, b) return vim.tbl_extend("force", a, b) end
+      local s = profile.sample()
+      local a, b = { x = 1, y = 2 }, { z = 3 }
+      repeat
+        for _ = 1, 100 do M.get_config(a, b) end
+      until s:stats().samples >= 200
+      s:stop()
+      save({ report = profile.report(s, { by = "function", minPercent = 0 }) })
+    ]])
+    assert.equal(0, rc, out)
+    assert.is_nil(r.report:find("get_config (vim/shared.lua", 1, true), r.report)
+    assert.matches("\n[^\n]*%%[^\n]*  tbl_extend %(vim/shared%.lua:%d+%)\n", r.report)
+  end)
+
   it("names the plugin of Neovim's runtime and of a real plugin driven hard, shares against truth", function()
     local rc, out, r = nvim([[
       local profile = require("tecs.profile")

@@ -26,7 +26,8 @@ local ok_util, util = pcall(require, "jit.util")
 -- The text of the source file a chunk was loaded from, or nil. In a LÖVE
 -- game, chunk names are paths inside the game's source (a folder or a
 -- .love archive), which love.filesystem reads whatever the working
--- directory, where io.open may not find them.
+-- directory, where io.open may not find them; in Neovim, the runtime's
+-- modules are found on the runtime path.
 local function read_source(path)
   local f = io.open(path, "rb")
   if f then
@@ -38,6 +39,19 @@ local function read_source(path)
   if fs and type(fs.read) == "function" then
     local ok, text = pcall(fs.read, path)
     if ok and type(text) == "string" then return text end
+  end
+  -- In Neovim, the runtime's own modules are chunks named by their path
+  -- below a `lua/` directory of the runtime path (`vim/shared.lua`), which
+  -- no working directory holds.
+  local api = type(vim) == "table" and type(vim.api) == "table" and vim.api
+  if api and type(api.nvim_get_runtime_file) == "function" and path:sub(1, 1) ~= "/" then
+    local found, files = pcall(api.nvim_get_runtime_file, "lua/" .. path, false)
+    f = found and type(files) == "table" and files[1] and io.open(files[1], "rb")
+    if f then
+      local text = f:read("*a")
+      f:close()
+      return text
+    end
   end
   return nil
 end
