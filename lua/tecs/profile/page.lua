@@ -93,13 +93,20 @@ local START_WHEN_LAID_OUT = [[<script>
 (function () {
   var svg = document.getElementsByTagName("svg")[0], started = false;
   function start() {
-    if (started || svg.getBoundingClientRect().width <= 0) return;
+    var width = document.documentElement.clientWidth;
+    if (started || width <= 0 || svg.getBoundingClientRect().width <= 0) return;
     started = true;
+    // The width the script draws to is the frame's, whether or not the
+    // graph's style has been applied yet.
+    svg.setAttribute("width", width);
     init();
   }
   if (window.ResizeObserver) new ResizeObserver(start).observe(document.documentElement);
   window.addEventListener("resize", start);
   start();
+  // A frame shown later does not always tell its document (no resize
+  // seen): looked at again until it has a width.
+  var again = setInterval(function () { start(); if (started) clearInterval(again); }, 250);
 })();
 </script>]]
 
