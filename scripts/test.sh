@@ -107,6 +107,15 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   else
     echo "note: no rustup here, so the macOS type check did not run"
   fi
+  # Windows x86-64 under Wine: the module cross-built with mingw-w64, loaded
+  # by a Windows LuaJIT, the core checks (platform_spec/windows_check.lua).
+  if command -v rustup >/dev/null 2>&1; then
+    timeout -k 30 1500 bash scripts/windows.sh >"$logdir/windows.log" 2>"$logdir/windows-setup.log"; run_rc=$?
+    [ "$run_rc" -eq 0 ] || tail -30 "$logdir/windows-setup.log"
+    record_tap "windows x86-64 (wine)" "$logdir/windows.log" "$run_rc"
+  else
+    echo "note: no rustup here, so the Windows checks did not run"
+  fi
   if ngx=$(bash scripts/nginx-lua.sh 2>"$logdir/nginx-lua-setup.log"); then
     timeout 300 python3 platform_spec/openresty_check.py "$ngx" >"$logdir/openresty.log" 2>&1
     record_tap "nginx lua module (openresty)" "$logdir/openresty.log" $?

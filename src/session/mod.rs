@@ -156,7 +156,7 @@ impl Session {
         let sampler = SamplerBox::new(recorder);
         // SIGPROF carries LuaJIT's own timer when no per-thread source can run.
         let mut signals = UnblockedSignals::default();
-        signals.unblock(libc::SIGPROF);
+        signals.unblock(platform::LUAJIT_TIMER_SIGNAL);
         // A tick source of ours or the allocator drives LuaJIT's profiler:
         // its own timer starts quiet (see `QUIET_TIMER_MS`).
         let ms = if allocations || (plan.own_ticks && platform::PER_THREAD_TICKS) {
@@ -182,7 +182,7 @@ impl Session {
         } else if plan.own_ticks && platform::PER_THREAD_TICKS {
             tick_source::start(plan.clock, plan.interval_ns, |signal| {
                 let armed = ArmedHandler::arm(lua, &profiler, &sampler)?;
-                for s in [signal, libc::SIGTRAP] {
+                for s in [signal, platform::TRAP_SIGNAL] {
                     signals.unblock(s);
                 }
                 Ok(armed)

@@ -9,6 +9,30 @@ pub(super) use elsewhere::*;
 #[cfg(target_os = "linux")]
 pub(super) use linux::*;
 
+/// A CPU clock the session's timing reads: a POSIX clock id on Unix, a
+/// thread id on Windows (0 for the whole process).
+#[cfg(unix)]
+pub(super) type CpuClock = libc::clockid_t;
+#[cfg(windows)]
+pub(super) type CpuClock = u32;
+/// The whole process's CPU time, every thread.
+#[cfg(unix)]
+pub(super) const PROCESS_CPU_CLOCK: CpuClock = libc::CLOCK_PROCESS_CPUTIME_ID;
+#[cfg(windows)]
+pub(super) const PROCESS_CPU_CLOCK: CpuClock = 0;
+
+/// The signal LuaJIT's own timer sends (SIGPROF) and the one perf events
+/// trap with (SIGTRAP). Windows has no signals: LuaJIT's timer is a thread
+/// that sets the VM's hook, and these are never sent.
+#[cfg(unix)]
+pub(super) const LUAJIT_TIMER_SIGNAL: i32 = libc::SIGPROF;
+#[cfg(unix)]
+pub(super) const TRAP_SIGNAL: i32 = libc::SIGTRAP;
+#[cfg(windows)]
+pub(super) const LUAJIT_TIMER_SIGNAL: i32 = -1;
+#[cfg(windows)]
+pub(super) const TRAP_SIGNAL: i32 = -2;
+
 /// A tick source's kernel object, closed by [`close_source`] (none is made
 /// elsewhere than Linux).
 #[derive(Clone, Copy, Debug)]
@@ -283,7 +307,11 @@ mod elsewhere {
         Vec::new()
     }
     pub(in crate::session) fn open_perf(_wall: bool, _interval_ns: u64) -> Result<SourceHandle, i32> {
-        Err(libc::ENOTSUP)
+        // No perf events here (never called: PER_THREAD_TICKS is false).
+        #[cfg(unix)]
+        return Err(libc::ENOTSUP);
+        #[cfg(windows)]
+        Err(50) // ERROR_NOT_SUPPORTED
     }
     pub(in crate::session) fn open_timer(_wall: bool, _signal: i32, _interval_ns: u64) -> Option<SourceHandle> {
         None
@@ -307,11 +335,20 @@ mod elsewhere {
     pub(in crate::session) fn lost_hook_refused() -> Option<&'static str> {
         None
     }
-    pub(in crate::session) fn thread_cpu_clock() -> Option<libc::clockid_t> {
+    pub(in crate::session) fn thread_cpu_clock() -> Option<super::CpuClock> {
+        #[cfg(windows)]
+        return Some(crate::sys::windows::current_thread_id());
+        #[cfg(not(windows))]
         None
     }
-    pub(in crate::session) fn clock_ns(_clock: libc::clockid_t) -> Option<u64> {
-        None
+    pub(in crate::session) fn clock_ns(clock: super::CpuClock) -> Option<u64> {
+        #[cfg(windows)]
+        return crate::sys::windows::cpu_ns(clock);
+        #[cfg(not(windows))]
+        {
+            let _ = clock;
+            None
+        }
     }
     pub(in crate::session) fn realtime_signals() -> Option<(i32, i32)> {
         None

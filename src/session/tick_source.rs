@@ -131,8 +131,8 @@ impl TickSource {
     /// The signal the ticks arrive with.
     pub fn signal(&self) -> i32 {
         match self.kind {
-            TickKind::TaskClock | TickKind::WallTaskClock => libc::SIGTRAP,
-            TickKind::LuaJit => libc::SIGPROF,
+            TickKind::TaskClock | TickKind::WallTaskClock => platform::TRAP_SIGNAL,
+            TickKind::LuaJit => platform::LUAJIT_TIMER_SIGNAL,
             _ => self.signal,
         }
     }
@@ -146,9 +146,13 @@ impl TickSource {
                 return format!("SIGRTMIN+{}", sig - lo);
             }
         }
-        match sig {
-            libc::SIGTRAP => "SIGTRAP".into(),
-            _ => "SIGPROF".into(),
+        if cfg!(windows) {
+            return "none (LuaJIT's timer thread)".into();
+        }
+        if sig == platform::TRAP_SIGNAL {
+            "SIGTRAP".into()
+        } else {
+            "SIGPROF".into()
         }
     }
 

@@ -9,7 +9,7 @@ use super::platform;
 pub struct Timing {
     started: Instant,
     ended: Option<Instant>,
-    cpu_clock: Option<libc::clockid_t>,
+    cpu_clock: Option<platform::CpuClock>,
     cpu_start: u64,
     cpu_end: Option<u64>,
     /// The whole process's CPU time (every thread), beside the profiled
@@ -22,7 +22,7 @@ impl Timing {
     pub fn start() -> Timing {
         let cpu_clock = platform::thread_cpu_clock();
         let cpu_start = cpu_clock.and_then(platform::clock_ns).unwrap_or(0);
-        let process_start = platform::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+        let process_start = platform::clock_ns(platform::PROCESS_CPU_CLOCK);
         Timing {
             started: Instant::now(),
             ended: None,
@@ -37,12 +37,12 @@ impl Timing {
     pub fn finish(&mut self) {
         self.ended = Some(Instant::now());
         self.cpu_end = self.cpu_clock.and_then(platform::clock_ns);
-        self.process_end = platform::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+        self.process_end = platform::clock_ns(platform::PROCESS_CPU_CLOCK);
     }
 
     pub fn process_cpu_sec(&self) -> Option<f64> {
         let start = self.process_start?;
-        let end = self.process_end.or_else(|| platform::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID))?;
+        let end = self.process_end.or_else(|| platform::clock_ns(platform::PROCESS_CPU_CLOCK))?;
         Some(end.saturating_sub(start) as f64 / 1e9)
     }
 

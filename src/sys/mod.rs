@@ -33,6 +33,8 @@ pub mod stop_signals;
 mod tick_note;
 #[cfg(target_os = "linux")]
 pub mod wake;
+#[cfg(windows)]
+pub mod windows;
 mod zone_anchor;
 #[cfg(target_os = "linux")]
 pub use large_pages::advise_huge_pages;
@@ -81,10 +83,16 @@ impl ProfilerApi {
     }
 }
 
+#[cfg(unix)]
 fn lookup(name: &CStr) -> *mut c_void {
     // SAFETY: dlsym with RTLD_DEFAULT only reads the process's symbol tables;
     // `name` is a valid NUL-terminated string.
     unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
+#[cfg(windows)]
+fn lookup(name: &CStr) -> *mut c_void {
+    windows::lookup(name)
 }
 
 /// The host's profiler API, or `None` when the host LuaJIT has none.
@@ -359,7 +367,9 @@ pub fn advise_huge_pages<T>(_buf: &mut Vec<T>) {}
 pub fn thread_cpu_ns() -> Option<u64> {
     #[cfg(target_os = "linux")]
     return posix::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    return windows::cpu_ns(windows::current_thread_id());
+    #[cfg(not(any(target_os = "linux", windows)))]
     None
 }
 
@@ -433,6 +443,20 @@ pub fn c_function_address(lua: &Lua, f: &mlua::Function) -> mlua::Result<Option<
 }
 
 /// Whether `addr` lies in this library (the profiler's own C functions).
+#[cfg(windows)]
+pub fn is_own_code(addr: usize) -> bool {
+    let own = windows::module_of(is_own_code as *const () as usize);
+    own.is_some() && windows::module_of(addr) == own
+}
+
+/// Name of the C function at `addr`: its module and offset on Windows.
+#[cfg(windows)]
+pub fn c_symbol_name(addr: usize) -> Option<String> {
+    windows::module_offset_name(addr)
+}
+
+/// Whether `addr` lies in this library (the profiler's own C functions).
+#[cfg(unix)]
 pub fn is_own_code(addr: usize) -> bool {
     let base = |a: usize| {
         let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
@@ -446,6 +470,7 @@ pub fn is_own_code(addr: usize) -> bool {
 }
 
 /// Name of the C function at `addr` (from `@0x...` frames), via dladdr.
+#[cfg(unix)]
 pub fn c_symbol_name(addr: usize) -> Option<String> {
     let mut info: libc::Dl_info = libc::Dl_info {
         dli_fname: std::ptr::null(),

@@ -9,7 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 prefix="$root/build/luajit-windows"
 exe="$prefix/luajit.exe"
-if [ -f "$exe" ] && [ -f "$prefix/lua51.dll" ] && [ -f "$prefix/lua/jit/vmdef.lua" ]; then
+if [ -f "$exe" ] && [ -f "$prefix/lua51.dll" ] && [ -f "$prefix/lua/jit/vmdef.lua" ] &&
+  [ -f "$prefix/bcryptprimitives.dll" ]; then
   echo "$exe"; exit 0
 fi
 command -v x86_64-w64-mingw32-gcc >/dev/null || { echo "needs mingw-w64 (apt-get install mingw-w64)" >&2; exit 1; }
@@ -30,4 +31,7 @@ make -C "$work/src" -j2 HOST_CC=gcc CROSS=x86_64-w64-mingw32- TARGET_SYS=Windows
 rm -rf "$prefix"; mkdir -p "$prefix/lua/jit"
 install -m 0755 "$work/src/luajit.exe" "$work/src/lua51.dll" "$prefix/"
 install -m 0644 "$work"/src/jit/*.lua "$prefix/lua/jit/"
+# Wine 8 lacks bcryptprimitives.dll (Windows 10 and later have it), whose
+# ProcessPrng Rust's standard library imports: a stand-in for Wine only.
+x86_64-w64-mingw32-gcc -O2 -shared -o "$prefix/bcryptprimitives.dll" "$here/process_prng.c" -ladvapi32
 echo "$exe"

@@ -12,6 +12,24 @@ local counter = 0
 local anchor = {}
 local EEXIST = 17
 
+-- Renames `from` over `to`. On Windows the C library's rename refuses an
+-- existing target: MoveFileExA replaces it, as rename(2) does elsewhere.
+local move_file_declared = false
+local function rename_over(from, to)
+  if package.config:sub(1, 1) ~= "\\" then return os.rename(from, to) end
+  local ffi = require("ffi")
+  if not move_file_declared then
+    ffi.cdef([[
+      int MoveFileExA(const char *from, const char *to, unsigned long flags);
+      unsigned long GetLastError(void);
+    ]])
+    move_file_declared = true
+  end
+  -- MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH
+  if ffi.C.MoveFileExA(from, to, 0x9) ~= 0 then return true end
+  return nil, string.format("%s: Windows error %d", to, tonumber(ffi.C.GetLastError()))
+end
+
 --- Opens a new temporary file beside `path`. The "x" mode (O_EXCL) makes
 -- the open fail rather than share a file another writer just created.
 local function open_temporary(path)
@@ -64,7 +82,7 @@ function fs.write_atomic(path, text)
     local reason = tostring(werr or cerr):gsub("^.-: ", "", 1)
     return nil, string.format("cannot write '%s': %s", path, reason)
   end
-  local rok, rerr = os.rename(tmp, path)
+  local rok, rerr = rename_over(tmp, path)
   if not rok then
     os.remove(tmp)
     local reason = tostring(rerr):gsub("^.-: ", "", 1)
