@@ -108,7 +108,7 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
     echo "note: no rustup here, so the macOS type check did not run"
   fi
   # Windows x86-64 under Wine: the module cross-built with mingw-w64, loaded
-  # by a Windows LuaJIT, the core checks (platform_spec/windows_check.lua).
+  # by a Windows LuaJIT, the core checks (platform_spec/core_check.lua).
   if command -v rustup >/dev/null 2>&1; then
     timeout -k 30 1500 bash scripts/windows.sh >"$logdir/windows.log" 2>"$logdir/windows-setup.log"; run_rc=$?
     [ "$run_rc" -eq 0 ] || tail -30 "$logdir/windows-setup.log"

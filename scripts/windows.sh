@@ -2,7 +2,7 @@
 # The core checks on Windows x86-64, under Wine: installs mingw-w64 and Wine
 # if missing, builds a Windows LuaJIT (tools/luajit-windows) and the module
 # for x86_64-pc-windows-gnu, puts it at build/lib/tecs/profile/native.dll,
-# and runs platform_spec/windows_check.lua with that LuaJIT. Prints TAP.
+# and runs platform_spec/core_check.lua with that LuaJIT. Prints TAP.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,4 +21,4 @@ mkdir -p build/lib/tecs/profile
 cp target/x86_64-pc-windows-gnu/release/tecs_profile.dll build/lib/tecs/profile/native.dll
 export WINEDEBUG=-all
 wineboot -i >/dev/null 2>&1 || true
-exec wine "$luajit" platform_spec/windows_check.lua build/lib
+exec wine "$luajit" platform_spec/core_check.lua build/lib
