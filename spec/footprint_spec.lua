@@ -26,7 +26,7 @@ local BUDGET_KB = {
 -- hosts' code, the command line, the MCP server, the pages.
 local ON_USE = {
   "tecs.profile.report", "tecs.profile.output", "tecs.profile.funcmap", "tecs.profile.fs", "tecs.profile.csv",
-  "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.new_profiler", "tecs.profile.dst",
+  "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.new_profiler",
   "tecs.profile.coverage", "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.snapshot", "tecs.profile.cli",
   "tecs.profile.mcp", "tecs.profile.page", "tecs.profile.cfuncs", "tecs.profile.callsite",
   "tecs.profile.love_zones", "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim",
