@@ -29,7 +29,7 @@ local ON_USE = {
   "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.new_profiler",
   "tecs.profile.coverage", "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.snapshot", "tecs.profile.cli",
   "tecs.profile.mcp", "tecs.profile.page", "tecs.profile.cfuncs", "tecs.profile.callsite",
-  "tecs.profile.love_zones", "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim",
+  "tecs.profile.host.love_zones", "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim",
   "tecs.profile.options_doc", "tecs.profile.sample_lifecycle", "jit.vmdef",
 }
 

@@ -74,7 +74,7 @@ describe("frames no profile shows", function()
     function()
       local native = require("tecs.profile.native")
       -- The rule, as the profiles apply it to frames.
-      assert.is_true(native.isOwnFrame("/usr/share/lua/5.1/tecs/profile/love_zones.lua:45"))
+      assert.is_true(native.isOwnFrame("/usr/share/lua/5.1/tecs/profile/host/love_zones.lua:45"))
       assert.is_true(native.isOwnFrame("tecs/profile.lua:12"))
       assert.is_false(native.isOwnFrame("/game/mytecs/profile/x.lua:3"))
       assert.is_false(native.isOwnFrame("main.lua:3"))

@@ -85,7 +85,7 @@ function M.start(sample, opts)
   }, sample.SampleSession)
   sample._set_active(session)
   marks.attach(handle)
-  if settings.loveZones and rawget(_G, "love") ~= nil then require("tecs.profile.love_zones").install(zones) end
+  if settings.loveZones and rawget(_G, "love") ~= nil then require("tecs.profile.host.love_zones").install(zones) end
   return session
 end
 
@@ -100,7 +100,7 @@ function M.finish(sample, self)
   if alloc and not alloc:isRunning() then alloc = nil end
   if alloc then alloc._native:stop() end
   marks.detach(self._native)
-  local love_zones = package.loaded["tecs.profile.love_zones"]
+  local love_zones = package.loaded["tecs.profile.host.love_zones"]
   if love_zones then love_zones.uninstall() end
   self._native:stop()
   -- The autosave file's last write holds every sample of the session.

@@ -472,7 +472,7 @@ function M.busted(opts, pos)
   -- loads its modules (Penlight's pl.* among them), so a module busted and
   -- the specs share is rewritten at its one load and every call counts.
   -- The helper finds the session running and writes it at busted's exit.
-  local busted_args = require("tecs.profile.busted_args")
+  local busted_args = require("tecs.profile.host.busted_args")
   local ok_args, settings = pcall(busted_args.parse, busted_args.from_command_line(pos))
   if not ok_args then usage_error("%s", tostring(settings)) end
   if settings.coverPreloaded == "yes" and busted_args.covers(settings) then
