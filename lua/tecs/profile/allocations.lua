@@ -29,9 +29,9 @@ local active -- the running session of this Lua state, if any
 
 -- The Lua paths of C and Lua functions (`tecs.profile.cfuncs`), asked by a
 -- view of a session that recorded a function it has no name for; the walk
--- is loaded for each ask, not kept (`tecs.profile.once`).
+-- is loaded for each ask, not kept (`session.once`).
 local function function_paths()
-  return require("tecs.profile.once")("tecs.profile.cfuncs").paths()
+  return session_base.once("tecs.profile.cfuncs").paths()
 end
 
 -- What a profile object of an allocation session is, for the outputs that

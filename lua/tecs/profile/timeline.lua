@@ -10,8 +10,8 @@
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
 -- the last to the end of the session. Inside LÖVE, a session marks frames by
--- itself (`tecs.profile.marks`, what a running session puts on its time
--- line). This module reads the time line back; it loads when first used.
+-- itself (`tecs.profile.sample`, which also puts events on the timeline).
+-- This module reads the timeline back; it loads when first used.
 -- @module tecs.profile.timeline
 
 local check = require("tecs.profile.check")

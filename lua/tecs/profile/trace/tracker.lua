@@ -171,9 +171,9 @@ function M.handler(self)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
     -- On the time line of a sampling session running beside (nothing is
     -- made otherwise).
-    local marks = package.loaded["tecs.profile.marks"]
-    if marks and marks.running() then
-      marks.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
+    local sample = package.loaded["tecs.profile.sample"]
+    if sample and sample.active() then
+      sample.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
     end
     local site = sites[key]
     if site then
