@@ -22,7 +22,7 @@ local BUDGET_KB = {
 
 -- Modules that load on first use, never with `require` or a running
 -- session: views, formats, file output, the trace tracker, the newProfiler
--- API, coverage, the time line read back, the control channel and its
+-- API, coverage, the timeline read back, the control channel and its
 -- hosts' code, the command line, the MCP server, the pages.
 local ON_USE = {
   "tecs.profile.report", "tecs.profile.output", "tecs.profile.funcmap", "tecs.profile.fs", "tecs.profile.csv",

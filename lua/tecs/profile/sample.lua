@@ -1,5 +1,5 @@
 --- Sampling sessions: `profile.sample(opts)`, the `SampleSession` object,
--- its start and stop, and what a running session puts on its time line.
+-- its start and stop, and what a running session puts on its timeline.
 -- The sampling itself is native (`tecs.profile.native`): LuaJIT's profiler
 -- calls into Rust, which reads the zone path and the stack and counts them.
 -- No Lua code runs per sample.
@@ -8,7 +8,7 @@
 -- the native handle its frame marks go to. What a running session keeps
 -- loaded stays on the program's heap, so the rest loads when used: the
 -- jit.* fallbacks at the start (`tecs.profile.jitinfo`, not kept: see
--- `session.once`), the time line read back (`tecs.profile.timeline`),
+-- `session.once`), the timeline read back (`tecs.profile.timeline`),
 -- files (`session.profile_methods`).
 -- @module tecs.profile.sample
 

@@ -153,8 +153,8 @@ end
 -- @tparam table kind `name` (as for `class`); `meta(s, format, start_sec,
 --   duration_sec, objects)`, what `output.render` takes to render the
 --   profile in `format` (`objects`: a delta's object counts, if any);
---   `timeline(s, format)`, for a kind with a time line, the content of a
---   time-line format; `delta_profile(s, prof, meta)`, for a kind that keeps
+--   `timeline(s, format)`, for a kind with a timeline, the content of a
+--   timeline format; `delta_profile(s, prof, meta)`, for a kind that keeps
 --   something beside a delta's profile object; `unit`, what the counts are
 --   when not samples ("bytes"), which a collapsed file's functions file says
 function session.profile_methods(class, kind)
