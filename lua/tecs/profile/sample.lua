@@ -131,7 +131,6 @@ function M.start(opts)
   local session = setmetatable({
     _native = handle,
     _stopped = false,
-    _text = nil,
     intervalMs = settings.intervalMs,
     zone = settings.zone,
     stackDepth = settings.stackDepth,
