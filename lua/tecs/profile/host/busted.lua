@@ -11,7 +11,8 @@
 -- while a spec file runs carry a zone named after that file, so the profile
 -- splits by file. LuaJIT has one profiler per process: specs that start
 -- their own `profile.sample()` sessions cannot run under this helper.
--- @module tecs.profile.busted
+-- Busted loads it as `tecs.profile.busted`, which returns this module.
+-- @module tecs.profile.host.busted
 
 local profile = require("tecs.profile")
 local check = require("tecs.profile.check")
