@@ -82,7 +82,7 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(update_stack > 0, text)
     -- jit.vmdef is there: builtins are named.
     assert.is_true(collapsed.sum(s.rows, function(r) return collapsed.has_frame(r, "^xpcall$") end) > 0, text)
-    -- The frames LÖVE marked: the slowest printed, the time line and the page written.
+    -- The frames LÖVE marked: the slowest printed, the timeline and the page written.
     local shown, frames = out:match("Slowest (%d+) of (%d+) frames:\n")
     assert.equal("3", shown, out)
     assert.is_true(tonumber(frames) > 3, out)

@@ -1,5 +1,5 @@
 -- tecs-profile in Neovim: the :TecsProfile command (its work is in
--- lua/tecs/profile/nvim.lua, loaded on first use), and the profile of the
+-- lua/tecs/profile/host/nvim_commands.lua, loaded on first use), and the profile of the
 -- editor's startup when $TECS_PROFILE_STARTUP names a file. Plugin files
 -- run after init.lua, so startup profiling sources this file earlier:
 --
@@ -12,18 +12,18 @@ vim.g.loaded_tecs_profile = true
 -- Sourced with --cmd, before the plugin manager has put this package on
 -- the runtime path: its own directory goes there, so that its modules and
 -- lua/tecs/profile/native.so are found.
-if #vim.api.nvim_get_runtime_file("lua/tecs/profile/nvim.lua", false) == 0
-  and not package.searchpath("tecs.profile.nvim", package.path) then
+if #vim.api.nvim_get_runtime_file("lua/tecs/profile/host/nvim_commands.lua", false) == 0
+  and not package.searchpath("tecs.profile.host.nvim_commands", package.path) then
   local here = debug.getinfo(1, "S").source:match("^@(.*)/plugin/[^/]*$")
   if here then vim.opt.runtimepath:prepend((vim.fn.fnamemodify(here, ":p"):gsub("/$", ""))) end
 end
 
 vim.api.nvim_create_user_command("TecsProfile", function(o)
-  require("tecs.profile.nvim").command(o.fargs)
+  require("tecs.profile.host.nvim_commands").command(o.fargs)
 end, {
   nargs = "*",
   desc = "tecs-profile: start, stop, report, trace, cover, listen, close",
-  complete = function(arglead, cmdline) return require("tecs.profile.nvim").complete(arglead, cmdline) end,
+  complete = function(arglead, cmdline) return require("tecs.profile.host.nvim_commands").complete(arglead, cmdline) end,
 })
 
 local startup = os.getenv("TECS_PROFILE_STARTUP")
@@ -34,5 +34,5 @@ if startup and startup ~= "" then
   -- Not for the editors started from this one (:terminal nvim).
   vim.env.TECS_PROFILE_STARTUP = nil
   vim.env.TECS_PROFILE_STARTUP_CLOCK = nil
-  require("tecs.profile.nvim").startup(vim.fn.fnamemodify(startup, ":p"), { clock = clock ~= "" and clock or nil })
+  require("tecs.profile.host.nvim_commands").startup(vim.fn.fnamemodify(startup, ":p"), { clock = clock ~= "" and clock or nil })
 end

@@ -397,7 +397,7 @@ describe("profile.allocations beside a sampling session", function()
     assert.equal(ticks, collapsed.sum(rows))
   end)
 
-  it("gives the sampling session's frames, hitches and time line the bytes allocated", function()
+  it("gives the sampling session's frames, hitches and timeline the bytes allocated", function()
     local t = profile.sample({ intervalMs = 1 })
     local a = profile.allocations({ bytesPerSample = 4096 })
     local keep = {}
@@ -410,7 +410,7 @@ describe("profile.allocations beside a sampling session", function()
         for i = 1, 300000 do x = x + i % 7 end -- allocates nothing
       end
       if frame % 10 == 0 then
-        collectgarbage("collect") -- GC runs on the time line
+        collectgarbage("collect") -- GC runs on the timeline
       end
     end
     t:stop()
@@ -429,7 +429,7 @@ describe("profile.allocations beside a sampling session", function()
     -- Every sampled byte was taken within the frames.
     assert.is_true(even + odd <= a:stats().samples * 4096)
     assert.matches("alloc KB", require("tecs.profile.timeline").hitches_text(t:hitches(3), #frames), 1, true)
-    -- Each GC run of the time line says what allocated before it.
+    -- Each GC run of the timeline says what allocated before it.
     local trace = t:timeline("chrome-trace")
     local runs, named = 0, 0
     for args in trace:gmatch('"name":"GC".-"args":(%b{})') do
@@ -437,7 +437,7 @@ describe("profile.allocations beside a sampling session", function()
       assert.matches('"allocatedBytes":%d+', args)
       if args:find("alloc_workload.lua", 1, true) then named = named + 1 end
     end
-    assert.is_true(runs > 0, "no GC run on the time line")
+    assert.is_true(runs > 0, "no GC run on the timeline")
     assert.is_true(named > 0, "no GC run names the workload")
     assert.matches('"name":"frame 2".-"allocatedBytes":%d+', trace)
   end)

@@ -22,15 +22,15 @@ local BUDGET_KB = {
 
 -- Modules that load on first use, never with `require` or a running
 -- session: views, formats, file output, the trace tracker, the newProfiler
--- API, coverage, the time line read back, the control channel and its
+-- API, coverage, the timeline read back, the control channel and its
 -- hosts' code, the command line, the MCP server, the pages.
 local ON_USE = {
   "tecs.profile.report", "tecs.profile.output", "tecs.profile.funcmap", "tecs.profile.fs", "tecs.profile.csv",
-  "tecs.profile.session_output", "tecs.profile.trace.report", "tecs.profile.new_profiler", "tecs.profile.dst",
-  "tecs.profile.coverage", "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.snapshot", "tecs.profile.cli",
+  "tecs.profile.session.output", "tecs.profile.trace.report", "tecs.profile.new_profiler",
+  "tecs.profile.coverage", "tecs.profile.timeline", "tecs.profile.listen", "tecs.profile.listen.snapshot", "tecs.profile.cli",
   "tecs.profile.mcp", "tecs.profile.page", "tecs.profile.cfuncs", "tecs.profile.callsite",
-  "tecs.profile.love_zones", "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim",
-  "tecs.profile.options_doc", "tecs.profile.sample_lifecycle", "jit.vmdef",
+  "tecs.profile.host.love_zones", "tecs.profile.host.love", "tecs.profile.host.nginx", "tecs.profile.host.nvim",
+  "tecs.profile.options_doc", "jit.vmdef",
 }
 
 -- What a sampling session needs only at its start and stop, not kept.

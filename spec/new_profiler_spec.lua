@@ -416,8 +416,6 @@ describe("newProfiler", function()
 
     it("sets no global on require; install() sets newProfiler for code written against the original", function()
       assert.is_nil(rawget(_G, "newProfiler"))
-      -- The module's old name, which code may require to install it.
-      assert.equal(new_profiler, require("tecs.profile.dst"))
       assert.equal(new_profiler.newProfiler, new_profiler.install())
       assert.equal(new_profiler.newProfiler, rawget(_G, "newProfiler"))
       assert.equal(new_profiler.Profiler, getmetatable(profile.newProfiler("call")))

@@ -70,17 +70,17 @@ describe("frames no profile shows", function()
     end
   end)
 
-  it("leaves the aborts in the profiler's own files out of a trace report and the time line, by the samples' rule",
+  it("leaves the aborts in the profiler's own files out of a trace report and the timeline, by the samples' rule",
     function()
       local native = require("tecs.profile.native")
       -- The rule, as the profiles apply it to frames.
-      assert.is_true(native.isOwnFrame("/usr/share/lua/5.1/tecs/profile/love_zones.lua:45"))
+      assert.is_true(native.isOwnFrame("/usr/share/lua/5.1/tecs/profile/host/love_zones.lua:45"))
       assert.is_true(native.isOwnFrame("tecs/profile.lua:12"))
       assert.is_false(native.isOwnFrame("/game/mytecs/profile/x.lua:3"))
       assert.is_false(native.isOwnFrame("main.lua:3"))
       -- The same loop, one aborting copy in a file of the package's (as
       -- its wrappers of a game's callbacks are), one in the program's, with
-      -- a sampling session beside, whose time line notes the aborts.
+      -- a sampling session beside, whose timeline notes the aborts.
       local own_chunk = "@" .. run.root .. "/lua/tecs/profile/host/own_abort_fixture.lua"
       local samples = profile.sample({ intervalMs = 1 })
       local s = profile.trace()

@@ -1,4 +1,4 @@
--- `tecs-profile report` on a time line (Chrome trace events): the frames
+-- `tecs-profile report` on a timeline (Chrome trace events): the frames
 -- and the slowest of them read back from the file must be those the
 -- session had. The slow frame is set by construction (CPU time burned in
 -- a known function); nothing depends on the machine's speed.
@@ -26,7 +26,7 @@ local function rows(text)
   return out, tonumber(header)
 end
 
-describe("tecs-profile report on a time line", function()
+describe("tecs-profile report on a timeline", function()
   local dir, trace, collapsed, run_out
 
   setup(function()
@@ -80,12 +80,12 @@ describe("tecs-profile report on a time line", function()
     assert.matches("the other views need a collapsed-stack file", out, 1, true)
   end)
 
-  it("the time line read back holds the session's frames and what ran in them", function()
+  it("the timeline read back holds the session's frames and what ran in them", function()
     work.quick_work(0.02)
     work.slow_work(0.02)
     -- A frame of a long C call and string building: the ticks in table.sort
     -- reach the callback late, several at once, so its samples come closer
-    -- together than the interval (the time line's ranges are then shorter
+    -- together than the interval (the timeline's ranges are then shorter
     -- than the samples they hold).
     local big = {}
     for i = 1, 200000 do big[i] = (i * 7919) % 100003 end
@@ -206,7 +206,7 @@ describe("tecs-profile report on a time line", function()
   it("refuses other files with a reason", function()
     local rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(collapsed))
     assert.equal(1, rc)
-    assert.matches('--hitches needs a time-line file written by --timeline or :write("x.trace.json")', err, 1, true)
+    assert.matches('--hitches needs a timeline file written by --timeline or :write("x.trace.json")', err, 1, true)
     rc, _, err = run.run3(run.cli .. " report --hitches 2 " .. run.quote(dir .. "/missing.trace.json"))
     assert.equal(1, rc)
     assert.matches("cannot read '" .. dir .. "/missing.trace.json'", err, 1, true)
@@ -222,7 +222,7 @@ describe("tecs-profile report on a time line", function()
     assert.matches('from "another tool", not a time line tecs-profile wrote', err, 1, true)
     rc, _, err = run.run3(run.cli .. " report --by line " .. run.quote(trace))
     assert.equal(1, rc)
-    assert.matches("is a time line: --by needs a collapsed-stack file", err, 1, true)
+    assert.matches("is a timeline: --by needs a collapsed-stack file", err, 1, true)
     rc, _, err = run.run3(run.cli .. " report --hitches 0 " .. run.quote(trace))
     assert.equal(2, rc)
     assert.matches("--hitches needs a positive integer, got 0", err, 1, true)

@@ -1,4 +1,4 @@
--- The time-line outputs, read back by a real consumer: speedscope's own
+-- The timeline outputs, read back by a real consumer: speedscope's own
 -- importer (spec/support/import_speedscope.js) opens the Chrome trace
 -- events and the time-ordered speedscope file, and what it shows must run
 -- in the order the program ran. Phases are set by construction (CPU time
@@ -55,7 +55,7 @@ local function find(profiles, pattern)
   end
 end
 
-describe("time-line outputs", function()
+describe("timeline outputs", function()
   local dir, s
 
   setup(function()
@@ -90,7 +90,7 @@ describe("time-line outputs", function()
     assert.equal(1, #profiles)
     local st = s:stats()
     assert.equal(0, st.timelineDroppedSamples)
-    -- Every sample the time line holds, weighted in milliseconds.
+    -- Every sample the timeline holds, weighted in milliseconds.
     assert.is_true(math.abs(profiles[1].weight - st.timelineSamples * s.intervalMs) < 1e-6,
       profiles[1].weight .. " vs " .. st.timelineSamples)
     assert.same({ "quick", "slow", "quick" }, phases(profiles[1].calls))
@@ -172,7 +172,7 @@ describe("time-line outputs", function()
     assert.matches("--hitches needs a positive integer, got 0", err, 1, true)
   end)
 
-  it("trace aborts of a trace session running beside are instant events on the time line", function()
+  it("trace aborts of a trace session running beside are instant events on the timeline", function()
     local trace, csv = dir .. "/aborts.trace.json", dir .. "/aborts.csv"
     local rc, _, err = run.run3(run.cli .. " run -q --trace --trace-output " .. run.quote(csv) .. " --timeline " ..
       run.quote(trace) .. " spec/fixtures/trace_nyi.lua")
@@ -194,7 +194,7 @@ describe("time-line outputs", function()
     end
     -- The tracker runs a little longer than the sampling session (it starts
     -- before and stops after it): an abort in those moments, in the
-    -- command's own code, is in the CSV but not on the time line.
+    -- command's own code, is in the CSV but not on the timeline.
     assert.is_true(events >= 2 and events <= reported, events .. " events, " .. reported .. " aborts reported")
   end)
 

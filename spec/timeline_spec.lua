@@ -125,8 +125,8 @@ describe("the time axis", function()
     assert.equal(st.timelineSamples, frames[1].samples + frames[2].samples)
   end)
 
-  it("slowFrameMs: fast frames keep their counts, their samples leave the time line", function()
-    -- Every frame is fast at 60 s: the time line keeps only the samples
+  it("slowFrameMs: fast frames keep their counts, their samples leave the timeline", function()
+    -- Every frame is fast at 60 s: the timeline keeps only the samples
     -- taken outside any frame; the frames still count theirs.
     local s = profile.sample({ intervalMs = 1, slowFrameMs = 60000 })
     assert.equal(60000, s.slowFrameMs)
@@ -253,7 +253,7 @@ describe("the time axis", function()
     assert.is_true(f.samples >= sampling.least_samples(s, 0.2), "samples: " .. f.samples)
     assert.is_true(f.gcSamples > f.samples / 2, ("%d of %d samples in the GC"):format(f.gcSamples, f.samples))
     -- On the Chrome trace, runs of GC samples are instant events that
-    -- together hold every GC sample of the time line.
+    -- together hold every GC sample of the timeline.
     local in_runs = 0
     for args in s:timeline("chrome-trace"):gmatch('"name":"GC","cat":"gc","ph":"i"[^{}]*"args":(%b{})') do
       in_runs = in_runs + tonumber(args:match('"samples":(%d+)'))

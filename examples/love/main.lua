@@ -9,7 +9,7 @@
 --
 -- The profile goes to the save directory (love.filesystem.getSaveDirectory())
 -- as tecs.collapsed, with the function view as tecs-report.txt (jit.p's
--- report as jitp.txt), the time line as tecs.trace.json (Perfetto) and the
+-- report as jitp.txt), the timeline as tecs.trace.json (Perfetto) and the
 -- report page as tecs-report.html. Paths, counters and the slowest frames
 -- are printed on stdout.
 

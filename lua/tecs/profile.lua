@@ -75,8 +75,8 @@ profile.render = on_use("report", "render")
 -- nothing: a program calls it every frame.
 -- @function frame
 function profile.frame()
-  local marks = package.loaded["tecs.profile.marks"]
-  if marks then marks.mark() end
+  local sample = package.loaded["tecs.profile.sample"]
+  if sample then sample.mark() end
 end
 
 --- Create a profiler with the classic `newProfiler(variant, sampledelay)`

@@ -29,9 +29,9 @@ local active -- the running session of this Lua state, if any
 
 -- The Lua paths of C and Lua functions (`tecs.profile.cfuncs`), asked by a
 -- view of a session that recorded a function it has no name for; the walk
--- is loaded for each ask, not kept (`tecs.profile.once`).
+-- is loaded for each ask, not kept (`session.once`).
 local function function_paths()
-  return require("tecs.profile.once")("tecs.profile.cfuncs").paths()
+  return session_base.once("tecs.profile.cfuncs").paths()
 end
 
 -- What a profile object of an allocation session is, for the outputs that
@@ -44,7 +44,7 @@ local profile_meta = setmetatable({}, { __mode = "k" })
 -- Errors if an allocation session is already active. Started while a
 -- sampling session of this Lua state runs (with its own tick source, the
 -- default on Linux), it is attached to that session: both record at once,
--- the sampling session's frames and time line count the bytes sampled in
+-- the sampling session's frames and timeline count the bytes sampled in
 -- each frame and name what allocated before each GC run, and the
 -- allocation session stops when that session stops, if not before. A
 -- sampling session cannot start while an allocation session runs (LuaJIT
@@ -89,7 +89,7 @@ function M.start(opts)
     _delta_at = started,
   })
   -- Beside a sampling session of this state the session is attached to
-  -- it (LuaJIT has one profiler, which that session holds): its time line
+  -- it (LuaJIT has one profiler, which that session holds): its timeline
   -- then names what allocated before each GC run, and its frames their
   -- bytes; it ends, at the latest, when that session stops.
   if handle:isAttached() then

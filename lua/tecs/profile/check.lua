@@ -1,6 +1,7 @@
---- Argument and option checking shared by the session modules.
+--- Argument checking shared by the session modules (their options are
+-- checked by the native module, `native.raw.checkOptions`).
 -- Every error is raised at the level of the public function's caller, names
--- the argument or option and says what was expected.
+-- the argument and says what was expected.
 -- @module tecs.profile.check
 
 local check = {}

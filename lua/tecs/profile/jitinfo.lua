@@ -6,7 +6,7 @@
 -- requires it keeps working) and builtin names to `[builtin#N]`.
 -- @module tecs.profile.jitinfo
 
-local once = require("tecs.profile.once")
+local once = require("tecs.profile.session").once
 
 local M = {}
 
@@ -52,7 +52,7 @@ end
 
 --- `jit.vmdef` of the running VM, or nil when it cannot be loaded or
 -- belongs to another LuaJIT build. Read afresh and not kept when the
--- program had not loaded it (`tecs.profile.once`): its tables are about
+-- program had not loaded it (`session.once`): its tables are about
 -- 24 KB and 300 strings of live heap, which the program's collector
 -- would go over on every cycle; a caller keeps what it needs (a session
 -- copies its names into native memory).

@@ -297,11 +297,11 @@ function commands.report(req)
 end
 
 -- What the running session (else the last one) has recorded so far,
--- bounded (see `tecs.profile.snapshot`); the session keeps running.
+-- bounded (see `tecs.profile.listen.snapshot`); the session keeps running.
 function commands.snapshot(req)
   local s = running and running.session or last and last.session
   if not s then return failure("no session to look at: start one first") end
-  local snapshot = require("tecs.profile.snapshot")
+  local snapshot = require("tecs.profile.listen.snapshot")
   local counts, err = snapshot.counts(req)
   if not counts then return failure("%s", err) end
   local answer = snapshot.take(s, counts)

@@ -8,8 +8,8 @@
 --    local data = loadstring(p:lua_report())()
 --
 -- Code written against the global `newProfiler` runs after an explicit
--- `require("tecs.profile.new_profiler").install()` (or under the module's
--- old name, `tecs.profile.dst`); requiring sets no global.
+-- `require("tecs.profile.new_profiler").install()`; requiring sets no
+-- global.
 --
 -- "time" samples with `profile.sample` (no hook: the JIT keeps running);
 -- `sampledelay`, an opcode count in the original, becomes an interval of

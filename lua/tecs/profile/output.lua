@@ -1,7 +1,7 @@
 --- Output formats for files, as the native module's registry declares them
 -- (`native.formatTable`): collapsed text, SVG flamegraph, speedscope JSON,
 -- gzipped pprof, the Firefox Profiler's processed profile, and from a
--- session's time line speedscope in time order, Chrome trace events and
+-- session's timeline speedscope in time order, Chrome trace events and
 -- the report page. The format is the one asked for, or else follows the
 -- file name's ending (`.svg`, `.speedscope.json`, `.pb.gz`,
 -- `.firefox.json`, `.timeline.speedscope.json`, `.trace.json`, `.html`;
@@ -13,7 +13,7 @@ local native_ok, native = pcall(require, "tecs.profile.native")
 local M = {}
 
 --- The registry: one table per format, in its order, with `name`,
--- `endings` (a list), `timeLine` (written from a session's time line),
+-- `endings` (a list), `timeLine` (written from a session's timeline),
 -- `native` (written by the native module), `readsSources`, `groupsFunctions`, `help` and
 -- `withoutInterval` (see `output::Declaration` in the native module).
 M.registry = native_ok and native.formatTable or {}
@@ -44,11 +44,11 @@ function M.format_list()
   return table.concat(quoted, " or ")
 end
 
---- The formats written from a session's time line rather than from a
--- profile (a profile object has no time line).
+--- The formats written from a session's timeline rather than from a
+-- profile (a profile object has no timeline).
 M.timeline_formats = native_ok and native.timelineFormats or {}
 
---- Whether `v` names a time-line format.
+--- Whether `v` names a timeline format.
 function M.is_timeline_format(v)
   local d = M.declaration(v)
   return d ~= nil and d.timeLine

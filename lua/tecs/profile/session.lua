@@ -8,12 +8,34 @@
 -- and the result stays available, so nothing is lost.
 --
 -- Each kind of session describes itself with a table of names, messages and
--- hooks (see `class`); this module builds its class from that.
+-- hooks (see `class`); this module builds its class from that. Its files,
+-- `write` and `delta` are `tecs.profile.session.output`, loaded when first
+-- called (a session that only records needs neither the formats nor file
+-- writing, and what a program loads stays on its heap: see `once`).
 -- @module tecs.profile.session
 
 local check = require("tecs.profile.check")
 
 local session = {}
+
+--- `require` without keeping: the module a session needs for a moment (at
+-- its start, at its stop) is loaded for the call and left for the
+-- collector, unless something had loaded it before.
+--
+-- What a program loads stays on its Lua heap, and a module's constants are
+-- strings there. LuaJIT's collector sweeps the whole string table on every
+-- cycle, so a program with a small live set that allocates strings fast
+-- pays for each string on each cycle, and much more once a few hundred
+-- more double the table: LuaJIT's life.lua runs 4% slower with 200 more
+-- live strings, 15% with 300 (BENCHMARKS.md, "The module's footprint").
+-- @tparam string name
+-- @return the module
+function session.once(name)
+  local had = package.loaded[name]
+  local module = require(name)
+  if not had then package.loaded[name] = nil end
+  return module
+end
 
 --- Make the class of one kind of session.
 -- @tparam table kind
@@ -123,7 +145,7 @@ end
 
 --- Adds what sessions recorded by the native module share to their class:
 -- `_write_file` (the file `stop(filename)` and `write` produce), `write`
--- and `delta`, from `tecs.profile.session_output`, which loads when one is
+-- and `delta`, from `tecs.profile.session.output`, which loads when one is
 -- first called: a session that only records needs neither the formats nor
 -- file writing. The session has `_native`, `format`, `_started_at`,
 -- `_delta_wall` and `_delta_at`.
@@ -131,15 +153,15 @@ end
 -- @tparam table kind `name` (as for `class`); `meta(s, format, start_sec,
 --   duration_sec, objects)`, what `output.render` takes to render the
 --   profile in `format` (`objects`: a delta's object counts, if any);
---   `timeline(s, format)`, for a kind with a time line, the content of a
---   time-line format; `delta_profile(s, prof, meta)`, for a kind that keeps
+--   `timeline(s, format)`, for a kind with a timeline, the content of a
+--   timeline format; `delta_profile(s, prof, meta)`, for a kind that keeps
 --   something beside a delta's profile object; `unit`, what the counts are
 --   when not samples ("bytes"), which a collapsed file's functions file says
 function session.profile_methods(class, kind)
   for _, method in ipairs({ "_write_file", "write", "delta" }) do
     -- A tail call: errors raised at the caller's level still point at it.
     class[method] = function(self, ...)
-      return require("tecs.profile.session_output")[method](class, kind, self, ...)
+      return require("tecs.profile.session.output")[method](class, kind, self, ...)
     end
   end
 end

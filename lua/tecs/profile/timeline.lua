@@ -3,15 +3,15 @@
 --    profile.frame()            -- once per frame, at its start
 --    s:frames()                 -- { { index, startMs, ms, samples, gcSamples }, ... }
 --    s:hitches(3)               -- the 3 slowest frames, with what ran in them
---    s:timeline("chrome-trace") -- the time line as Chrome trace events (Perfetto)
+--    s:timeline("chrome-trace") -- the timeline as Chrome trace events (Perfetto)
 --    s:write("run.trace.json")  -- the same, by extension
 --    s:write("run.html")        -- the report page (tecs.profile.page)
 --
 -- The session keeps when each sample was taken (native, in a bounded ring:
 -- the `timelineSamples` option); a frame runs from its mark to the next one,
 -- the last to the end of the session. Inside LÖVE, a session marks frames by
--- itself (`tecs.profile.marks`, what a running session puts on its time
--- line). This module reads the time line back; it loads when first used.
+-- itself (`tecs.profile.sample`, which also puts events on the timeline).
+-- This module reads the timeline back; it loads when first used.
 -- @module tecs.profile.timeline
 
 local check = require("tecs.profile.check")
@@ -63,19 +63,19 @@ end
 
 --- The function map of a session's sources (as the by-function views
 -- take it): what names the functions of its hitches, in the session and
--- in the time-line files it writes.
+-- in the timeline files it writes.
 -- @param session a `SampleSession`
 -- @treturn table
 function M.function_map(session)
   return funcmap.build(session._native:profile():files())
 end
 
---- A time line written as Chrome trace events (`SampleSession:write("x.trace.json")`,
+--- A timeline written as Chrome trace events (`SampleSession:write("x.trace.json")`,
 -- `tecs-profile run --timeline`), read back: `{ name, intervalMs, frames }`,
 -- `frames` as `SampleSession:frames` gives them, each with `collapsed`: what
 -- ran in it as collapsed stacks of the samples taken in it.
 -- @tparam string text the file's contents
--- @return the time line, or nil and a message saying why not
+-- @return the timeline, or nil and a message saying why not
 function M.read_trace(text)
   local ok, native = pcall(require, "tecs.profile.native")
   if not ok then return nil, "cannot load the native module tecs.profile.native: " .. tostring(native) end
@@ -84,7 +84,7 @@ function M.read_trace(text)
   return t
 end
 
---- The `n` slowest frames of a time line `read_trace` read, as
+--- The `n` slowest frames of a timeline `read_trace` read, as
 -- `SampleSession:hitches` returns them: the same as the session's, the file
 -- holding each frame's samples by stack and the function each stack ran in
 -- as the session named it. Files written before they named functions are
@@ -113,7 +113,7 @@ function M.trace_hitches(trace, n)
   end)
 end
 
---- The frames of a time line `read_trace` read, summed up as text.
+--- The frames of a timeline `read_trace` read, summed up as text.
 -- @tparam table trace
 -- @treturn string
 function M.frames_text(trace)
@@ -134,15 +134,15 @@ end
 -- `profile.frame`), in order: `index` (from 1; frames past the oldest kept
 -- mark are dropped, the others keep their index), `startMs` (from the
 -- session's start), `ms` (its duration: to the next mark, or to the end of
--- the session), `samples` and `gcSamples` (taken in it, of those the time
--- line holds).
+-- the session), `samples` and `gcSamples` (taken in it, of those the timeline
+-- holds).
 -- @param session a `SampleSession`
 -- @treturn table
 function M.frames(session)
   return session._native:frames(M.allocations_of(session))
 end
 
---- `SampleSession:timeline(format)`: the time line rendered in a time-line
+--- `SampleSession:timeline(format)`: the timeline rendered in a timeline
 -- format: "chrome-trace" (the Chrome trace event JSON that Perfetto,
 -- chrome://tracing and speedscope read: consecutive samples merged into
 -- nested ranges, frames on a track of their own, runs of GC samples as
@@ -150,7 +150,7 @@ end
 -- samples are in the order they were taken, for its "Time Order" view), or
 -- "html" (the report page of `tecs.profile.page`: flamegraph, top
 -- functions, zones, the frame-time chart, the slowest frames and the trace
--- aborts). Holds the samples the time line holds (see `timelineSamples`);
+-- aborts). Holds the samples the timeline holds (see `timelineSamples`);
 -- the aggregate outputs hold them all.
 -- @param session a `SampleSession`
 -- @tparam string format

@@ -49,7 +49,7 @@ local function clean(err)
   return (tostring(err):gsub("^[^\n]-:%d+: ", ""))
 end
 
--- The text of `path` when it holds a JSON object (a time line: Chrome
+-- The text of `path` when it holds a JSON object (a timeline: Chrome
 -- trace files we write are objects), else nil (a collapsed file, whose
 -- first frame may well start with "[", as "[C]" or "[truncated stack]"
 -- do), and the error when it cannot be read.
@@ -59,7 +59,7 @@ local function time_line_file(path)
   return nil, err
 end
 
--- `report` on a time line: its frames, or with `--hitches N` its slowest
+-- `report` on a timeline: its frames, or with `--hitches N` its slowest
 -- frames; nil after saying why not.
 local function trace_report(path, text, opts)
   local timeline = require("tecs.profile.timeline")
@@ -69,9 +69,9 @@ local function trace_report(path, text, opts)
   end
   if opts.aborts then given[#given + 1] = "--aborts" end
   if #given > 0 then
-    io.stderr:write("tecs-profile: ", path, " is a time line: ", table.concat(given, ", "),
+    io.stderr:write("tecs-profile: ", path, " is a timeline: ", table.concat(given, ", "),
       " need", #given == 1 and "s" or "", " a collapsed-stack file (tecs-profile run -o FILE, or ",
-      ':write("x.collapsed")); a time line gives its frames, and --hitches N\n')
+      ':write("x.collapsed")); a timeline gives its frames, and --hitches N\n')
     return nil
   end
   local trace, err = timeline.read_trace(text)
@@ -89,7 +89,7 @@ local function trace_report(path, text, opts)
 end
 
 --- `report FILE`: a text view of a collapsed-stack file, or with
--- `--aborts CSV` its hot aborts; on a time line (Chrome trace events) its
+-- `--aborts CSV` its hot aborts; on a timeline (Chrome trace events) its
 -- frames, or with `--hitches N` its slowest frames.
 -- @tparam table opts parsed options
 -- @tparam table pos positional arguments
@@ -110,7 +110,7 @@ function M.report(opts, pos)
     io.stderr:write("tecs-profile: cannot read '", pos[1], "': ", tostring(read_err), "\n")
     return 1
   elseif opts.hitches then
-    io.stderr:write("tecs-profile: --hitches needs a time-line file written by --timeline or ",
+    io.stderr:write("tecs-profile: --hitches needs a timeline file written by --timeline or ",
       ':write("x.trace.json"); ', pos[1], " is not one\n")
     return 1
   elseif opts.aborts then
@@ -472,7 +472,7 @@ function M.busted(opts, pos)
   -- loads its modules (Penlight's pl.* among them), so a module busted and
   -- the specs share is rewritten at its one load and every call counts.
   -- The helper finds the session running and writes it at busted's exit.
-  local busted_args = require("tecs.profile.busted_args")
+  local busted_args = require("tecs.profile.host.busted_args")
   local ok_args, settings = pcall(busted_args.parse, busted_args.from_command_line(pos))
   if not ok_args then usage_error("%s", tostring(settings)) end
   if settings.coverPreloaded == "yes" and busted_args.covers(settings) then

@@ -5,7 +5,7 @@
 -- process id, the game's exit status and signals), with the package's
 -- LD_PRELOAD library (`tecs/profile/love_preload.so`, built from `inject/`)
 -- added to `LD_PRELOAD`. In the game's Lua state the library runs the boot
--- chunk `tecs.profile.love_boot`, which opens the channel; it gives
+-- chunk `tecs.profile.host.love_boot`, which opens the channel; it gives
 -- `LD_PRELOAD` back as the user had it and removes the variables below
 -- before the game's Lua code runs. See docs/control.md.
 -- @module tecs.profile.cli.love
@@ -47,18 +47,18 @@ end
 -- the boot chunk on `package.path`, the library on `package.cpath`.
 -- @treturn table `{ boot, luadir, preload, libdir }`, or nil and why not
 function M.files()
-  local boot = package.searchpath("tecs.profile.love_boot", package.path)
-  if not boot then return nil, "cannot find the boot chunk tecs/profile/love_boot.lua on package.path" end
+  local boot = package.searchpath("tecs.profile.host.love_boot", package.path)
+  if not boot then return nil, "cannot find the boot chunk tecs/profile/host/love_boot.lua on package.path" end
   local preload = package.searchpath("tecs.profile.love_preload", package.cpath)
   if not preload then
     return nil, "cannot find the LD_PRELOAD library tecs/profile/love_preload.so on package.cpath " ..
       "(make build, or make install, builds it beside native.so)"
   end
   boot, preload = absolute(boot), absolute(preload)
-  local luadir = boot:match("^(.*)/tecs/profile/love_boot%.lua$")
+  local luadir = boot:match("^(.*)/tecs/profile/host/love_boot%.lua$")
   local libdir = preload:match("^(.*)/tecs/profile/love_preload%.so$")
   -- The boot chunk finds the package's modules as DIR/?.lua and DIR/?.so.
-  if not luadir then return nil, "the boot chunk " .. boot .. " is not found as DIR/tecs/profile/love_boot.lua" end
+  if not luadir then return nil, "the boot chunk " .. boot .. " is not found as DIR/tecs/profile/host/love_boot.lua" end
   if not libdir then return nil, "the library " .. preload .. " is not found as DIR/tecs/profile/love_preload.so" end
   return { boot = boot, luadir = luadir, preload = preload, libdir = libdir }
 end

@@ -121,12 +121,12 @@ local SAMPLING = {
     help = "also track JIT trace aborts; report them ranked by the sampled time at their locations" },
   { "trace-output", key = "traceOutput", arg = "FILE", help = "write the trace report (CSV) to FILE" },
   { "timeline", key = "timeline", arg = "FILE",
-    help = "write the time line, by the ending of FILE: " .. endings_help(function(d) return d.timeLine end) ..
+    help = "write the timeline, by the ending of FILE: " .. endings_help(function(d) return d.timeLine end) ..
       "; any other name Chrome trace events" },
   { "hitches", key = "hitches", arg = "N", number = true,
     help = "after the report, the N slowest frames (marked by profile.frame() or LÖVE) and what ran in them" },
   { "slow-frame-ms", key = "slowFrameMs", arg = "MS", number = true,
-    help = "keep the samples of frames of at least MS milliseconds only on the time line (the others stay " ..
+    help = "keep the samples of frames of at least MS milliseconds only on the timeline (the others stay " ..
       "counted, and in the profile)" },
   { "listen", key = "listen",
     help = "instead of profiling the whole program, run it with the control channel open (profile.listen()): " ..
@@ -140,7 +140,7 @@ local REPORT = {
     help = "rank the abort sites of a trace report (CSV written by profile.trace():stop(file)) by sampled time" },
   { "output", short = "o", key = "output", arg = "FILE", help = "write the view to FILE instead of stdout" },
   { "hitches", key = "hitches", arg = "N", number = true,
-    help = "the N slowest frames of a time line (FILE written by run --timeline or :write(\"x.trace.json\")) " ..
+    help = "the N slowest frames of a timeline (FILE written by run --timeline or :write(\"x.trace.json\")) " ..
       "and what ran in them" },
   HELP,
 }
@@ -282,10 +282,10 @@ M.COMMANDS = {
       "client (live, attach) is told it is busy.",
     sections = { { options = LIVE } } },
   { name = "report", synopsis = "report [options] FILE",
-    summary = "text views of a collapsed-stack file, or the frames of a time line",
+    summary = "text views of a collapsed-stack file, or the frames of a timeline",
     usage = "report [options] FILE",
     about = "Prints a text view of FILE (collapsed stacks, as written by tecs-profile,\n" ..
-      "profile.sample():stop(file) or any collapsed-stack tool). On a time line (Chrome\n" ..
+      "profile.sample():stop(file) or any collapsed-stack tool). On a timeline (Chrome\n" ..
       "trace events written by run --timeline or :write(\"x.trace.json\")) it prints\n" ..
       "the frames, and with --hitches N the slowest of them.",
     sections = { { options = REPORT }, { title = "View options:", options = M.VIEW } } },

@@ -4,7 +4,7 @@
 -- the game fails. What runs once per frame with no change to the game's code
 -- registers with that wrapper (`on_step`): the control channel's poll
 -- (`start`, below) and a sampling session's frame mark
--- (`tecs.profile.marks`). The wrapper goes when the last of them does.
+-- (`tecs.profile.sample`). The wrapper goes when the last of them does.
 --
 -- A host module of `tecs.profile.listen` (see its `HOSTS` for the
 -- interface): `kind`, `detect()`, `program()`, `start(channel)`, `stop()`.

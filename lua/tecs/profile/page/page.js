@@ -29,7 +29,7 @@ var tecsPage = (function () {
     var h = hitchOf[index];
     if (!h) {
       box.appendChild(el("p", {}, "Not among the " + data.hitches.length + " slowest frames: see its samples " +
-        "in the time line (tecs-profile run --timeline FILE.trace.json)."));
+        "in the timeline (tecs-profile run --timeline FILE.trace.json)."));
       return;
     }
     var list = el("ol", { "class": "detail-functions" });

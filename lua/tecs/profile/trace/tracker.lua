@@ -169,11 +169,11 @@ function M.handler(self)
     local reason = fmt:reason(err, info)
     local zone = zone_path(zones)
     local key = severity .. "\0" .. reason .. "\0" .. location .. "\0" .. zone
-    -- On the time line of a sampling session running beside (nothing is
+    -- On the timeline of a sampling session running beside (nothing is
     -- made otherwise).
-    local marks = package.loaded["tecs.profile.marks"]
-    if marks and marks.running() then
-      marks.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
+    local sample = package.loaded["tecs.profile.sample"]
+    if sample and sample.active() then
+      sample.event("trace abort", { reason = reason, location = location, severity = severity, zone = zone })
     end
     local site = sites[key]
     if site then

@@ -3,7 +3,7 @@
 -- methods of their classes (see `session.profile_methods` in
 -- `tecs.profile.session`) call these with the class and the kind table;
 -- this module loads when one is first called.
--- @module tecs.profile.session_output
+-- @module tecs.profile.session.output
 
 local check = require("tecs.profile.check")
 local clock = require("tecs.profile.clock")

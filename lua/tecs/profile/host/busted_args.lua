@@ -1,7 +1,7 @@
 --- The arguments of the busted helper (`-Xhelper k=v,k=v`), declared once:
 -- read by the helper itself and by `tecs-profile busted`, which must know
 -- before busted loads anything whether a coverage run starts there.
--- @module tecs.profile.busted_args
+-- @module tecs.profile.host.busted_args
 
 local check = require("tecs.profile.check")
 

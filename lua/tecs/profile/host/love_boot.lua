@@ -23,7 +23,7 @@
 -- of `love.conf` and says on stderr what happens and how to go on; with
 -- the option `skip-version-check` it sets `t.version` to the running LÖVE.
 -- See docs/control.md.
--- @script tecs.profile.love_boot
+-- @script tecs.profile.host.love_boot
 
 local luadir, libdir, options = ...
 local skip_version_check = (("," .. (options or "") .. ","):find(",skip-version-check,", 1, true)) ~= nil

@@ -7,7 +7,7 @@
 -- session started is wrapped when it is defined. At the stop every
 -- callback still ours gets its function back. The wrapper's own frame is
 -- the profiler's, which no profile shows.
--- @module tecs.profile.love_zones
+-- @module tecs.profile.host.love_zones
 
 local M = {}
 

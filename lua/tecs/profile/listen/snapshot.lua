@@ -9,7 +9,7 @@
 -- with their functions, the heaviest stacks with frames named by function
 -- (the others summed into one line) and the heaviest functions. The
 -- flamegraph is drawn by the client, from the stacks.
--- @module tecs.profile.snapshot
+-- @module tecs.profile.listen.snapshot
 
 local funcmap = require("tecs.profile.funcmap")
 local timeline = require("tecs.profile.timeline")

@@ -13,7 +13,7 @@
 -- Errors are Neovim messages at level ERROR, never a stack trace, however
 -- the command was run (see `notify`). Views name the plugin of each frame
 -- from the runtime path (`tecs.profile.host.nvim`'s `plugins`).
--- @module tecs.profile.nvim
+-- @module tecs.profile.host.nvim_commands
 
 local M = {}
 
