@@ -1,5 +1,5 @@
 //! The LD_PRELOAD library of `tecs-profile love`: it runs the package's
-//! boot chunk (`tecs/profile/love_boot.lua`) in an unmodified LÖVE game.
+//! boot chunk (`tecs/profile/host/love_boot.lua`) in an unmodified LÖVE game.
 //!
 //! LÖVE's `main` creates its Lua state, calls `luaL_openlibs` on it, then
 //! preloads and boots `love`. This library exports `luaL_openlibs`: the
