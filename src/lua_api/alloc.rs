@@ -8,9 +8,9 @@ use mlua::{Lua, Table, Value};
 
 use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
+use crate::profile::stack_table::StackTable;
 use crate::profile::Profile;
 use crate::record::alloc_hook::Restored;
-use crate::record::stack_table::StackTable;
 use crate::session::{Plan, Session};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).

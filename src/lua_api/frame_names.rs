@@ -22,10 +22,10 @@ use std::sync::atomic::Ordering;
 use mlua::{Lua, Table};
 
 use super::NativeSession;
+use crate::profile::frames::FrameIdentity;
+use crate::profile::stack_table::{Key, FRAME_SEP};
 use crate::profile::{c_address, FrameNamer};
 use crate::record::alloc_hook;
-use crate::record::identity::FrameIdentity;
-use crate::record::stack_table::{Key, FRAME_SEP};
 use crate::sys;
 
 /// The registry field holding the state's path finder.

@@ -22,8 +22,8 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
+use crate::profile::stack_table::CountsMark;
 use crate::profile::Profile;
-use crate::record::stack_table::CountsMark;
 use crate::session::{Session, NO_PROFILER_API};
 use crate::sys;
 use call_sites::CallSites;
@@ -150,7 +150,7 @@ impl NativeSession {
     }
 
     /// Runs `f` on the stack table with the call-site correction applied.
-    fn with_table<R>(&self, f: impl FnOnce(&crate::record::stack_table::StackTable) -> R) -> R {
+    fn with_table<R>(&self, f: impl FnOnce(&crate::profile::stack_table::StackTable) -> R) -> R {
         self.session.sampler().with(|s| {
             if self.call_site_lines.is_empty() {
                 f(&s.table)
@@ -532,6 +532,7 @@ const EXPORT_ALIASES: &[lazy::Alias] = &[
 ];
 
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
+    crate::sys::install_profile_host();
     lazy::table(lua, EXPORTS, EXPORT_ALIASES, None)
 }
 

@@ -10,8 +10,9 @@ use crate::output::timed::{
     rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
 };
 use crate::profile::frames::FunctionMap;
+use crate::profile::stack_table::StackTable;
 use crate::profile::Profile;
-use crate::record::stack_table::{StackTable, VM_STATES};
+use crate::profile::VM_STATES;
 use crate::record::timeline::{FrameSpan, OVERFLOW_ENTRY};
 use crate::sys;
 

@@ -8,6 +8,8 @@
 //! program's thread takes requests from the [`server::Server`] when it polls
 //! and runs them itself; [`client::request`] is the other end.
 
+#![cfg(unix)]
+
 pub mod client;
 pub mod files;
 pub mod http;
@@ -24,7 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::process;
+use tecs_profile_recorder::sys::process;
 
 /// The longest request line a program takes, in bytes: a longer one is
 /// answered with an error and its connection closed.

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{paths_for, write_entry, Request, Response, Target, IDLE_LIMIT, MAX_REQUEST_LINE};
-use crate::sys::process;
+use tecs_profile_recorder::sys::process;
 
 /// How long a reply may take in all, for a client that reads slowly or
 /// not at all: the program's frame stalls for at most this long.
@@ -200,7 +200,7 @@ impl Server {
         }
         // A program woken by SIGIO (`sys::wake`) is woken by its data too.
         #[cfg(target_os = "linux")]
-        crate::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
+        tecs_profile_recorder::sys::wake::watch(std::os::unix::io::AsRawFd::as_raw_fd(&stream));
         self.client = Some(Client {
             stream,
             pending: Vec::new(),

@@ -18,8 +18,8 @@ use std::fmt::Write as _;
 use inferno::flamegraph::color::{BasicPalette, Color, PaletteMap};
 use inferno::flamegraph::{self as fg, Palette};
 
+use crate::profile::VM_STATES;
 use crate::profile::{add_counts, dominant_state, sum_counts, Profile};
-use crate::record::stack_table::VM_STATES;
 
 pub const ZONE_COLOR: Color = Color { r: 0x6c, g: 0xcf, b: 0xd6 };
 

@@ -2,8 +2,8 @@
 //! root first, one space, an integer count. The leaf frame carries `_[X]`,
 //! the dominant VM state. Also the strict reader used by reports.
 
+use super::{state_index, VM_STATES};
 use crate::profile::Profile;
-use crate::sys::{state_index, VM_STATES};
 
 /// Renders a profile as collapsed text (rows in the profile's order).
 pub fn write(profile: &Profile) -> String {
@@ -56,7 +56,7 @@ pub fn write_bytes(profile: &Profile) -> Vec<u8> {
     drop(ranks);
 
     let mut out = vec![0u8; size];
-    crate::sys::advise_huge_pages(&mut out);
+    super::host::advise_huge_pages(&mut out);
     let mut number = [0u8; 20];
     let mut prev: &[u32] = &[];
     // Where each frame of the previous line ends, from where its frames

@@ -11,6 +11,27 @@
 
 use std::collections::HashMap;
 
+/// The function a frame ran in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameIdentity {
+    /// First and last line of the function's definition; 0 for a main chunk.
+    pub first: u32,
+    pub last: u32,
+    /// The name its caller used (first one seen), if the VM could tell.
+    pub name: Option<String>,
+    /// The chunk's short name (`game.lua`, `[string "..."]`).
+    pub source: String,
+    /// The same frame text was seen in two functions neither of which lies
+    /// in the other (a chunk loaded again after its source changed, or two
+    /// chunks with one name): the frame stays a line. Nested functions on
+    /// one line (a closure defined where it is called) keep the inner one.
+    pub ambiguous: bool,
+    /// How the views named the function when the profile was written (read
+    /// back from a functions file, [`super::sidecar`]); it then wins over
+    /// every other name.
+    pub label: Option<String>,
+}
+
 /// The kind of a frame, for grouping and labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameKind {
@@ -131,12 +152,12 @@ pub struct FunctionMap {
     /// come before the files' ranges.
     pub(crate) frames: HashMap<String, KnownFrame>,
     /// Source line counts by file, when the map was read from sources.
-    pub(crate) line_counts: HashMap<String, u32>,
+    pub line_counts: HashMap<String, u32>,
     /// Lines with bytecode by file (sorted), when read from sources: a
     /// sampled line always has some.
-    pub(crate) code_lines: HashMap<String, Vec<u32>>,
+    pub code_lines: HashMap<String, Vec<u32>>,
     /// Files the map could not read, with the reason.
-    pub(crate) unreadable: Vec<(String, String)>,
+    pub unreadable: Vec<(String, String)>,
     /// Files whose source is not the one that ran (their names come from
     /// the VM, or their lines stay lines), for the annotated source.
     pub changed_files: Vec<String>,

@@ -15,8 +15,8 @@
 
 use std::collections::HashMap;
 
+use super::stack_table::{Key, StackTable, FRAME_SEP};
 use super::{sanitize, FrameNamer, Names, Profile, OVERFLOW_FRAME};
-use crate::record::stack_table::{Key, StackTable, FRAME_SEP};
 
 /// Keys per batch (see the loop in [`Profile::from_table`]).
 const BATCH: usize = 128;

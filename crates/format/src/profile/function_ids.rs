@@ -15,8 +15,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::frames::FrameIdentity;
 use crate::profile::frames::{file_line, file_span, FuncRange, FunctionMap, KnownFrame};
-use crate::record::identity::FrameIdentity;
 
 /// Functions of one file as the VM recorded them: span -> (name, chunk).
 type RecordedFunctions<'a> = BTreeMap<(u32, u32), (Option<&'a str>, &'a str)>;

@@ -7,9 +7,11 @@ pub mod collapsed;
 pub mod frames;
 mod from_table;
 pub mod function_ids;
+pub mod host;
 pub mod names;
 pub mod sidecar;
 mod sort;
+pub mod stack_table;
 
 use std::collections::HashMap;
 
@@ -17,9 +19,22 @@ use hashbrown::HashTable;
 
 pub use names::Names;
 
-/// The VM states a row counts samples in, in the order of [`Row::counts`]
-/// (declared with the tick notes, where the states are first read).
-pub use crate::sys::VM_STATES;
+/// VM states, as the letters LuaJIT's callback gets, in tie-break order:
+/// the first of equal counts wins. A row counts samples in each, in this
+/// order ([`Row::counts`]).
+pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
+
+/// Index of a LuaJIT vmstate character in [`VM_STATES`].
+#[inline]
+pub const fn state_index(vmstate: u8) -> usize {
+    match vmstate {
+        b'N' => 0,
+        b'I' => 1,
+        b'C' => 2,
+        b'G' => 3,
+        _ => 4,
+    }
+}
 
 /// An empty vector with room for `n` items, whose memory the kernel is asked
 /// to back with huge pages: a profile of many stacks fills tens of MB of
@@ -27,7 +42,7 @@ pub use crate::sys::VM_STATES;
 /// much as the work done in it.
 pub(crate) fn large_vec<T>(n: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(n);
-    crate::sys::advise_huge_pages(&mut v);
+    host::advise_huge_pages(&mut v);
     v
 }
 
@@ -170,10 +185,10 @@ impl<'a> FrameNamer<'a> {
                 if let Some(Some(path)) = c_paths.and_then(|m| m.get(&addr)) {
                     return sanitize(path.as_bytes());
                 }
-                if resolve_c && crate::sys::is_own_code(addr) {
+                if resolve_c && (host::get().is_own_code)(addr) {
                     return OWN_C_FRAME.to_string();
                 }
-                let sym = if resolve_c { crate::sys::c_symbol_name(addr) } else { None };
+                let sym = if resolve_c { (host::get().c_symbol_name)(addr) } else { None };
                 match sym {
                     Some(s) => format!("[C:{}]", sanitize(s.as_bytes())),
                     None => format!("[C:0x{:x}]", addr),

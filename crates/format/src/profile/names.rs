@@ -37,7 +37,7 @@ impl Names {
         // Zeroed by the allocator: fresh pages are zero already, and are
         // only filled where names land (asked for as huge pages first).
         let mut index = vec![(0, 0); slots];
-        crate::sys::advise_huge_pages(&mut index);
+        super::host::advise_huge_pages(&mut index);
         let mut ends = super::large_vec(names + 1);
         ends.push(0);
         Names {

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::identity::FrameIdentity;
+use super::frames::FrameIdentity;
 
 /// The ending added to a collapsed file's name.
 pub const ENDING: &str = ".functions.json";

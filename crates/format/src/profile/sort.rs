@@ -60,7 +60,7 @@ pub(super) fn radix_sort(items: &mut Vec<(u64, u32)>) {
         if other.is_empty() {
             // Fresh zero pages from the allocator, huge once touched.
             other = vec![(0, 0); items.len()];
-            crate::sys::advise_huge_pages(&mut other);
+            super::host::advise_huge_pages(&mut other);
         }
         let mut sum = 0;
         for slot in c.iter_mut() {

@@ -7,7 +7,7 @@
 
 use hashbrown::HashTable;
 
-pub use crate::sys::{state_index, VM_STATES};
+use super::VM_STATES;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn state_index_maps_all_states() {
         for (i, s) in VM_STATES.iter().enumerate() {
-            assert_eq!(state_index(*s), i);
+            assert_eq!(crate::profile::state_index(*s), i);
         }
     }
 }

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use super::stack_table::{Key, StackTable, FRAME_SEP};
+use super::VM_STATES;
 use super::{add_counts, collapsed, sanitize, sum_counts, FrameNamer, Profile, OVERFLOW_FRAME};
-use crate::record::stack_table::{Key, StackTable, FRAME_SEP, VM_STATES};
 
 fn key(path: &[u8], frames: &[&[u8]]) -> Vec<u8> {
     let mut k = Vec::new();

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use hashbrown::HashTable;
 
 use crate::sys::FrameFunction;
+use tecs_profile_format::profile::frames::FrameIdentity;
 
 /// Frames whose function is kept; later new frames go unrecorded (counted).
 pub const MAX_FRAME_IDENTITIES: usize = 32768;
@@ -23,27 +24,6 @@ const MAX_BYTES: usize = 4 << 20;
 /// session store their frames without allocating inside the callback.
 const INITIAL_ENTRIES: usize = 1024;
 const INITIAL_BYTES: usize = 64 * 1024;
-
-/// The function a frame ran in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FrameIdentity {
-    /// First and last line of the function's definition; 0 for a main chunk.
-    pub first: u32,
-    pub last: u32,
-    /// The name its caller used (first one seen), if the VM could tell.
-    pub name: Option<String>,
-    /// The chunk's short name (`game.lua`, `[string "..."]`).
-    pub source: String,
-    /// The same frame text was seen in two functions neither of which lies
-    /// in the other (a chunk loaded again after its source changed, or two
-    /// chunks with one name): the frame stays a line. Nested functions on
-    /// one line (a closure defined where it is called) keep the inner one.
-    pub ambiguous: bool,
-    /// How the views named the function when the profile was written (read
-    /// back from a functions file, `profile::sidecar`); it then wins over
-    /// every other name.
-    pub label: Option<String>,
-}
 
 /// A stored identity: offsets into the byte store.
 #[derive(Clone, Copy)]

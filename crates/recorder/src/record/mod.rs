@@ -10,5 +10,4 @@ pub mod alloc_objects;
 pub mod capture;
 pub mod identity;
 pub mod sampler;
-pub mod stack_table;
 pub mod timeline;

@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::record::alloc_objects::ObjectTable;
 use crate::record::capture::{CapturedStack, FrameFunctions, ReadFrames};
 use crate::record::identity::FrameIdentities;
-use crate::record::stack_table::{state_index, Key, StackTable, FRAME_SEP, VM_STATES};
 use crate::record::timeline::{TimedSample, Timeline};
 use crate::sys::{FunctionAnchor, RunningC, SampleSink, TickOrigin, VmStack, ZoneAnchor, NOTE_SLOTS};
 use std::collections::HashMap;
+use tecs_profile_format::profile::stack_table::{Key, StackTable, FRAME_SEP};
+use tecs_profile_format::profile::{state_index, VM_STATES};
 
 /// Root frame of a stack cut at the depth limit: the frames above it are
 /// the innermost `depth` ones, and what called them is not known.
@@ -257,7 +258,7 @@ impl SampleSink for Sampler {
 
     #[inline]
     fn on_sample(&mut self, vm: &VmStack, samples: u32, vmstate: u8) {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "test-support"))]
         let _probe = crate::sys::alloc_probe::InSample::enter();
         // Taken from every callback, so a note never outlives its sample.
         let note = crate::sys::take_tick_note(self.ticks_from);

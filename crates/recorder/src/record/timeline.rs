@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use crate::record::stack_table::VM_STATES;
+use tecs_profile_format::profile::VM_STATES;
 
 /// Frame marks kept per session; older ones are dropped (their frames
 /// leave `frames()`, and the frame indices of the rest do not change).

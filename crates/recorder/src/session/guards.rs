@@ -18,7 +18,7 @@ static OWNER: AtomicBool = AtomicBool::new(false);
 
 /// The process's owner flag, held from a successful [`Ownership::claim`]
 /// until dropped.
-pub(crate) struct Ownership(());
+pub struct Ownership(());
 
 impl Ownership {
     /// Takes the flag, or None when another session holds it.
@@ -27,8 +27,8 @@ impl Ownership {
     }
 
     /// Whether some session of this process holds the flag.
-    #[cfg(test)]
-    pub(crate) fn held() -> bool {
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn held() -> bool {
         OWNER.load(Ordering::Acquire)
     }
 }
@@ -188,14 +188,14 @@ pub(super) fn release_anchors(lua: &Lua, sampler: &SamplerBox<Sampler>) {
     });
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 thread_local! {
     static FAIL_AT: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
 }
 
 /// Fails a start at the named step when a test asked for it (tests only).
 pub(super) fn failpoint(_step: &'static str) -> mlua::Result<()> {
-    #[cfg(test)]
+    #[cfg(any(test, feature = "test-support"))]
     if FAIL_AT.with(|f| f.get()) == Some(_step) {
         return Err(mlua::Error::runtime(format!("test failure at {}", _step)));
     }
@@ -203,7 +203,7 @@ pub(super) fn failpoint(_step: &'static str) -> mlua::Result<()> {
 }
 
 /// Makes the next starts on this thread fail at `step` (None: not at all).
-#[cfg(test)]
-pub(crate) fn fail_at(step: Option<&'static str>) {
+#[cfg(any(test, feature = "test-support"))]
+pub fn fail_at(step: Option<&'static str>) {
     FAIL_AT.with(|f| f.set(step));
 }

@@ -38,9 +38,9 @@ use crate::record::alloc_objects::ObjectTable;
 use crate::record::sampler::{Precision, Sampler, MAX_CALL_SITES};
 use crate::record::timeline::Timeline;
 use crate::sys::{self, FunctionAnchor, SamplerBox, TickOrigin, VmHandle, ZoneAnchor};
-#[cfg(test)]
-pub(crate) use guards::fail_at;
-pub(crate) use guards::Ownership;
+#[cfg(any(test, feature = "test-support"))]
+pub use guards::fail_at;
+pub use guards::Ownership;
 use guards::{ArmedHandler, Attachable, ProfilerRun, Running, UnblockedSignals};
 pub use tick_source::{preference, ClockKind, TickKind, TickSource};
 pub use timing::Timing;

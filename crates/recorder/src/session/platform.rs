@@ -104,43 +104,43 @@ mod linux {
 
     /// Proves that this build's traces can be read in the handler.
     pub(in crate::session) fn prove_compiled(lua: &Lua) -> Result<(), &'static str> {
-        posix::compiled::prove(lua)
+        crate::trace_decoder::prove(lua)
     }
 
     /// Lets the handler read traces, `depth` frames deep, with the zone
     /// table at `zones` (0 for none).
     pub(in crate::session) fn arm_compiled(depth: usize, zones: usize) {
-        posix::compiled::arm(depth, zones)
+        crate::trace_decoder::arm(depth, zones)
     }
 
     /// Attaches the VM event handlers that build each trace's fine map
     /// (`sys::fine_map`); with `flush`, flushes the traces compiled
     /// without one.
     pub(in crate::session) fn attach_fine_map(lua: &Lua, flush: bool) -> Result<(), &'static str> {
-        posix::compiled::attach_logger(lua, flush)
+        crate::trace_decoder::attach_logger(lua, flush)
     }
 
     pub(in crate::session) fn detach_fine_map(lua: &Lua) {
-        posix::compiled::detach_logger(lua)
+        crate::trace_decoder::detach_logger(lua)
     }
 
     /// Traces mapped and not, and ticks placed by a map, at a snapshot, or
     /// with no map (`stats().traceMap`).
     pub(in crate::session) fn fine_map_counts() -> [u64; 5] {
-        posix::compiled::map_counts()
+        crate::trace_decoder::map_counts()
     }
 
     /// Samples read in the handler's traces and the ticks it left to the
     /// hook, by reason (named).
     pub(in crate::session) fn compiled_misses() -> Vec<(&'static str, u64)> {
-        let (_, misses) = posix::compiled::counts();
-        posix::compiled::MISS_NAMES.iter().copied().zip(misses).collect()
+        let (_, misses) = crate::trace_decoder::counts();
+        crate::trace_decoder::MISS_NAMES.iter().copied().zip(misses).collect()
     }
 
     /// Samples read in traces with a frame named by its prototype, and
     /// samples named at the caller of a frame that could not be named.
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
-        posix::compiled::frame_counts().to_vec()
+        crate::trace_decoder::frame_counts().to_vec()
     }
 
     /// The task-clock perf event (and, for wall-clock time, the

@@ -1,6 +1,8 @@
 //! Counts heap allocations made inside the sample callback (tests only):
 //! the callback must not allocate when it counts a stack seen before
-//! (checked by `lua_api`'s start tests, which run a session from Lua).
+//! (checked by `lua_api`'s start tests, which run a session from Lua). A
+//! test binary installs [`Counting`] as its global allocator; this crate's
+//! own tests do.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -17,7 +19,8 @@ use super::large_pages::LargePages as Heap;
 #[cfg(not(target_os = "linux"))]
 use std::alloc::System as Heap;
 
-struct Counting;
+/// The module's allocator, counting what the callback allocates.
+pub struct Counting;
 
 // SAFETY: every call is forwarded to the module's allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
@@ -48,6 +51,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
+#[cfg(test)]
 #[global_allocator]
 static COUNTING: Counting = Counting;
 

@@ -235,10 +235,15 @@ fn huge_page_span_of(start: usize, bytes: usize, ours: bool) -> Option<(usize, u
 /// it is first touched: a large buffer then takes hundreds of times fewer
 /// page faults. Only a hint; nothing changes if it is refused.
 pub fn advise_huge_pages<T>(buf: &mut Vec<T>) {
-    let bytes = buf.capacity() * std::mem::size_of::<T>();
-    if let Some((start, len)) = huge_page_span(buf.as_mut_ptr() as usize, bytes) {
-        // SAFETY: the range lies inside the buffer's own allocation (for a
-        // large block, its mapping) and MADV_HUGEPAGE does not change its
+    advise_huge_pages_at(buf.as_mut_ptr() as usize, buf.capacity() * std::mem::size_of::<T>());
+}
+
+/// [`advise_huge_pages`] for the `bytes` bytes at `start`, which belong to
+/// one allocation (a buffer's).
+pub fn advise_huge_pages_at(start: usize, bytes: usize) {
+    if let Some((start, len)) = huge_page_span(start, bytes) {
+        // SAFETY: the range lies inside the allocation the caller names (for
+        // a large block, its mapping) and MADV_HUGEPAGE does not change its
         // contents or mapping rights.
         unsafe {
             libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);

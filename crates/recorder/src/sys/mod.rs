@@ -21,7 +21,6 @@ use mlua::Lua;
 mod callback;
 #[cfg(unix)]
 pub mod dir;
-pub mod fine_map;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;
@@ -36,7 +35,7 @@ pub mod wake;
 mod zone_anchor;
 #[cfg(target_os = "linux")]
 pub use large_pages::advise_huge_pages;
-pub use tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS, VM_STATES};
+pub use tick_note::{RunningC, TickNote, TickOrigin, NOTE_SLOTS};
 pub use zone_anchor::ZoneAnchor;
 
 /// What `origin`'s ticks since the last call found (see `posix::running_c`).
@@ -142,7 +141,7 @@ pub fn decimal_digits(mut v: u64, buf: &mut [u8; 20]) -> usize {
 /// call to `f` (none off Linux).
 pub fn take_compiled_stacks(f: impl FnMut(TakenStack)) {
     #[cfg(target_os = "linux")]
-    posix::compiled::drain(f);
+    crate::trace_decoder::drain(f);
     #[cfg(not(target_os = "linux"))]
     let _ = f;
 }
@@ -354,6 +353,22 @@ pub fn stop_profiler(api: &ProfilerApi, lua: &Lua) -> mlua::Result<()> {
 #[cfg(not(target_os = "linux"))]
 pub fn advise_huge_pages<T>(_buf: &mut Vec<T>) {}
 
+/// Off Linux the kernel is not asked for huge pages.
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages_at(_start: usize, _bytes: usize) {}
+
+/// Gives finished profiles (the format crate) what they ask of the process:
+/// huge pages for their large buffers, and C function names.
+pub fn install_profile_host() {
+    #[cfg(target_os = "linux")]
+    use large_pages::advise_huge_pages_at;
+    tecs_profile_format::profile::host::install(tecs_profile_format::profile::host::Host {
+        advise_huge_pages: advise_huge_pages_at,
+        is_own_code,
+        c_symbol_name,
+    });
+}
+
 /// The CPU time the calling thread has used, in nanoseconds (None where
 /// the system has no per-thread CPU clock): what a frame did not wait.
 pub fn thread_cpu_ns() -> Option<u64> {
@@ -475,13 +490,13 @@ pub fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "")).expect("NUL bytes removed")
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 pub mod alloc_probe;
 
 /// Sessions are process-wide (one profiler, one allocator, one tick
 /// handler): the tests of every layer that start one take turns.
-#[cfg(test)]
-pub(crate) fn one_session_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+#[cfg(any(test, feature = "test-support"))]
+pub fn one_session_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

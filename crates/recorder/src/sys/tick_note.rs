@@ -2,22 +2,6 @@
 //! VM state and the C functions ticks found running. Written on Linux by
 //! `posix::running_c`; elsewhere always empty.
 
-/// VM states, as the letters LuaJIT's callback gets, in tie-break order:
-/// the first of equal counts wins.
-pub const VM_STATES: [u8; 5] = [b'N', b'I', b'C', b'G', b'J'];
-
-/// Index of a LuaJIT vmstate character in [`VM_STATES`].
-#[inline]
-pub const fn state_index(vmstate: u8) -> usize {
-    match vmstate {
-        b'N' => 0,
-        b'I' => 1,
-        b'C' => 2,
-        b'G' => 3,
-        _ => 4,
-    }
-}
-
 /// Where ticks come from. Each source has a note of its own: an allocation
 /// session attached to a sampling session shares its profiler callback, and
 /// each session reads the ticks it triggered.

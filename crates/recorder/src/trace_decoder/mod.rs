@@ -42,21 +42,22 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 
 use mlua::Lua;
 
-use super::running_c;
+use crate::sys::posix::running_c;
 use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
-mod fine_map;
+pub mod fine_map;
 mod layout;
 mod own_vm;
 mod probe;
 mod text;
+mod vm_events;
 mod walk;
 
-pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 use layout::*;
 use probe::*;
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
+pub use vm_events::{attach as attach_logger, detach as detach_logger, map_counts};
 use walk::*;
 
 // -- The armed layout ------------------------------------------------------
@@ -258,7 +259,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     };
     let key_len = zone_len + stack_len;
     let h = hash(&half.bytes[start..start + key_len], thread ^ state as usize);
-    let now = super::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
+    let now = crate::sys::posix::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
     let mut slot = (h as usize) & (INDEX - 1);
     loop {
         let e = half.index[slot] as usize;

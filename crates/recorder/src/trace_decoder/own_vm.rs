@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mlua::ffi;
 
-use super::running_c::self_read;
 use super::walk::le;
+use crate::sys::posix::running_c::self_read;
 
 /// Words at the same offsets past two global states of one build that hold
 /// the same address into LuaJIT's code, at least: the static half of the

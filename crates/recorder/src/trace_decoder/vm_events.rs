@@ -1,4 +1,4 @@
-//! The raw side of the fine map (`crate::sys::fine_map`): the VM event
+//! The raw side of the fine map ([`super::fine_map`]): the VM event
 //! handlers that log what the recorder records and read each trace as it
 //! is committed, the table of published maps, and the lookup the tick
 //! handler makes.
@@ -30,8 +30,8 @@ use std::sync::Mutex;
 
 use mlua::ffi;
 
+use super::fine_map::{self, Ins, Recorded, Snap, TraceShape};
 use super::*;
-use crate::sys::fine_map::{self, Ins, Recorded, Snap, TraceShape};
 
 /// The recorder's log of the trace being recorded.
 struct Log {

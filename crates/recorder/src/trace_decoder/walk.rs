@@ -3,7 +3,7 @@
 
 use super::*;
 
-use super::running_c::self_read;
+use crate::sys::posix::running_c::self_read;
 
 pub(super) fn self_word(addr: usize) -> Option<u64> {
     let mut b = [0u8; 8];
@@ -349,9 +349,9 @@ pub(super) unsafe fn read_trace_stack(
     // is that instruction's (a call's return address already names the
     // call).
     let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
-    if let Ok(chain) = super::fine_map::chain_at(t, tr, blamed) {
+    if let Ok(chain) = super::vm_events::chain_at(t, tr, blamed) {
         if base_bc.is_some() && base_bc == Some(chain[0].1) {
-            super::fine_map::PLACED.fetch_add(1, Ordering::Relaxed);
+            super::vm_events::PLACED.fetch_add(1, Ordering::Relaxed);
             for &(f, bc, ins) in chain[1..].iter().rev() {
                 // A function the trace checks by prototype: named by it.
                 let who = if f == 0 { (0, bc.wrapping_sub(PROTO_SIZE)) } else { (f, 0) };
@@ -367,7 +367,7 @@ pub(super) unsafe fn read_trace_stack(
             }
             return walk_frames(l, stack, base - 8, c, limit);
         }
-        super::fine_map::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
+        super::vm_events::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
     }
     // The frames the trace inlined, innermost first: each runs the
     // instruction its callee's link returns to. A frame that cannot be

@@ -133,7 +133,8 @@ fn collapsed_lines(text: &str) -> Vec<(String, u64)> {
 
 #[test]
 fn every_sample_reads_back_as_the_collapsed_line_it_came_from() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spec/golden/input.collapsed")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/golden/input.collapsed")).unwrap();
     let p = collapsed::parse(&text).unwrap();
     let doc: Value = serde_json::from_str(&render(&p, &meta_with(Some(2.0)))).unwrap();
     let mut back = check_and_read_back(&doc);

@@ -226,8 +226,8 @@ pub fn refused_by_callback() -> Option<&'static str> {
 }
 
 /// Turns the guard off as the first callback does on a wrong byte (tests).
-#[cfg(test)]
-pub(crate) fn refuse_for_test() {
+#[cfg(any(test, feature = "test-support"))]
+pub fn refuse_for_test() {
     REFUSED_BY_CALLBACK.store(true, Ordering::Relaxed);
     disarm();
 }

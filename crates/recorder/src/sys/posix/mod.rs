@@ -101,7 +101,6 @@ pub fn block_signal(sig: c_int) {
     }
 }
 
-pub mod compiled;
 pub mod jitter;
 pub mod lost_hook;
 pub mod running_c;

@@ -33,7 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use mlua::ffi;
 use mlua::Lua;
 
-use crate::sys::tick_note::{state_index, RunningC, TickNote, TickOrigin, NOTE_SLOTS};
+use crate::sys::tick_note::{RunningC, TickNote, TickOrigin, NOTE_SLOTS};
+use tecs_profile_format::profile::state_index;
 
 /// `~LJ_VMST_C`: the VM state while a C function runs.
 const VMSTATE_C: i32 = -2;
@@ -359,7 +360,7 @@ unsafe extern "C-unwind" fn probe(l: *mut ffi::lua_State) -> c_int {
 
 /// Copies `out.len()` bytes at `addr` of this process, or returns false
 /// (never faults: the kernel checks the address). Async-signal-safe.
-pub(super) fn self_read(addr: usize, out: &mut [u8]) -> bool {
+pub(crate) fn self_read(addr: usize, out: &mut [u8]) -> bool {
     let local = libc::iovec { iov_base: out.as_mut_ptr() as *mut c_void, iov_len: out.len() };
     let remote = libc::iovec { iov_base: addr as *mut c_void, iov_len: out.len() };
     // SAFETY: `local` describes `out`, writable for its length; the remote
@@ -510,11 +511,11 @@ fn running_now(g: usize) -> Option<usize> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Arms the layout for `lua` and returns its global state.
-    pub(in crate::sys::posix) fn arm_for_test(lua: &Lua) -> usize {
+    pub(crate) fn arm_for_test(lua: &Lua) -> usize {
         let g = global_candidates(lua).into_iter().find(|&g| arm(lua, g).is_ok()).expect("this build's layout");
         assert_eq!(arm(lua, g), Ok(()));
         g

@@ -94,7 +94,7 @@ fn pass_ticks(n: u64, origin: TickOrigin, ctx: *mut c_void) {
         && data == EXPECT_DATA.load(Ordering::Relaxed)
         && sigprof_disposition() == Some(h)
     {
-        if origin == TickOrigin::Timer && super::compiled::take_ticks(n, ctx) {
+        if origin == TickOrigin::Timer && crate::trace_decoder::take_ticks(n, ctx) {
             return;
         }
         TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
@@ -443,7 +443,7 @@ pub fn arm_ticks(p: &LuaJitProfiler) {
 
 /// From now on the handler ignores every tick.
 pub fn disarm_ticks() {
-    super::compiled::disarm();
+    crate::trace_decoder::disarm();
     STATE.store(0, Ordering::Release);
     super::lost_hook::disarm();
     super::running_c::disarm();

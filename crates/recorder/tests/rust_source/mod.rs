@@ -1,6 +1,7 @@
-//! The crate's own source read as text, for the checks that are about its
-//! structure (`tests/layers.rs`, `tests/signal_context.rs`): the files
-//! under `src/`, their code without comments and literals, the functions
+//! A crate's own source read as text, for the checks about it that the
+//! compiler does not make (`tests/signal_context.rs`: what runs in a
+//! signal handler; the workspace's `tests/names.rs`): the files under
+//! `src/`, their code without comments and literals, the functions
 //! they define and the names each function's body uses. Not a parser: it
 //! knows Rust's lexical rules (comments, strings, characters and
 //! lifetimes), blocks and their headers, and finds names by their shape.
@@ -43,9 +44,14 @@ impl SourceFile {
     }
 }
 
-/// Every `.rs` file under `src/`, sorted by path.
+/// Every `.rs` file under this crate's `src/`, sorted by path.
 pub fn crate_files() -> Vec<SourceFile> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    files_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// Every `.rs` file under `root` (a crate's `src/`), sorted by path.
+pub fn files_under(root: &Path) -> Vec<SourceFile> {
+    let root = root.to_path_buf();
     let mut paths = Vec::new();
     collect(&root, &mut paths);
     paths.sort();

@@ -1,5 +1,5 @@
 //! Every function that runs in a signal handler is listed, with the
-//! handler it runs in, in `tecs_profile::sys::signal_context`: this test
+//! handler it runs in, in `tecs_profile_recorder::sys::signal_context`: this test
 //! reads the crate's source, follows each handler's calls by name, and
 //! fails on a function that a handler reaches but the list does not name,
 //! on a listed function no handler reaches, and on a signal handler the
@@ -10,7 +10,7 @@ mod rust_source;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rust_source::Crate;
-use tecs_profile::sys::signal_context::{HANDLERS, SIGNAL_CONTEXT};
+use tecs_profile_recorder::sys::signal_context::{HANDLERS, SIGNAL_CONTEXT};
 
 /// Every function reachable from the handlers, with the chain of calls
 /// that reaches it (for the failure message).
