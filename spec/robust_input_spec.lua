@@ -235,9 +235,6 @@ describe("bad input", function()
       assert.matches("line 2: count \"x\" is not a non%-negative integer", err_of(native.parseCollapsed, "a 1\nb x\n"))
       assert.matches("line 1: expected `frames count`", err_of(native.parseCollapsed, "nospace\n"))
       assert.same({ rows = 2, samples = 5 }, native.parseCollapsed("a;b_[N] 3\nc_[I] 2\n"))
-      -- Its name before the module's names were all lower camelCase.
-      assert.equal(native.parseCollapsed, native.parse_collapsed)
-      assert.same({ rows = 2, samples = 5 }, native.parse_collapsed("a;b_[N] 3\nc_[I] 2\n"))
     end)
 
     it("session handle methods on the wrong object fail without crashing", function()

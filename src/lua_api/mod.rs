@@ -440,29 +440,6 @@ const RAW: &[(&str, lazy::Build)] = &[
     ("_testAllocatorWrapped", function!(alloc::test_allocator_wrapped)),
 ];
 
-/// The names `native.raw`'s functions had before every name of the module
-/// was lower camelCase, as the Lua API's are: `(old, current)`. Each old
-/// name still reads as the function it became.
-const RAW_ALIASES: &[lazy::Alias] = &[
-    ("parse_collapsed", "parseCollapsed"),
-    ("parse_profile", "parseProfile"),
-    ("is_profile", "isProfile"),
-    ("read_chrome_trace", "readChromeTrace"),
-    ("check_options", "checkOptions"),
-    ("start_allocations", "startAllocations"),
-    ("set_function_paths", "setFunctionPaths"),
-    ("current_thread", "currentThread"),
-    ("control_directory", "controlDirectory"),
-    ("control_targets", "controlTargets"),
-    ("control_request", "controlRequest"),
-    ("control_connect", "controlConnect"),
-    ("http_serve", "httpServe"),
-    ("stop_signals", "stopSignals"),
-    ("control_fields", "controlFields"),
-    ("control_field_list", "controlFieldList"),
-    ("control_limits", "controlLimits"),
-];
-
 #[cfg(unix)]
 const RAW_REST: Option<lazy::Register> = Some(control::register);
 #[cfg(not(unix))]
@@ -472,7 +449,7 @@ const RAW_REST: Option<lazy::Register> = None;
 /// [`lazy`]), so that loading the module leaves next to nothing on the Lua
 /// heap.
 const EXPORTS: &[(&str, lazy::Build)] = &[
-    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_ALIASES, RAW_REST)?))),
+    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_REST)?))),
     ("call", function!(call)),
     ("start", raising!("start")),
     ("parseCollapsed", raising!("parseCollapsed")),
@@ -518,29 +495,14 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("coverKey", value!(crate::rewrite::COUNTER_KEY)),
 ];
 
-/// The module's old names, as [`RAW_ALIASES`] has `native.raw`'s.
-const EXPORT_ALIASES: &[lazy::Alias] = &[
-    ("parse_collapsed", "parseCollapsed"),
-    ("parse_profile", "parseProfile"),
-    ("check_options", "checkOptions"),
-    ("json_decode", "jsonDecode"),
-    ("default_max_stacks", "defaultMaxStacks"),
-    ("allocation_option_names", "allocationOptionNames"),
-    ("cover_rewrite", "coverRewrite"),
-    ("cover_global", "coverGlobal"),
-    ("cover_key", "coverKey"),
-];
-
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
     crate::sys::install_profile_host();
-    lazy::table(lua, EXPORTS, EXPORT_ALIASES, None)
+    lazy::table(lua, EXPORTS, None)
 }
 
 #[cfg(test)]
 mod names_tests {
     use mlua::{Lua, Table, Value};
-
-    use super::lazy::Alias;
 
     /// Lower camelCase, as the Lua API's names are (`_` first for the
     /// suite's own hooks).
@@ -549,29 +511,20 @@ mod names_tests {
         name.starts_with(|c: char| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_alphanumeric())
     }
 
-    /// Every name `table` declares, each checked for its casing, and every
-    /// alias: an old name no longer declared, read as the value of its
-    /// current name, which is declared.
-    fn check(table: &Table, what: &str, declared: &[String], aliases: &[Alias]) {
+    /// Every name `table` declares is lower camelCase and reads as a value.
+    fn check(table: &Table, what: &str, declared: &[String]) {
         for name in declared {
             assert!(lower_camel(name), "{what}.{name} is not lower camelCase");
-        }
-        for (old, current) in aliases {
-            assert!(declared.iter().any(|n| n == current), "{what}.{old} is an alias of {current}, not declared");
-            assert!(!declared.iter().any(|n| n == old), "{what}.{old} is both declared and an alias");
-            let now: Value = table.get(*current).unwrap();
-            let then: Value = table.get(*old).unwrap();
-            assert!(!now.is_nil(), "{what}.{current} is nil");
-            assert!(then.equals(&now).unwrap(), "{what}.{old} is not {what}.{current}");
+            assert!(!table.get::<Value>(name.as_str()).unwrap().is_nil(), "{what}.{name} is nil");
         }
     }
 
     #[test]
-    fn every_export_is_lower_camel_case_and_each_old_name_reads_as_its_new_one() {
+    fn every_export_is_lower_camel_case() {
         let lua = Lua::new();
         let native = super::exports(&lua).unwrap();
         let exports: Vec<String> = super::EXPORTS.iter().map(|(n, _)| n.to_string()).collect();
-        check(&native, "native", &exports, super::EXPORT_ALIASES);
+        check(&native, "native", &exports);
         #[allow(unused_mut)]
         let mut raw_names: Vec<String> = super::RAW.iter().map(|(n, _)| n.to_string()).collect();
         // The control channel's functions register themselves: listed by
@@ -585,10 +538,7 @@ mod names_tests {
             }
         }
         let raw: Table = native.get("raw").unwrap();
-        #[cfg(unix)]
-        check(&raw, "native.raw", &raw_names, super::RAW_ALIASES);
-        #[cfg(not(unix))]
-        check(&raw, "native.raw", &raw_names, &[]);
+        check(&raw, "native.raw", &raw_names);
         assert!(raw_names.len() > super::RAW.len() || cfg!(not(unix)), "no control functions listed");
     }
 }
