@@ -26,6 +26,7 @@
 //! differs between platforms is behind `platform`: elsewhere than Linux no
 //! tick source of ours exists, and a session runs on LuaJIT's timer.
 
+pub mod autosave;
 mod guards;
 mod platform;
 mod tick_source;
