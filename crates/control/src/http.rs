@@ -22,6 +22,9 @@ use tecs_profile_recorder::sys::process;
 /// The longest request head read, in bytes.
 const MAX_HEAD: usize = 16 << 10;
 
+/// The most header lines a request head may have.
+const MAX_HEADERS: usize = 64;
+
 /// How long a connection may take to send its request (it waits beside
 /// the others).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +50,35 @@ pub struct HttpServer {
     port: u16,
     token: String,
     waiting: Vec<Waiting>,
+}
+
+/// What the server reads of a request head.
+struct Head {
+    method: String,
+    /// The request target as sent (`/TOKEN/path?query`).
+    target: String,
+    /// The `Host` header's value, or "".
+    host: String,
+}
+
+impl Head {
+    /// The head at the start of `bytes`: `Ok(None)` while it has not all
+    /// come, `Err` when what came is not an HTTP/1 request head.
+    fn parse(bytes: &[u8]) -> Result<Option<Head>, httparse::Error> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        if req.parse(bytes)?.is_partial() {
+            return Ok(None);
+        }
+        let host = req
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("host"))
+            .map(|h| String::from_utf8_lossy(h.value).trim().to_string())
+            .unwrap_or_default();
+        let text = |s: Option<&str>| s.unwrap_or("").to_string();
+        Ok(Some(Head { method: text(req.method), target: text(req.path), host }))
+    }
 }
 
 /// A request with the token, waiting for its answer.
@@ -174,22 +206,15 @@ impl HttpServer {
 
     /// The request on `stream` if it may be served; else it is answered
     /// with the refusal.
-    fn check(&self, stream: TcpStream, head: Option<String>) -> Option<HttpRequest> {
+    fn check(&self, stream: TcpStream, head: Option<Head>) -> Option<HttpRequest> {
         if stream.set_nonblocking(false).is_err() || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err() {
             return None;
         }
-        let Some(head) = head else {
+        let Some(Head { method, target, host }) = head else {
             answer(&stream, false, 400, "text/plain", b"bad request\n", &[]);
             return None;
         };
-        let mut lines = head.split("\r\n");
-        let mut first = lines.next().unwrap_or("").split(' ');
-        let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-        let host = lines
-            .filter_map(|l| l.split_once(':'))
-            .find(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
-            .map(|(_, v)| v.trim().to_string())
-            .unwrap_or_default();
+        let method = method.as_str();
         let head_only = method == "HEAD";
         let allowed = [format!("127.0.0.1:{}", self.port), format!("localhost:{}", self.port)];
         if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&host)) {
@@ -238,20 +263,18 @@ enum Progress {
     Partial,
     /// It closed or failed before sending one.
     Gone,
-    /// The head (up to the blank line), or `None` when what came is not one.
-    Head(Option<String>),
+    /// The head, or `None` when what came is not one.
+    Head(Option<Head>),
 }
 
 /// Reads what `w`'s client has sent so far.
 fn read_more(w: &mut Waiting) -> Progress {
     let mut buf = [0u8; 4096];
     loop {
-        if let Some(end) = w.head.windows(4).position(|x| x == b"\r\n\r\n") {
-            w.head.truncate(end + 4);
-            return Progress::Head(String::from_utf8(std::mem::take(&mut w.head)).ok());
-        }
-        if w.head.len() > MAX_HEAD {
-            return Progress::Head(None);
+        match Head::parse(&w.head) {
+            Ok(Some(head)) => return Progress::Head(Some(head)),
+            Ok(None) if w.head.len() <= MAX_HEAD => {}
+            _ => return Progress::Head(None),
         }
         match w.stream.read(&mut buf) {
             Ok(0) => return Progress::Gone,
@@ -307,8 +330,20 @@ mod tests {
     /// What `server` answers a GET of `path` with `host`; a request it
     /// hands out is answered with its path.
     fn get(server: &mut HttpServer, path: &str, host: &str) -> String {
+        send(server, &[format!("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", path, host).as_bytes()])
+    }
+
+    /// What `server` answers `pieces`, sent one by one, the server asked
+    /// for a request between two; a request it hands out is answered with
+    /// its path.
+    fn send(server: &mut HttpServer, pieces: &[&[u8]]) -> String {
         let mut client = TcpStream::connect(("127.0.0.1", server.port())).unwrap();
-        write!(client, "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", path, host).unwrap();
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 {
+                assert!(server.next(Duration::from_millis(10)).unwrap().is_none(), "a request before its end");
+            }
+            client.write_all(piece).unwrap();
+        }
         let reader = std::thread::spawn(move || {
             let mut text = String::new();
             client.read_to_string(&mut text).unwrap();
@@ -354,6 +389,21 @@ mod tests {
             moved
         );
         assert_eq!(server.next(Duration::from_millis(1)).unwrap().map(|r| r.path), None);
+    }
+
+    #[test]
+    fn a_head_is_read_as_its_pieces_come_and_what_is_no_head_is_a_bad_request() {
+        let mut server = HttpServer::bind(0).unwrap();
+        let host = format!("127.0.0.1:{}", server.port());
+        let first = format!("GET /{}/page.html HTTP/1.1\r\nHo", server.token);
+        let rest = format!("st: {}\r\nAccept: */*\r\n\r\n", host);
+        let ok = send(&mut server, &[first.as_bytes(), rest.as_bytes()]);
+        assert!(ok.starts_with("HTTP/1.1 200 ") && ok.ends_with("\r\n\r\n/page.html"), "{}", ok);
+        let bad = send(&mut server, &[b"GET\0/ HTTP/1.1\r\n\r\n"]);
+        assert!(bad.starts_with("HTTP/1.1 400 "), "{}", bad);
+        let headers: String = (0..MAX_HEADERS + 1).map(|i| format!("X-{}: 1\r\n", i)).collect();
+        let many = send(&mut server, &[format!("GET / HTTP/1.1\r\n{}\r\n", headers).as_bytes()]);
+        assert!(many.starts_with("HTTP/1.1 400 "), "{}", many);
     }
 
     #[test]
