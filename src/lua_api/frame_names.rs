@@ -50,7 +50,7 @@ impl NativeSession {
     /// The one namer of this session's frames: builtins by their names, C
     /// functions by their Lua paths, else by their symbols.
     pub(super) fn namer(&self) -> FrameNamer<'_> {
-        FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths)
+        self.view().namer()
     }
 
     /// Asks the path finder for the paths of the functions recorded since

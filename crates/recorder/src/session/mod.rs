@@ -30,6 +30,7 @@ pub mod autosave;
 mod guards;
 mod platform;
 mod tick_source;
+pub mod timed;
 mod timing;
 
 use mlua::Lua;
