@@ -277,10 +277,10 @@ impl AllocHook {
 
     /// Bytes of the live table.
     pub fn live_memory_bytes(&self) -> usize {
-        // SAFETY: as in `live`.
         if self.live.is_null() {
             0
         } else {
+            // SAFETY: as in `live`.
             unsafe { &*self.live }.memory_bytes()
         }
     }
