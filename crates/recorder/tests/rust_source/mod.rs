@@ -657,11 +657,6 @@ const KEYWORDS: &[&str] = &[
     "true", "type", "unsafe", "use", "where", "while", "dyn", "async", "await",
 ];
 
-/// The functions of every file, by file path.
-pub fn all_functions(files: &[SourceFile]) -> BTreeMap<String, Vec<Function>> {
-    files.iter().map(|f| (f.path.clone(), functions(f))).collect()
-}
-
 /// The crate read whole: its files, its functions compiled outside tests,
 /// its modules and each file's `use` names.
 pub struct Crate {
