@@ -149,17 +149,6 @@ impl NativeSession {
         }
     }
 
-    /// Runs `f` on the stack table with the call-site correction applied.
-    fn with_table<R>(&self, f: impl FnOnce(&crate::profile::stack_table::StackTable) -> R) -> R {
-        self.session.sampler().with(|s| {
-            if self.call_site_lines.is_empty() {
-                f(&s.table)
-            } else {
-                f(&s.table.with_leaves_replaced(&self.call_site_lines))
-            }
-        })
-    }
-
     /// The collapsed text (valid UTF-8: every name is), written from the
     /// kept profile once the session has stopped, without copying it.
     fn collapsed_text(&mut self) -> Vec<u8> {
@@ -187,27 +176,17 @@ impl NativeSession {
     }
 
     /// The profile of the samples recorded since the previous call (since
-    /// the start for the first), without stopping: the table is read in
-    /// place, so no trace is flushed and no sample is lost between calls.
+    /// the start for the first), without stopping (see
+    /// `SessionView::profile_since`).
     fn delta_profile(&mut self) -> Profile {
-        let (since, mark) = self.session.sampler().with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
+        let (p, mark) = self.view().profile_since(&self.delta_mark);
         self.delta_mark = mark;
-        let since =
-            if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
-        self.weighed(Profile::from_table(&since, &mut self.namer()))
-    }
-
-    /// `p` in the session's unit: bytes for an allocation session.
-    fn weighed(&self, p: Profile) -> Profile {
-        match self.session.bytes_per_sample() {
-            Some(n) => alloc::in_bytes(p, n),
-            None => p,
-        }
+        p
     }
 
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
-        self.weighed(self.with_table(|t| Profile::from_table(t, &mut self.namer())))
+        self.view().profile()
     }
 }
 

@@ -1,15 +1,17 @@
-//! A session's time line as the frame views and the time-line formats take
-//! it: the profile of a window of time, the samples in order with their
+//! A session's profiles, and its time line as the frame views and the
+//! time-line formats take it: the profile of the samples so far or since a
+//! mark, the profile of a window of time, the samples in order with their
 //! stacks named as the profile names them, the frames, and an attached
-//! allocation session's samples. No Lua: the Lua side (`session:frames`,
-//! `timedProfile`, ...) hands in what the session knows ([`SessionView`]).
+//! allocation session's samples. No Lua: the Lua side (`session:stop`,
+//! `frames`, `timedProfile`, ...) hands in what the session knows
+//! ([`SessionView`]).
 
 use std::collections::HashMap;
 
 use tecs_profile_format::output::timed::{
     TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack,
 };
-use tecs_profile_format::profile::stack_table::StackTable;
+use tecs_profile_format::profile::stack_table::{CountsMark, StackTable};
 use tecs_profile_format::profile::{FrameNamer, Profile, VM_STATES};
 
 use super::Session;
@@ -38,6 +40,48 @@ impl<'a> SessionView<'a> {
     /// functions by their Lua paths, else by their symbols.
     pub fn namer(&self) -> FrameNamer<'a> {
         FrameNamer::new(self.ffnames, self.resolve_c).with_c_paths(self.c_paths)
+    }
+
+    /// Runs `f` on the stack table with the call-site correction applied.
+    pub fn with_table<R>(&self, f: impl FnOnce(&StackTable) -> R) -> R {
+        self.session.sampler().with(|s| {
+            if self.call_site_lines.is_empty() {
+                f(&s.table)
+            } else {
+                f(&s.table.with_leaves_replaced(self.call_site_lines))
+            }
+        })
+    }
+
+    /// The profile of every sample so far in samples (what the text views
+    /// take, so that their sampling errors follow the number of samples).
+    pub fn sample_profile(&self) -> Profile {
+        let mut namer = self.namer();
+        self.with_table(|t| Profile::from_table(t, &mut namer))
+    }
+
+    /// The profile of every sample so far, named and sorted, in the
+    /// session's unit.
+    pub fn profile(&self) -> Profile {
+        self.weighed(self.sample_profile())
+    }
+
+    /// The profile of the samples recorded since `mark` (taken by an earlier
+    /// call), in the session's unit, and the mark of now. The table is read
+    /// in place: no trace is flushed and no sample is lost between calls.
+    pub fn profile_since(&self, mark: &CountsMark) -> (Profile, CountsMark) {
+        let (since, now) = self.session.sampler().with(|s| (s.table.since(mark), s.table.counts_mark()));
+        let since =
+            if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(self.call_site_lines) };
+        (self.weighed(Profile::from_table(&since, &mut self.namer())), now)
+    }
+
+    /// `p` in the session's unit: bytes for an allocation session.
+    pub fn weighed(&self, p: Profile) -> Profile {
+        match self.session.bytes_per_sample() {
+            Some(n) => in_bytes(p, n),
+            None => p,
+        }
     }
 
     /// The profile of the samples the time line holds in `[from_ns, to_ns)`.
@@ -208,6 +252,16 @@ impl<'a> SessionView<'a> {
             end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
         }
     }
+}
+
+/// A profile of sample counts turned into bytes.
+pub fn in_bytes(mut p: Profile, bytes_per_sample: u64) -> Profile {
+    for row in &mut p.rows {
+        for c in &mut row.counts {
+            *c = c.saturating_mul(bytes_per_sample);
+        }
+    }
+    p
 }
 
 #[cfg(test)]
