@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{Request, Response, MAX_ANSWER_LINE};
-use tecs_profile_recorder::sys::process;
+use crate::sys::process;
 
 /// A connection to one program.
 pub struct Connection {

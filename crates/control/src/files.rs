@@ -39,10 +39,10 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::sys::dir::{Dir, Entry};
+use crate::sys::process;
 use tecs_profile_format::output::REGISTRY;
 use tecs_profile_format::profile::sidecar;
-use tecs_profile_recorder::sys::dir::{Dir, Entry};
-use tecs_profile_recorder::sys::process;
 
 /// The endings the channel accepts for collapsed text: its own default
 /// names end in `.collapsed`; `.folded` is the other usual one.

@@ -16,8 +16,8 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tecs_profile_recorder::sys::dir::Dir;
-use tecs_profile_recorder::sys::process;
+use crate::sys::dir::Dir;
+use crate::sys::process;
 
 /// The longest request head read, in bytes.
 const MAX_HEAD: usize = 16 << 10;

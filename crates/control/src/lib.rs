@@ -17,6 +17,13 @@ pub mod lines;
 pub mod reads;
 pub mod server;
 
+/// The system calls the channel makes: process facts for its discovery
+/// entries, and a directory held open with the calls relative to it.
+pub mod sys {
+    pub mod dir;
+    pub mod process;
+}
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
@@ -26,7 +33,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use tecs_profile_recorder::sys::process;
+use crate::sys::process;
 
 /// The longest request line a program takes, in bytes: a longer one is
 /// answered with an error and its connection closed.

@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::io::{self, Read};
 use std::path::Path;
 
-use tecs_profile_recorder::sys::dir::{Dir, Entry};
+use crate::sys::dir::{Dir, Entry};
 
 /// A file opened for a client and checked, not read yet.
 #[derive(Debug)]

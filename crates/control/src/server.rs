@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{paths_for, write_entry, Request, Response, Target, IDLE_LIMIT, MAX_REQUEST_LINE};
-use tecs_profile_recorder::sys::process;
+use crate::sys::process;
 
 /// How long a reply may take in all, for a client that reads slowly or
 /// not at all: the program's frame stalls for at most this long.

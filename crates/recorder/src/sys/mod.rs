@@ -19,13 +19,9 @@ use mlua::ffi;
 use mlua::Lua;
 
 mod callback;
-#[cfg(unix)]
-pub mod dir;
 mod functions;
 #[cfg(target_os = "linux")]
 pub mod large_pages;
-#[cfg(unix)]
-pub mod process;
 pub mod signal_context;
 #[cfg(unix)]
 pub mod stop_signals;
