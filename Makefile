@@ -31,7 +31,7 @@ LUA_FILES  := $(shell find lua -name '*.lua' | sort)
 # What modules read from beside them (the report page's style and scripts,
 # lua/tecs/profile/page/), installed with them.
 ASSET_FILES := $(shell find lua -name '*.css' -o -name '*.js' | sort)
-RUST_FILES := $(shell find src inject/src -name '*.rs' | sort) Cargo.toml inject/Cargo.toml
+RUST_FILES := $(shell find src crates inject/src -name '*.rs' | sort) Cargo.toml $(wildcard crates/*/Cargo.toml) inject/Cargo.toml
 
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;

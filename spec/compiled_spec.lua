@@ -1,5 +1,5 @@
 -- Compiled code at the defaults: the tick handler reads the stack of the
--- trace it interrupts (src/sys/posix/compiled/), so a sample lands on the
+-- trace it interrupts (crates/recorder/src/trace_decoder/), so a sample lands on the
 -- line the trace runs, with the frames it inlined, where LuaJIT's own
 -- safe-point sample lands where the trace next checks or exits. Truths
 -- are timed in the session's pauses (spec/support/sampling.lua).

@@ -171,7 +171,7 @@ describe("documentation", function()
       return false
     end
     local missing, checked = {}, 0
-    local roots = { "src/", "lua/", "bin/", "spec/", "platform_spec/", "scripts/", "examples/", "bench/",
+    local roots = { "src/", "crates/", "lua/", "bin/", "spec/", "platform_spec/", "scripts/", "examples/", "bench/",
       "tools/", "tests/", "fuzz/" }
     for token in section:gmatch("`([^`\n]+)`") do
       for _, root in ipairs(roots) do

@@ -4,41 +4,29 @@
 //! under `lua/tecs/` wraps it in the session API (`profile.sample`,
 //! `profile.trace`).
 //!
-//! The layout follows the data:
+//! This crate is the thin layer between Lua and the others: the mlua
+//! bindings ([`lua_api`]: the functions and session object Lua sees, their
+//! options and the views' Lua side) and the rewriter of Lua sources that
+//! call counting and coverage load ([`rewrite`]). The layers below are
+//! crates of their own, each using only the ones before it:
 //!
-//! * [`sys`]: every FFI declaration: LuaJIT's profiler API and stacks, and
-//!   in `sys::posix` the tick handler (`ticks`) and the tick sources
-//!   (`sources`); `sys::signal_context` lists what runs in signal handlers.
-//! * [`record`]: what runs while a session records: the per-sample
-//!   callback (`sampler`, the hot path), the stack table it counts into
-//!   (`stack_table`) and the allocator wrapper of allocation sessions
-//!   (`alloc_hook`).
-//! * [`session`]: a session's start and stop, and their order: the guards
-//!   that undo each step, the tick source and its fallbacks
-//!   (`tick_source`), and what differs between platforms (`platform`).
-//! * [`profile`]: the finished profile (a name table and rows of name ids,
-//!   built from the stack table or read from text), its frames (`frames`:
-//!   kinds and function identity) and collapsed text (`collapsed`: the
-//!   writer `stop()` uses and the reader).
-//! * [`output`]: the other file formats written from a profile: the SVG
-//!   flamegraph and speedscope JSON (cargo features).
-//! * [`views`]: the text views (top, tree, annotate, hot aborts).
-//! * [`lua_api`]: the mlua bindings: the functions and session object Lua
-//!   sees, their options (`lua_api::options`) and the views' Lua side
-//!   (`lua_api::profile_data`).
+//! * `tecs-profile-format` ([`profile`], [`views`], [`output`]): the stack
+//!   table, the finished profile, the text views and the file formats; no
+//!   Lua and no `unsafe`.
+//! * `tecs-profile-recorder` ([`sys`], [`record`], [`session`] and the
+//!   compiled-trace decoder): the FFI layer, the sample path and sessions.
+//! * `tecs-profile-control` ([`control`]): the control channel.
 //!
-//! Each layer uses only the ones listed before it (`tests/layers.rs`).
+//! They are re-exported under their module names, the paths the bindings,
+//! the tests and the benchmarks use.
 
 #[cfg(unix)]
-pub mod control;
+pub use tecs_profile_control as control;
+pub use tecs_profile_format::{output, profile, views};
+pub use tecs_profile_recorder::{record, session, sys};
+
 pub mod lua_api;
-pub mod output;
-pub mod profile;
-pub mod record;
 pub mod rewrite;
-pub mod session;
-pub mod sys;
-pub mod views;
 
 // The loadable module's heap: large blocks on huge-page boundaries, which
 // `stop()` needs (`sys::large_pages` says why, with the measurement). Tests

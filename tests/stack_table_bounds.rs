@@ -2,7 +2,7 @@
 //! entry count and the byte size stop growing, and every further sample is
 //! counted as overflow.
 
-use tecs_profile::record::stack_table::{Key, StackTable};
+use tecs_profile::profile::stack_table::{Key, StackTable};
 
 fn key(buf: &mut Vec<u8>, i: u64) {
     Key::begin(buf);

@@ -17,8 +17,8 @@ use std::time::Instant;
 use tecs_profile::sys::large_pages::LargePages as Heap;
 
 use tecs_profile::profile::collapsed;
+use tecs_profile::profile::stack_table::{Key, StackTable, FRAME_SEP};
 use tecs_profile::profile::{FrameNamer, Profile};
-use tecs_profile::record::stack_table::{Key, StackTable, FRAME_SEP};
 
 // Unused with the `module` feature (see the declaration below).
 #[cfg_attr(feature = "module", allow(dead_code))]
@@ -115,6 +115,8 @@ fn median(v: &mut [f64]) -> f64 {
 type Render<'a> = dyn Fn(&mut FrameNamer) -> Vec<u8> + 'a;
 
 fn main() {
+    // What the module does when it is opened: profiles get huge-page advice.
+    tecs_profile::sys::install_profile_host();
     let counts: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let counts = if counts.is_empty() { vec![10_000, 100_000] } else { counts };
     let reps: usize = std::env::var("BENCH_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(5);

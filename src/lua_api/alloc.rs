@@ -8,9 +8,9 @@ use mlua::{Lua, Table, Value};
 
 use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
+use crate::profile::stack_table::StackTable;
 use crate::profile::Profile;
 use crate::record::alloc_hook::Restored;
-use crate::record::stack_table::StackTable;
 use crate::session::{Plan, Session};
 
 /// Bytes allocated per sample by default (`bytesPerSample`).
@@ -81,22 +81,11 @@ fn attached_plan(o: &StartOptions, bytes_per_sample: u64) -> Plan {
     Plan { timeline_samples: options::DEFAULT_TIMELINE_SAMPLES, ..o.plan(Some(bytes_per_sample)) }
 }
 
-/// A profile of sample counts turned into bytes.
-pub(super) fn in_bytes(mut p: Profile, bytes_per_sample: u64) -> Profile {
-    for row in &mut p.rows {
-        for c in &mut row.counts {
-            *c = c.saturating_mul(bytes_per_sample);
-        }
-    }
-    p
-}
-
 impl NativeSession {
     /// The profile in samples rather than bytes: what the text views take,
     /// so that their sampling errors follow the number of samples.
     pub(super) fn sample_profile(&self) -> Profile {
-        let mut namer = self.namer();
-        self.with_table(|t| Profile::from_table(t, &mut namer))
+        self.view().sample_profile()
     }
 
     /// `handle:objectProfile()`: the estimated objects allocated per stack
@@ -169,7 +158,11 @@ impl NativeSession {
             Profile::from_table(&t, &mut namer)
         };
         let points = named(bytes);
-        Some((in_bytes(points.clone(), self.session.bytes_per_sample().unwrap_or(1)), named(objects), points))
+        Some((
+            crate::session::timed::in_bytes(points.clone(), self.session.bytes_per_sample().unwrap_or(1)),
+            named(objects),
+            points,
+        ))
     }
 
     /// `handle:allocStats()`: what the allocator wrapper counted, for an

@@ -22,10 +22,10 @@ use std::sync::atomic::Ordering;
 use mlua::{Lua, Table};
 
 use super::NativeSession;
+use crate::profile::frames::FrameIdentity;
+use crate::profile::stack_table::{Key, FRAME_SEP};
 use crate::profile::{c_address, FrameNamer};
 use crate::record::alloc_hook;
-use crate::record::identity::FrameIdentity;
-use crate::record::stack_table::{Key, FRAME_SEP};
 use crate::sys;
 
 /// The registry field holding the state's path finder.
@@ -50,7 +50,7 @@ impl NativeSession {
     /// The one namer of this session's frames: builtins by their names, C
     /// functions by their Lua paths, else by their symbols.
     pub(super) fn namer(&self) -> FrameNamer<'_> {
-        FrameNamer::new(&self.ffnames, self.resolve_c).with_c_paths(&self.c_paths)
+        self.view().namer()
     }
 
     /// Asks the path finder for the paths of the functions recorded since

@@ -9,9 +9,6 @@
 //! (the next read is a plain one) and returns it. `pairs` sees only the
 //! fields built so far: every table handed out whole (`native.options`) is
 //! built whole.
-//!
-//! A field that was renamed keeps its old name as an alias: read, it is
-//! the field it became (built if need be), stored under the old name too.
 
 use std::cell::Cell;
 
@@ -25,18 +22,9 @@ pub type Build = fn(&Lua, &Table) -> mlua::Result<Value>;
 /// its functions itself): run when a name no [`Build`] declares is read.
 pub type Register = fn(&Lua, &Table) -> mlua::Result<()>;
 
-/// An old name of a field, kept for the programs that use it: `(old, current)`.
-pub type Alias = (&'static str, &'static str);
-
-/// A table whose fields are `fields`, each built when first read; an old
-/// name of `aliases` reads as its current one; a name among neither runs
-/// `rest` (once) and is then looked up again.
-pub fn table(
-    lua: &Lua,
-    fields: &'static [(&'static str, Build)],
-    aliases: &'static [Alias],
-    rest: Option<Register>,
-) -> mlua::Result<Table> {
+/// A table whose fields are `fields`, each built when first read; a name
+/// none declares runs `rest` (once) and is then looked up again.
+pub fn table(lua: &Lua, fields: &'static [(&'static str, Build)], rest: Option<Register>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let registered = Cell::new(rest.is_none());
     let index = lua.create_function(move |lua, (t, key): (Table, Value)| {
@@ -45,11 +33,6 @@ pub fn table(
         let wanted: &[u8] = &bytes;
         if let Some((_, build)) = fields.iter().find(|(n, _)| n.as_bytes() == wanted) {
             let value = build(lua, &t)?;
-            t.raw_set(key, value.clone())?;
-            return Ok(value);
-        }
-        if let Some((_, current)) = aliases.iter().find(|(old, _)| old.as_bytes() == wanted) {
-            let value: Value = t.get(*current)?;
             t.raw_set(key, value.clone())?;
             return Ok(value);
         }

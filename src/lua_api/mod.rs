@@ -22,8 +22,8 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
+use crate::profile::stack_table::CountsMark;
 use crate::profile::Profile;
-use crate::record::stack_table::CountsMark;
 use crate::session::{Session, NO_PROFILER_API};
 use crate::sys;
 use call_sites::CallSites;
@@ -149,17 +149,6 @@ impl NativeSession {
         }
     }
 
-    /// Runs `f` on the stack table with the call-site correction applied.
-    fn with_table<R>(&self, f: impl FnOnce(&crate::record::stack_table::StackTable) -> R) -> R {
-        self.session.sampler().with(|s| {
-            if self.call_site_lines.is_empty() {
-                f(&s.table)
-            } else {
-                f(&s.table.with_leaves_replaced(&self.call_site_lines))
-            }
-        })
-    }
-
     /// The collapsed text (valid UTF-8: every name is), written from the
     /// kept profile once the session has stopped, without copying it.
     fn collapsed_text(&mut self) -> Vec<u8> {
@@ -187,27 +176,17 @@ impl NativeSession {
     }
 
     /// The profile of the samples recorded since the previous call (since
-    /// the start for the first), without stopping: the table is read in
-    /// place, so no trace is flushed and no sample is lost between calls.
+    /// the start for the first), without stopping (see
+    /// `SessionView::profile_since`).
     fn delta_profile(&mut self) -> Profile {
-        let (since, mark) = self.session.sampler().with(|s| (s.table.since(&self.delta_mark), s.table.counts_mark()));
+        let (p, mark) = self.view().profile_since(&self.delta_mark);
         self.delta_mark = mark;
-        let since =
-            if self.call_site_lines.is_empty() { since } else { since.with_leaves_replaced(&self.call_site_lines) };
-        self.weighed(Profile::from_table(&since, &mut self.namer()))
-    }
-
-    /// `p` in the session's unit: bytes for an allocation session.
-    fn weighed(&self, p: Profile) -> Profile {
-        match self.session.bytes_per_sample() {
-            Some(n) => alloc::in_bytes(p, n),
-            None => p,
-        }
+        p
     }
 
     /// The profile of every sample so far, named and sorted.
     fn build_profile(&self) -> Profile {
-        self.weighed(self.with_table(|t| Profile::from_table(t, &mut self.namer())))
+        self.view().profile()
     }
 }
 
@@ -440,29 +419,6 @@ const RAW: &[(&str, lazy::Build)] = &[
     ("_testAllocatorWrapped", function!(alloc::test_allocator_wrapped)),
 ];
 
-/// The names `native.raw`'s functions had before every name of the module
-/// was lower camelCase, as the Lua API's are: `(old, current)`. Each old
-/// name still reads as the function it became.
-const RAW_ALIASES: &[lazy::Alias] = &[
-    ("parse_collapsed", "parseCollapsed"),
-    ("parse_profile", "parseProfile"),
-    ("is_profile", "isProfile"),
-    ("read_chrome_trace", "readChromeTrace"),
-    ("check_options", "checkOptions"),
-    ("start_allocations", "startAllocations"),
-    ("set_function_paths", "setFunctionPaths"),
-    ("current_thread", "currentThread"),
-    ("control_directory", "controlDirectory"),
-    ("control_targets", "controlTargets"),
-    ("control_request", "controlRequest"),
-    ("control_connect", "controlConnect"),
-    ("http_serve", "httpServe"),
-    ("stop_signals", "stopSignals"),
-    ("control_fields", "controlFields"),
-    ("control_field_list", "controlFieldList"),
-    ("control_limits", "controlLimits"),
-];
-
 #[cfg(unix)]
 const RAW_REST: Option<lazy::Register> = Some(control::register);
 #[cfg(not(unix))]
@@ -472,7 +428,7 @@ const RAW_REST: Option<lazy::Register> = None;
 /// [`lazy`]), so that loading the module leaves next to nothing on the Lua
 /// heap.
 const EXPORTS: &[(&str, lazy::Build)] = &[
-    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_ALIASES, RAW_REST)?))),
+    ("raw", |lua, _| Ok(Value::Table(lazy::table(lua, RAW, RAW_REST)?))),
     ("call", function!(call)),
     ("start", raising!("start")),
     ("parseCollapsed", raising!("parseCollapsed")),
@@ -518,28 +474,14 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("coverKey", value!(crate::rewrite::COUNTER_KEY)),
 ];
 
-/// The module's old names, as [`RAW_ALIASES`] has `native.raw`'s.
-const EXPORT_ALIASES: &[lazy::Alias] = &[
-    ("parse_collapsed", "parseCollapsed"),
-    ("parse_profile", "parseProfile"),
-    ("check_options", "checkOptions"),
-    ("json_decode", "jsonDecode"),
-    ("default_max_stacks", "defaultMaxStacks"),
-    ("allocation_option_names", "allocationOptionNames"),
-    ("cover_rewrite", "coverRewrite"),
-    ("cover_global", "coverGlobal"),
-    ("cover_key", "coverKey"),
-];
-
 pub fn exports(lua: &Lua) -> mlua::Result<Table> {
-    lazy::table(lua, EXPORTS, EXPORT_ALIASES, None)
+    crate::sys::install_profile_host();
+    lazy::table(lua, EXPORTS, None)
 }
 
 #[cfg(test)]
 mod names_tests {
     use mlua::{Lua, Table, Value};
-
-    use super::lazy::Alias;
 
     /// Lower camelCase, as the Lua API's names are (`_` first for the
     /// suite's own hooks).
@@ -548,29 +490,20 @@ mod names_tests {
         name.starts_with(|c: char| c.is_ascii_lowercase()) && name.chars().all(|c| c.is_ascii_alphanumeric())
     }
 
-    /// Every name `table` declares, each checked for its casing, and every
-    /// alias: an old name no longer declared, read as the value of its
-    /// current name, which is declared.
-    fn check(table: &Table, what: &str, declared: &[String], aliases: &[Alias]) {
+    /// Every name `table` declares is lower camelCase and reads as a value.
+    fn check(table: &Table, what: &str, declared: &[String]) {
         for name in declared {
             assert!(lower_camel(name), "{what}.{name} is not lower camelCase");
-        }
-        for (old, current) in aliases {
-            assert!(declared.iter().any(|n| n == current), "{what}.{old} is an alias of {current}, not declared");
-            assert!(!declared.iter().any(|n| n == old), "{what}.{old} is both declared and an alias");
-            let now: Value = table.get(*current).unwrap();
-            let then: Value = table.get(*old).unwrap();
-            assert!(!now.is_nil(), "{what}.{current} is nil");
-            assert!(then.equals(&now).unwrap(), "{what}.{old} is not {what}.{current}");
+            assert!(!table.get::<Value>(name.as_str()).unwrap().is_nil(), "{what}.{name} is nil");
         }
     }
 
     #[test]
-    fn every_export_is_lower_camel_case_and_each_old_name_reads_as_its_new_one() {
+    fn every_export_is_lower_camel_case() {
         let lua = Lua::new();
         let native = super::exports(&lua).unwrap();
         let exports: Vec<String> = super::EXPORTS.iter().map(|(n, _)| n.to_string()).collect();
-        check(&native, "native", &exports, super::EXPORT_ALIASES);
+        check(&native, "native", &exports);
         #[allow(unused_mut)]
         let mut raw_names: Vec<String> = super::RAW.iter().map(|(n, _)| n.to_string()).collect();
         // The control channel's functions register themselves: listed by
@@ -584,10 +517,7 @@ mod names_tests {
             }
         }
         let raw: Table = native.get("raw").unwrap();
-        #[cfg(unix)]
-        check(&raw, "native.raw", &raw_names, super::RAW_ALIASES);
-        #[cfg(not(unix))]
-        check(&raw, "native.raw", &raw_names, &[]);
+        check(&raw, "native.raw", &raw_names);
         assert!(raw_names.len() > super::RAW.len() || cfg!(not(unix)), "no control functions listed");
     }
 }

@@ -14,9 +14,9 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use crate::output::timed::{rank_by_function, NO_STACK};
 use crate::output::{FileFormat, RenderMeta, Source};
 use crate::profile::collapsed;
+use crate::profile::frames::FrameIdentity;
 use crate::profile::frames::{FuncRange, FunctionMap};
 use crate::profile::Profile;
-use crate::record::identity::FrameIdentity;
 use crate::views::{self, AbortSite, ReportOptions};
 
 /// A profile, and the function of each frame as the VM knew it while

@@ -9,7 +9,7 @@ use mlua::{Lua, Table, Value};
 
 use super::options::{self, StartOptions};
 use super::{runtime, NativeSession, SAMPLE_OPTIONS};
-use crate::record::stack_table::CountsMark;
+use crate::profile::stack_table::CountsMark;
 use crate::session::{Plan, Session};
 use crate::sys;
 

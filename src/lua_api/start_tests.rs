@@ -7,8 +7,11 @@ use std::sync::atomic::Ordering;
 
 use super::*;
 use crate::session::{fail_at, Ownership};
-use crate::sys::alloc_probe::ALLOCATIONS;
+use crate::sys::alloc_probe::{Counting, ALLOCATIONS};
 use crate::sys::one_session_at_a_time;
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
 
 fn state() -> Lua {
     let lua = Lua::new();

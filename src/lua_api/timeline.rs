@@ -6,13 +6,10 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::profile_data::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
-use crate::output::timed::{
-    rank_by_function, TimedAllocation, TimedEvent, TimedFrame, TimedPoint, TimedProfile, TimedStack, NO_STACK,
-};
+use crate::output::timed::{rank_by_function, TimedProfile, NO_STACK};
 use crate::profile::frames::FunctionMap;
-use crate::profile::Profile;
-use crate::record::stack_table::{StackTable, VM_STATES};
-use crate::record::timeline::{FrameSpan, OVERFLOW_ENTRY};
+use crate::record::timeline::FrameSpan;
+use crate::session::timed::SessionView;
 use crate::sys;
 
 /// Milliseconds between two times of the monotonic clock.
@@ -21,6 +18,19 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 }
 
 impl NativeSession {
+    /// The session as the time line's readers take it (`session::timed`).
+    pub(super) fn view(&self) -> SessionView<'_> {
+        SessionView {
+            session: &self.session,
+            ffnames: &self.ffnames,
+            resolve_c: self.resolve_c,
+            c_paths: &self.c_paths,
+            call_site_lines: &self.call_site_lines,
+            frame_marks: &self.frame_marks,
+            timeline_events: &self.timeline_events,
+        }
+    }
+
     /// The time line's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
         let (kept, dropped, fast, bytes) = self.session.sampler().with(|s| {
@@ -36,175 +46,6 @@ impl NativeSession {
         t.set("timelineEvents", self.timeline_events.list.len())?;
         t.set("droppedTimelineEvents", self.timeline_events.dropped)?;
         Ok(())
-    }
-
-    /// The profile of the samples the time line holds in `[from_ns, to_ns)`.
-    fn window_profile(&self, from_ns: u64, to_ns: u64) -> Profile {
-        let table = self.session.sampler().with(|s| {
-            // No entry bound: every key already fit the session's table.
-            let mut out = StackTable::new(u32::MAX as usize);
-            for ts in s.timeline.window(from_ns, to_ns) {
-                let (state, count) = (ts.state(), ts.count());
-                if ts.entry == OVERFLOW_ENTRY || ts.entry as usize >= s.table.len() {
-                    out.overflow[state] += count as u64;
-                } else {
-                    out.add(s.table.get(ts.entry as usize).0, state, count);
-                }
-            }
-            out
-        });
-        let table =
-            if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
-        let mut namer = self.namer();
-        Profile::from_table(&table, &mut namer)
-    }
-
-    /// The samples of this allocation session's time line (attached to a
-    /// sampling session), oldest first, on the monotonic clock: time, bytes
-    /// and leaf site, and the sites named as the profile names leaves.
-    fn allocation_points(&self) -> (Vec<TimedAllocation>, Vec<String>) {
-        let bytes_per_sample = self.session.bytes_per_sample().unwrap_or(0);
-        let (points, keys) = self.session.sampler().with(|s| {
-            let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-            let mut keys: Vec<Option<Vec<u8>>> = Vec::new();
-            let mut points = Vec::with_capacity(s.timeline.len());
-            for ts in s.timeline.iter() {
-                let site = *ids.entry(ts.entry).or_insert_with(|| {
-                    keys.push(
-                        (ts.entry != OVERFLOW_ENTRY && (ts.entry as usize) < s.table.len())
-                            .then(|| s.table.get(ts.entry as usize).0.to_vec()),
-                    );
-                    (keys.len() - 1) as u32
-                });
-                let bytes = bytes_per_sample.saturating_mul(ts.count() as u64);
-                points.push(TimedAllocation { t_ns: ts.t_ns, bytes, site });
-            }
-            (points, keys)
-        });
-        let mut namer = self.namer();
-        let sites = keys
-            .iter()
-            .map(|key| {
-                let mut one = StackTable::new(u32::MAX as usize);
-                match key {
-                    Some(key) => one.add(key, 0, 1),
-                    None => return crate::profile::OVERFLOW_FRAME.to_string(),
-                };
-                if !self.call_site_lines.is_empty() {
-                    one = one.with_leaves_replaced(&self.call_site_lines);
-                }
-                let p = Profile::from_table(&one, &mut namer);
-                let leaf = p.named_rows().next().and_then(|r| r.stack.last().map(|f| f.to_string()));
-                leaf.unwrap_or_else(|| "[no stack]".to_string())
-            })
-            .collect();
-        (points, sites)
-    }
-
-    /// Bytes of `points` (times on the monotonic clock) in each of `spans`.
-    fn allocated_in(points: &[TimedAllocation], spans: &[(u64, u64)]) -> Vec<u64> {
-        spans
-            .iter()
-            .map(|&(from, to)| {
-                let first = points.partition_point(|p| p.t_ns < from);
-                points[first..].iter().take_while(|p| p.t_ns < to).map(|p| p.bytes).sum()
-            })
-            .collect()
-    }
-
-    /// The time line as the time-line formats take it: every sample the
-    /// ring holds, oldest first, with its stack named as the profile names
-    /// it, and the frames; times from the session's start. With `alloc`,
-    /// an allocation session attached to this one, its samples too.
-    pub(super) fn timed_profile(&self, name: String, alloc: Option<&NativeSession>) -> TimedProfile {
-        let now = sys::monotonic_ns();
-        let start = self.frame_marks.start_ns;
-        // Under the sampler's borrow only copies: the distinct (entry, VM
-        // state) keys, and the samples pointing at them.
-        let (keys, points, spans) = self.session.sampler().with(|s| {
-            let mut ids: std::collections::HashMap<(u32, usize), u32> = std::collections::HashMap::new();
-            let mut keys: Vec<(Option<Vec<u8>>, usize)> = Vec::new();
-            let mut points = Vec::with_capacity(s.timeline.len());
-            for ts in s.timeline.iter() {
-                let state = ts.state();
-                let id = *ids.entry((ts.entry, state)).or_insert_with(|| {
-                    let key = (ts.entry != OVERFLOW_ENTRY && (ts.entry as usize) < s.table.len())
-                        .then(|| s.table.get(ts.entry as usize).0.to_vec());
-                    keys.push((key, state));
-                    (keys.len() - 1) as u32
-                });
-                points.push(TimedPoint {
-                    t_ns: ts.t_ns.saturating_sub(start),
-                    stack: id,
-                    state: VM_STATES[state],
-                    count: ts.count(),
-                });
-            }
-            (keys, points, self.frame_marks.spans(&s.timeline, now))
-        });
-        let mut namer = self.namer();
-        let stacks = keys
-            .iter()
-            .map(|(key, state)| {
-                let mut one = StackTable::new(u32::MAX as usize);
-                match key {
-                    Some(key) => {
-                        one.add(key, *state, 1);
-                    }
-                    None => one.overflow[*state] = 1,
-                }
-                if !self.call_site_lines.is_empty() {
-                    one = one.with_leaves_replaced(&self.call_site_lines);
-                }
-                let p = Profile::from_table(&one, &mut namer);
-                let stack = p.named_rows().next().map(|r| TimedStack {
-                    zones: r.zones.iter().map(|z| z.to_string()).collect(),
-                    frames: r.stack.iter().map(|f| f.to_string()).collect(),
-                });
-                stack.unwrap_or_default()
-            })
-            .collect();
-        let (allocations, allocation_sites) = alloc.map(|a| a.allocation_points()).unwrap_or_default();
-        let allocated = alloc.map(|_| {
-            let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
-            Self::allocated_in(&allocations, &windows)
-        });
-        let frames = spans
-            .iter()
-            .enumerate()
-            .map(|(i, f)| TimedFrame {
-                index: f.index,
-                start_ns: f.start_ns.saturating_sub(start),
-                end_ns: f.end_ns.saturating_sub(start),
-                samples: f.samples,
-                gc_samples: f.gc_samples,
-                allocated_bytes: allocated.as_ref().map(|a| a[i]),
-                cpu_ns: f.cpu_ns,
-                own_ns: f.own_ns,
-            })
-            .collect();
-        TimedProfile {
-            with_allocations: alloc.is_some(),
-            allocations: allocations
-                .iter()
-                .map(|a| TimedAllocation { t_ns: a.t_ns.saturating_sub(start), ..*a })
-                .collect(),
-            allocation_sites,
-            name,
-            stacks,
-            stack_functions: Vec::new(),
-            frame_functions: Default::default(),
-            samples: points,
-            frames,
-            events: self
-                .timeline_events
-                .list
-                .iter()
-                .map(|e| TimedEvent { t_ns: e.t_ns.saturating_sub(start), name: e.name.clone(), args: e.args.clone() })
-                .collect(),
-            interval_ns: self.session.interval_ns(),
-            end_ns: self.frame_marks.end_ns.unwrap_or(now).saturating_sub(start),
-        }
     }
 
     /// `framesWindow(last, slowest)`: the last `last` kept frames in order,
@@ -235,7 +76,7 @@ impl NativeSession {
         let start = self.frame_marks.start_ns;
         let allocated = alloc.map(|a| {
             let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
-            Self::allocated_in(&a.allocation_points().0, &windows)
+            SessionView::allocated_in(&a.view().allocation_points().0, &windows)
         });
         let list = lua.create_table_with_capacity(spans.len(), 0)?;
         for (i, f) in spans.iter().enumerate() {
@@ -375,7 +216,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
                     format
                 )));
             };
-            let mut tp = this.timed_profile(name, alloc.as_deref());
+            let mut tp = this.view().timed_profile(name, alloc.as_deref().map(|a| a.view()).as_ref());
             // The frames are named by function as `hitches` and the
             // by-function views name them (`name_stack_functions`).
             if funcs.is_some() {
@@ -392,7 +233,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     // `timeline` writer names them.
     methods.add_method_mut("functionsInFrames", |lua, this, (indices, funcs): (Vec<u64>, Option<Table>)| {
         this.prepare_view(lua);
-        let mut tp = this.timed_profile(String::new(), None);
+        let mut tp = this.view().timed_profile(String::new(), None);
         this.name_stack_functions(&mut tp, funcs)?;
         let by_frame = tp.frame_stack_samples();
         let out = lua.create_table()?;
@@ -412,7 +253,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             .span(index, sys::monotonic_ns())
             .ok_or_else(|| runtime(format!("no frame {} (frames are dropped past the oldest kept)", index)))?;
         let ids = this.frame_identities();
-        Ok(ProfileData(this.window_profile(from, to), std::sync::Arc::new(ids)))
+        Ok(ProfileData(this.view().window_profile(from, to), std::sync::Arc::new(ids)))
     });
 }
 
