@@ -113,6 +113,10 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
     timeout -k 30 1500 bash scripts/windows.sh >"$logdir/windows.log" 2>"$logdir/windows-setup.log"; run_rc=$?
     [ "$run_rc" -eq 0 ] || tail -30 "$logdir/windows-setup.log"
     record_tap "windows x86-64 (wine)" "$logdir/windows.log" "$run_rc"
+    # Linux arm64 under qemu-user: the same checks (scripts/arm64.sh).
+    timeout -k 30 1500 bash scripts/arm64.sh >"$logdir/arm64.log" 2>"$logdir/arm64-setup.log"; run_rc=$?
+    [ "$run_rc" -eq 0 ] || tail -30 "$logdir/arm64-setup.log"
+    record_tap "linux arm64 (qemu-user)" "$logdir/arm64.log" "$run_rc"
   else
     echo "note: no rustup here, so the Windows checks did not run"
   fi

@@ -21,5 +21,8 @@
 pub mod record;
 pub mod session;
 pub mod sys;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod trace_decoder;
+#[cfg(all(target_os = "linux", not(target_arch = "x86_64")))]
+#[path = "trace_decoder_elsewhere.rs"]
 pub mod trace_decoder;

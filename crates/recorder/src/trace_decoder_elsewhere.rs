@@ -1,0 +1,40 @@
+//! The trace decoder's interface where there is no decoder: Linux on
+//! another architecture than x86-64 (arm64). The tick handler reads no
+//! compiled code there: every tick goes to LuaJIT's hook, the session runs
+//! at function precision, and `stats().compiledNote` says why.
+
+use std::ffi::c_void;
+
+use mlua::Lua;
+
+use crate::sys::TakenStack;
+
+const WHY: &str = "compiled code is read in the tick handler only on x86-64";
+
+pub const MISS_NAMES: [&str; 5] = ["trace", "address", "frame", "function", "full"];
+
+pub fn prove(_lua: &Lua) -> Result<(), &'static str> {
+    Err(WHY)
+}
+pub fn arm(_depth: usize, _zones: usize) {}
+pub fn disarm() {}
+pub fn armed() -> bool {
+    false
+}
+pub fn attach_logger(_lua: &Lua, _flush: bool) -> Result<(), &'static str> {
+    Err(WHY)
+}
+pub fn detach_logger(_lua: &Lua) {}
+pub fn map_counts() -> [u64; 5] {
+    [0; 5]
+}
+pub fn counts() -> (u64, [u64; 5]) {
+    (0, [0; 5])
+}
+pub fn frame_counts() -> [(&'static str, u64); 2] {
+    [("byPrototype", 0), ("atCaller", 0)]
+}
+pub fn take_ticks(_n: u64, _ctx: *mut c_void) -> bool {
+    false
+}
+pub fn drain(_f: impl FnMut(TakenStack)) {}
