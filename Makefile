@@ -36,7 +36,7 @@ RUST_FILES := $(shell find src crates inject/src -name '*.rs' | sort) Cargo.toml
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/lua/?/init.lua;;
 export LUA_CPATH := $(CURDIR)/build/lib/?.so;;
 
-.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim dist
+.PHONY: all build deps consumers mcp-latest test test-rust test-lua install uninstall demo bench clean nvim dist print-lua-files
 .PHONY: soak fuzz valgrind tsan
 
 all: build
@@ -102,6 +102,10 @@ install: build
 	install -d $(INST_BINDIR)
 	sed -e 's|@LUADIR@|$(INST_LUADIR)|' -e 's|@LIBDIR@|$(INST_LIBDIR)|' bin/tecs-profile > $(INST_BINDIR)/tecs-profile
 	chmod 0755 $(INST_BINDIR)/tecs-profile
+
+# The package's Lua files and assets, one a line (scripts/dist.sh).
+print-lua-files:
+	@printf '%s\n' $(LUA_FILES) $(ASSET_FILES)
 
 # A binary rock installs with `luarocks install FILE.rock`, no cargo needed
 # (scripts/dist.sh says what each rock holds).

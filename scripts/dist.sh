@@ -2,8 +2,17 @@
 # `make dist`: the rocks of this version into dist/, for users without a
 # Rust toolchain.
 #
-#   dist/tecs-profile-VERSION-1.src.rock           the source rock (needs cargo to build)
-#   dist/tecs-profile-VERSION-1.linux-x86_64.rock   a binary rock: `luarocks install` copies, builds nothing
+#   dist/tecs-profile-VERSION-1.src.rock             the source rock (needs cargo to build)
+#   dist/tecs-profile-VERSION-1.linux-x86_64.rock     a binary rock: `luarocks install` copies, builds nothing
+#   dist/tecs-profile-VERSION-1.linux-aarch64.rock    the same for Linux arm64 (cross-built)
+#   dist/tecs-profile-VERSION-1.windows-x86_64.rock   the same for Windows (cross-built with mingw-w64)
+#   dist/tecs-profile-VERSION-love.zip                for a LÖVE game: the Lua package and the native
+#                                                     libraries of the three platforms, to unpack into
+#                                                     the game's folder (docs/integrations.md says how)
+#
+# DIST_TARGETS chooses (default: all of "host aarch64 windows love"; "host"
+# is the source rock and this machine's binary rock). The cross builds need
+# what scripts/arm64.sh and scripts/windows.sh install.
 #
 # A binary rock is a zip of the files `make install` puts in a tree (lib/,
 # lua/, bin/, and the rock's own plugin/ for Neovim), the rockspec, and a
@@ -63,7 +72,35 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
 EOF
 }
 
+targets=" ${DIST_TARGETS:-host aarch64 windows love} "
+wants() { [[ "$targets" == *" $1 "* ]]; }
+
+# The Lua files of the package, as `make install` lays them out, into $1.
+lua_tree() {
+  make --no-print-directory -s print-lua-files | while read -r f; do
+    rel=${f#lua/}; mkdir -p "$1/$(dirname "$rel")"; cp "$f" "$1/$rel"
+  done
+}
+
+# A binary rock for ARCH from the native library LIB (named NATIVE in it).
+cross_rock() { # arch lib native strip
+  local arch=$1 lib=$2 native=$3 strip=$4 stage="$work/rock-$1"
+  mkdir -p "$stage/lib/tecs/profile" "$stage/bin"
+  lua_tree "$stage/lua"
+  "$strip" -o "$stage/lib/tecs/profile/$native" "$lib"
+  cp bin/tecs-profile "$stage/bin/tecs-profile"
+  cp -r plugin "$stage/plugin"
+  cp "$spec" "$stage/"
+  manifest "$stage" > "$stage/rock_manifest"
+  rm -f "dist/$name.$arch.rock"
+  zipdir "$stage" "dist/$name.$arch.rock"
+  echo "dist/$name.$arch.rock"
+}
+
+if ! wants host; then skip_host=1; fi
+
 # The source rock: the rockspec and the tracked tree at HEAD.
+if [ -z "${skip_host:-}" ]; then
 git archive --format=tar.gz --prefix="tecs-profile-$version/" -o "$work/tecs-profile-$version.tar.gz" HEAD
 mkdir -p "$work/src"
 cp "$spec" "$work/tecs-profile-$version.tar.gz" "$work/src/"
@@ -85,3 +122,36 @@ arch="linux-$(uname -m)"
 rm -f "dist/$name.$arch.rock"
 zipdir "$stage" "dist/$name.$arch.rock"
 echo "dist/$name.$arch.rock"
+fi
+
+aarch64_lib=target/aarch64-unknown-linux-gnu/release/libtecs_profile.so
+windows_lib=target/x86_64-pc-windows-gnu/release/tecs_profile.dll
+if wants aarch64 || wants love; then
+  rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    cargo build --quiet --release --target aarch64-unknown-linux-gnu -p tecs-profile
+fi
+if wants windows || wants love; then
+  rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1
+  cargo build --quiet --release --target x86_64-pc-windows-gnu -p tecs-profile
+fi
+if wants aarch64; then cross_rock linux-aarch64 "$aarch64_lib" native.so aarch64-linux-gnu-strip; fi
+if wants windows; then cross_rock windows-x86_64 "$windows_lib" native.dll x86_64-w64-mingw32-strip; fi
+
+# For LÖVE: tecs/ with the Lua package, and each platform's library where
+# LÖVE's C loader looks for `tecs.profile.native` (love.filesystem's C
+# require path, "??" by default: tecs/profile/native.so or .dll), named per
+# platform in platforms/ for the game to copy the right one into place.
+if wants love; then
+  make --no-print-directory build >/dev/null
+  stage="$work/love"
+  lua_tree "$stage"
+  mkdir -p "$stage/platforms/linux-x86_64/tecs/profile" "$stage/platforms/linux-aarch64/tecs/profile" \
+    "$stage/platforms/windows-x86_64/tecs/profile"
+  strip -o "$stage/platforms/linux-x86_64/tecs/profile/native.so" build/lib/tecs/profile/native.so
+  aarch64-linux-gnu-strip -o "$stage/platforms/linux-aarch64/tecs/profile/native.so" "$aarch64_lib"
+  x86_64-w64-mingw32-strip -o "$stage/platforms/windows-x86_64/tecs/profile/native.dll" "$windows_lib"
+  rm -f "dist/tecs-profile-$version-love.zip"
+  zipdir "$stage" "dist/tecs-profile-$version-love.zip"
+  echo "dist/tecs-profile-$version-love.zip"
+fi
