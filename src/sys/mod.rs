@@ -19,6 +19,7 @@ use mlua::ffi;
 use mlua::Lua;
 
 mod callback;
+pub mod code_anchors;
 #[cfg(unix)]
 pub mod dir;
 pub mod fine_map;

@@ -197,7 +197,25 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
         }
         shape.snaps.push(snap);
     }
+    // The machine code, decoded where the decoder reads it (x86-64).
+    if cfg!(target_arch = "x86_64") && !decode_off() {
+        let mcode = at::<usize>(tr + TRACE_MCODE);
+        if mcode != 0 && shape.szmcode > 0 {
+            // SAFETY: a committed trace's machine code, `szmcode` bytes at
+            // `mcode`, mapped readable and not being patched (the VM is in
+            // the event that reports its commit, on this thread).
+            let bytes = std::slice::from_raw_parts(mcode as *const u8, shape.szmcode as usize);
+            shape.code = crate::sys::code_anchors::decode(bytes, mcode as u64);
+        }
+    }
     shape
+}
+
+/// `TECS_PROFILE_FITTED_PLACEMENT=1` places code by the fitted sizes
+/// alone, as before the code was decoded (for measurements side by side).
+fn decode_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var_os("TECS_PROFILE_FITTED_PLACEMENT").is_some_and(|v| v == "1"))
 }
 
 /// Builds and publishes the map of the trace `t` just committed, from the
