@@ -104,6 +104,10 @@ pub fn decode(bytes: &[u8], base: u64) -> Vec<McIns> {
 pub enum Anchor {
     /// A write to this register (LuaJIT's number).
     Reg(u8),
+    /// A write to this register, then the guard's jump to its exit (and
+    /// at most one more write to the register just after it: a loaded
+    /// value unboxed once its type is checked).
+    GuardedReg(u8),
     /// A conditional jump to an exit.
     Exit,
     /// A store to memory.
@@ -131,7 +135,7 @@ pub fn starts(code: &[McIns], m0: u32, m1: u32, irs: &[(Anchor, u64)]) -> Option
         }
         wanted += 1;
         let hit = |c: &McIns| match anchor {
-            Anchor::Reg(r) => c.writes & (1 << r) != 0,
+            Anchor::Reg(r) | Anchor::GuardedReg(r) => c.writes & (1 << r) != 0,
             Anchor::Exit => c.exit,
             Anchor::Store => c.store,
             Anchor::None => false,
@@ -139,9 +143,14 @@ pub fn starts(code: &[McIns], m0: u32, m1: u32, irs: &[(Anchor, u64)]) -> Option
         let Some(mut j) = (cursor..span.len()).find(|&j| hit(&span[j])) else { continue };
         // An operation into a register often starts with a move into it
         // (or zeroes it first): its code ends with the write after that.
-        if let Anchor::Reg(_) = anchor {
+        if let Anchor::Reg(_) | Anchor::GuardedReg(_) = anchor {
             if span[j].setup && j + 1 < span.len() && hit(&span[j + 1]) {
                 j += 1;
+            }
+        }
+        if let Anchor::GuardedReg(_) = anchor {
+            if let Some(e) = (j + 1..span.len().min(j + 4)).find(|&e| span[e].exit) {
+                j = if e + 1 < span.len() && hit(&span[e + 1]) { e + 1 } else { e };
             }
         }
         ends[k] = Some(end_of(j));
@@ -204,6 +213,11 @@ mod tests {
         let irs = [(Anchor::Reg(19), 6), (Anchor::None, 6), (Anchor::Reg(20), 6), (Anchor::None, 6)];
         let s = starts(&code, 0, 20, &irs).unwrap();
         assert_eq!(s, vec![0, 8, 12, 16]);
+        // A guarded load: the write, the type check's jump, the unboxing.
+        let ex = McIns { exit: true, ..m(8, 0) };
+        let code = [m(0, 1 << 15), m(4, 0), ex, m(12, 1 << 15), m(16, 1 << 15)];
+        let s = starts(&code, 0, 20, &[(Anchor::GuardedReg(15), 13), (Anchor::Reg(15), 6)]).unwrap();
+        assert_eq!(s, vec![0, 16]);
         // Anchors the code does not hold: the sizes stand.
         assert_eq!(starts(&code, 0, 20, &[(Anchor::Exit, 6), (Anchor::Store, 6)]), None);
     }

@@ -187,7 +187,11 @@ pub fn weight(i: &Ins) -> u32 {
 /// gave it, a guard's jump to its exit, a store (see `code_anchors`).
 fn anchor(i: &Ins) -> Anchor {
     if i.r & RID_NONE == 0 && i.r < 32 {
-        Anchor::Reg(i.r)
+        if i.t & IRT_GUARD != 0 {
+            Anchor::GuardedReg(i.r)
+        } else {
+            Anchor::Reg(i.r)
+        }
     } else if i.t & IRT_GUARD != 0 {
         Anchor::Exit
     } else if (OP_ASTORE..=OP_XSTORE).contains(&i.op) {
