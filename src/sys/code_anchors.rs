@@ -164,16 +164,13 @@ pub fn starts(code: &[McIns], m0: u32, m1: u32, irs: &[(Anchor, u64)]) -> Option
     // shares its stretch of code by the fitted sizes.
     let mut out = vec![m0; irs.len()];
     let (mut from, mut at) = (0usize, m0);
-    for k in 0..=irs.len() {
-        let closes = k == irs.len() || ends[k].is_some();
-        if !closes {
-            continue;
-        }
-        let (last, end) = if k == irs.len() { (irs.len(), m1) } else { (k + 1, ends[k].unwrap_or(m1)) };
+    // The stretches close at each anchored instruction, and at the end.
+    let closing = ends.iter().enumerate().filter_map(|(k, e)| e.map(|e| (k + 1, e))).chain([(irs.len(), m1)]);
+    for (last, end) in closing {
         let total: u64 = irs[from..last].iter().map(|x| x.1).sum();
         let mut cum = 0u64;
         for (q, x) in irs.iter().enumerate().take(last).skip(from) {
-            out[q] = at + if total == 0 { 0 } else { ((end - at) as u64 * cum / total) as u32 };
+            out[q] = at + ((end.saturating_sub(at)) as u64 * cum).checked_div(total).unwrap_or(0) as u32;
             cum += x.1;
         }
         from = last;
@@ -215,8 +212,8 @@ mod tests {
         assert_eq!(s, vec![0, 8, 12, 16]);
         // A guarded load: the write, the type check's jump, the unboxing.
         let ex = McIns { exit: true, ..m(8, 0) };
-        let code = [m(0, 1 << 15), m(4, 0), ex, m(12, 1 << 15), m(16, 1 << 15)];
-        let s = starts(&code, 0, 20, &[(Anchor::GuardedReg(15), 13), (Anchor::Reg(15), 6)]).unwrap();
+        let guarded = [m(0, 1 << 15), m(4, 0), ex, m(12, 1 << 15), m(16, 1 << 15)];
+        let s = starts(&guarded, 0, 20, &[(Anchor::GuardedReg(15), 13), (Anchor::Reg(15), 6)]).unwrap();
         assert_eq!(s, vec![0, 16]);
         // Anchors the code does not hold: the sizes stand.
         assert_eq!(starts(&code, 0, 20, &[(Anchor::Exit, 6), (Anchor::Store, 6)]), None);
