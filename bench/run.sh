@@ -19,6 +19,11 @@
 #                                    work against their marginal costs
 #   bench/run.sh proto               methods made per object (callees a trace
 #                                    checks by prototype) against theirs
+#   bench/run.sh families            inside a trace by family of code (integer,
+#                                    conversions, FFI, tables, builtins, sunk
+#                                    allocation, up-recursion) against theirs;
+#                                    TECS_PROFILE_PLACEMENT=decoded to measure
+#                                    the decoded placement
 #   bench/run.sh realcode            self shares on real libraries three ways
 #                                    (Debian's lua-binaryheap and lua-basexx;
 #                                    Jumper too if JUMPER_DIR is set)
@@ -96,6 +101,7 @@ piece() {
     truth) build_main; $LUAJIT bench/truth.lua ;;
     inside) build_main; $LUAJIT bench/inside_trace.lua ;;
     proto) build_main; ORACLE=spec/fixtures/proto_callees.lua $LUAJIT bench/inside_trace.lua ;;
+    families) build_main; ORACLE=spec/fixtures/families.lua $LUAJIT bench/inside_trace.lua ;;
     realcode) build_main; bash scripts/deps-bench.sh; $LUAJIT bench/real_code.lua ;;
     alloc) build_main; LUA_PATH="$PWD/?.lua;$LUA_PATH" $LUAJIT bench/alloc.lua ;;
     cover)

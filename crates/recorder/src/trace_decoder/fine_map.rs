@@ -32,6 +32,9 @@
 
 use std::collections::HashMap;
 
+pub use super::code_anchors::McIns;
+use super::code_anchors::{self, Anchor};
+
 /// One bytecode the recorder announced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recorded {
@@ -94,6 +97,9 @@ pub struct TraceShape {
     /// The bytecode of each prototype that is a constant of the trace (the
     /// prototypes it checks functions by, which it keeps alive).
     pub protos: Vec<usize>,
+    /// The trace's machine code decoded, in address order, where it could
+    /// be (x86-64); empty elsewhere, where the fitted sizes place the code.
+    pub code: Vec<McIns>,
 }
 
 // IR opcodes (`lj_ir.h`; the same numbers in the three LuaJITs checked).
@@ -174,6 +180,24 @@ pub fn weight(i: &Ins) -> u32 {
         OP_RETF => 29,
         _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
         _ => 6 + if guard { 8 } else { 0 },
+    }
+}
+
+/// What the code of `i` ends with: a write to the register the assembler
+/// gave it, a guard's jump to its exit, a store (see `code_anchors`).
+fn anchor(i: &Ins) -> Anchor {
+    if i.r & RID_NONE == 0 && i.r < 32 {
+        if i.t & IRT_GUARD != 0 {
+            Anchor::GuardedReg(i.r)
+        } else {
+            Anchor::Reg(i.r)
+        }
+    } else if i.t & IRT_GUARD != 0 {
+        Anchor::Exit
+    } else if (OP_ASTORE..=OP_XSTORE).contains(&i.op) {
+        Anchor::Store
+    } else {
+        Anchor::None
     }
 }
 
@@ -383,13 +407,21 @@ pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
             push(&mut map, m0, SNAPSHOT);
             continue;
         }
+        // Measured where the code was decoded and anchors it, else by the
+        // fitted sizes alone.
+        let span = from as usize..to as usize;
+        let irs: Vec<(Anchor, u64)> = span.clone().map(|r| (anchor(&shape.ins[r]), weights[r])).collect();
+        let measured = if shape.code.is_empty() { None } else { code_anchors::starts(&shape.code, m0, m1, &irs) };
         let mut cum = 0u64;
         for r in from..to {
             let w = weights[r as usize];
             if w == 0 {
                 continue;
             }
-            let at = m0 + ((m1 - m0) as u64 * cum / total) as u32;
+            let at = match &measured {
+                Some(starts) => starts[(r - from) as usize],
+                None => m0 + ((m1 - m0) as u64 * cum / total) as u32,
+            };
             cum += w;
             let chain = match own[r as usize] {
                 Some(c) if agrees(&map.chains[c as usize], snap, shape) => c,
@@ -449,6 +481,7 @@ mod tests {
             szmcode: 100,
             functions: vec![G],
             protos: vec![],
+            code: vec![],
         };
         let log = [rec(F, 3, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 4, 0, 0x8005)];
         let map = build(&log, &shape);
@@ -469,6 +502,7 @@ mod tests {
             szmcode: 10,
             functions: vec![G],
             protos: vec![],
+            code: vec![],
         };
         let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8001)];
         assert_eq!(build(&log, &shape).at(5), None);
@@ -491,6 +525,7 @@ mod tests {
             szmcode: 10,
             functions: vec![],
             protos: vec![H + 8],
+            code: vec![],
         };
         let log = [rec(F, 1, 0, 0x8001), rec(H, 0, 1, 0x8001)];
         let chain = build(&log, &shape).at(5).cloned().unwrap();
@@ -522,6 +557,7 @@ mod tests {
             szmcode: 50,
             functions: vec![G],
             protos: vec![],
+            code: vec![],
         };
         let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 2, 0, 0x8003)];
         let map = build(&log, &shape);

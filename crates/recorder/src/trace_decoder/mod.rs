@@ -45,6 +45,7 @@ use mlua::Lua;
 use crate::sys::posix::running_c;
 use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
+pub mod code_anchors;
 pub mod fine_map;
 mod layout;
 mod own_vm;

@@ -197,8 +197,27 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
         }
         shape.snaps.push(snap);
     }
+    // The machine code, decoded where the decoder reads it (x86-64).
+    if cfg!(target_arch = "x86_64") && DECODED.load(Ordering::Relaxed) {
+        let mcode = at::<usize>(tr + TRACE_MCODE);
+        if mcode != 0 && shape.szmcode > 0 {
+            // SAFETY: a committed trace's machine code, `szmcode` bytes at
+            // `mcode`, mapped readable and not being patched (the VM is in
+            // the event that reports its commit, on this thread).
+            let bytes = std::slice::from_raw_parts(mcode as *const u8, shape.szmcode as usize);
+            shape.code = super::code_anchors::decode(bytes, mcode as u64);
+        }
+    }
     shape
 }
+
+/// Whether the sessions attached since the environment's
+/// `TECS_PROFILE_PLACEMENT` said `decoded` place code by the decoded
+/// machine code (read at each attach, so a process can measure both).
+/// Off by default: on the loops of `spec/fixtures/proto_callees.lua` the
+/// decoded boundaries gave a shared method 15 to 33 points over its truth
+/// where the fitted sizes were within 4 (BENCHMARKS.md, "Inside a trace").
+static DECODED: AtomicBool = AtomicBool::new(false);
 
 /// Builds and publishes the map of the trace `t` just committed, from the
 /// log of its recording.
@@ -386,6 +405,7 @@ pub fn attach(lua: &Lua, flush: bool) -> Result<(), &'static str> {
         Ok(Attached { record, trace, previous })
     };
     withdraw_all();
+    DECODED.store(std::env::var_os("TECS_PROFILE_PLACEMENT").is_some_and(|v| v == "decoded"), Ordering::Relaxed);
     for c in [&MAPPED, &UNMAPPED, &PLACED, &AT_SNAPSHOT, &NO_MAP] {
         c.store(0, Ordering::Relaxed);
     }
