@@ -11,8 +11,10 @@
 #                                                     the game's folder (docs/integrations.md says how)
 #
 # DIST_TARGETS chooses (default: all of "host aarch64 windows love"; "host"
-# is the source rock and this machine's binary rock). The cross builds need
-# what scripts/arm64.sh and scripts/windows.sh install.
+# is the source rock and this machine's binary rock), DIST_LOVE_PLATFORMS
+# the libraries in the LÖVE zip (default: "linux-x86_64 linux-aarch64
+# windows-x86_64"). The cross builds need what scripts/arm64.sh and
+# scripts/windows.sh install.
 #
 # A binary rock is a zip of the files `make install` puts in a tree (lib/,
 # lua/, bin/, and the rock's own plugin/ for Neovim), the rockspec, and a
@@ -126,12 +128,14 @@ fi
 
 aarch64_lib=target/aarch64-unknown-linux-gnu/release/libtecs_profile.so
 windows_lib=target/x86_64-pc-windows-gnu/release/tecs_profile.dll
-if wants aarch64 || wants love; then
+love_platforms=" ${DIST_LOVE_PLATFORMS:-linux-x86_64 linux-aarch64 windows-x86_64} "
+love_has() { wants love && [[ "$love_platforms" == *" $1 "* ]]; }
+if wants aarch64 || love_has linux-aarch64; then
   rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
     cargo build --quiet --release --target aarch64-unknown-linux-gnu -p tecs-profile
 fi
-if wants windows || wants love; then
+if wants windows || love_has windows-x86_64; then
   rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1
   cargo build --quiet --release --target x86_64-pc-windows-gnu -p tecs-profile
 fi
@@ -146,11 +150,16 @@ if wants love; then
   make --no-print-directory build >/dev/null
   stage="$work/love"
   lua_tree "$stage"
-  mkdir -p "$stage/platforms/linux-x86_64/tecs/profile" "$stage/platforms/linux-aarch64/tecs/profile" \
-    "$stage/platforms/windows-x86_64/tecs/profile"
-  strip -o "$stage/platforms/linux-x86_64/tecs/profile/native.so" build/lib/tecs/profile/native.so
-  aarch64-linux-gnu-strip -o "$stage/platforms/linux-aarch64/tecs/profile/native.so" "$aarch64_lib"
-  x86_64-w64-mingw32-strip -o "$stage/platforms/windows-x86_64/tecs/profile/native.dll" "$windows_lib"
+  for p in $love_platforms; do mkdir -p "$stage/platforms/$p/tecs/profile"; done
+  if love_has linux-x86_64; then
+    strip -o "$stage/platforms/linux-x86_64/tecs/profile/native.so" build/lib/tecs/profile/native.so
+  fi
+  if love_has linux-aarch64; then
+    aarch64-linux-gnu-strip -o "$stage/platforms/linux-aarch64/tecs/profile/native.so" "$aarch64_lib"
+  fi
+  if love_has windows-x86_64; then
+    x86_64-w64-mingw32-strip -o "$stage/platforms/windows-x86_64/tecs/profile/native.dll" "$windows_lib"
+  fi
   rm -f "dist/tecs-profile-$version-love.zip"
   zipdir "$stage" "dist/tecs-profile-$version-love.zip"
   echo "dist/tecs-profile-$version-love.zip"

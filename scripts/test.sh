@@ -81,6 +81,8 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   else cat "$logdir/lupa-setup.log"; record "luajit 2.0 (lupa): no API" 0 1 1; fi
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/love_spec.lua >"$logdir/love.log" 2>&1
   record_tap "love 11 (xvfb-run)" "$logdir/love.log" $?
+  timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/love_dist_spec.lua >"$logdir/love-dist.log" 2>&1
+  record_tap "love 11: the dist zip in a game" "$logdir/love-dist.log" $?
   timeout -k 30 "$SUITE_TIMEOUT" busted --lua="$LUAJIT" -o TAP platform_spec/nvim_spec.lua >"$logdir/nvim.log" 2>&1
   record_tap "neovim (headless)" "$logdir/nvim.log" $?
   # The Neovim users run today (0.12, LuaJIT linked in), from PyPI.
