@@ -100,8 +100,9 @@ if bash scripts/deps-platforms.sh >"$logdir/deps-platforms.log" 2>&1; then
   # warnings included, so that code behind `cfg(not(target_os = "linux"))`
   # keeps compiling. Needs rustup, which installs the target's library.
   if command -v rustup >/dev/null 2>&1; then
-    if rustup target add x86_64-apple-darwin >"$logdir/macos-target.log" 2>&1; then
-      RUSTFLAGS="-D warnings" cargo check --release --target x86_64-apple-darwin >"$logdir/macos-check.log" 2>&1
+    if rustup target add x86_64-apple-darwin aarch64-apple-darwin >"$logdir/macos-target.log" 2>&1; then
+      { RUSTFLAGS="-D warnings" cargo check --release --target x86_64-apple-darwin &&
+        RUSTFLAGS="-D warnings" cargo check --release --target aarch64-apple-darwin; } >"$logdir/macos-check.log" 2>&1
       run_rc=$?
       if [ "$run_rc" -eq 0 ]; then record "cargo check (macOS target)" 1 0 0
       else tail -30 "$logdir/macos-check.log"; record "cargo check (macOS target)" 0 1 "$run_rc"; fi
