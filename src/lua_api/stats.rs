@@ -62,6 +62,22 @@ impl NativeSession {
             }
             Err(why) => t.set("compiledNote", why)?,
         }
+        t.set("interpSamples", st.interp)?;
+        match session.interp_reads() {
+            Ok([misses, hooked]) => {
+                let m = lua.create_table()?;
+                for (name, n) in misses {
+                    m.set(name, n)?;
+                }
+                t.set("interpMisses", m)?;
+                let h = lua.create_table()?;
+                for (name, n) in hooked {
+                    h.set(name, n)?;
+                }
+                t.set("hookTicks", h)?;
+            }
+            Err(why) => t.set("interpNote", why)?,
+        }
         // Where ticks in traces went between two snapshots (see
         // `sys::fine_map`).
         match session.fine_map() {

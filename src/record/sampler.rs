@@ -41,8 +41,11 @@ pub struct SampleStats {
     pub dump_ns: u64,
     /// Samples given the C function they were taken in as their leaf.
     pub c_leaves: u64,
-    /// Samples whose stack the tick handler read in compiled code.
+    /// Samples whose stack the tick handler read (compiled code, C
+    /// functions, interpreted code).
     pub compiled: u64,
+    /// Of those, the samples read in interpreted code.
+    pub interp: u64,
 }
 
 /// How compiled code is attributed (docs/sampling.md, "Where a sample is charged").
@@ -225,6 +228,9 @@ impl SampleSink for Sampler {
         crate::sys::take_compiled_stacks(|t| {
             self.stats.samples += t.count as u64;
             self.stats.compiled += t.count as u64;
+            if t.state == b'I' {
+                self.stats.interp += t.count as u64;
+            }
             if paused {
                 self.stats.paused += t.count as u64;
                 return;

@@ -363,6 +363,14 @@ impl Session {
         platform::compiled_frames()
     }
 
+    /// Ticks in interpreted code left to the hook by reason, and all ticks
+    /// left to the hook by VM state; or why interpreted code is not read in
+    /// the handler.
+    pub fn interp_reads(&self) -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        self.compiled?;
+        platform::interp_reads()
+    }
+
     /// Why traces get no fine map between snapshots (Ok: they do).
     pub fn fine_map(&self) -> Result<(), &'static str> {
         self.fine_map

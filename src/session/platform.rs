@@ -103,13 +103,18 @@ mod linux {
     }
 
     /// Proves that this build's traces can be read in the handler.
+    /// Also learns what reading interpreted code needs (`interp_reads`
+    /// says whether it is read).
     pub(in crate::session) fn prove_compiled(lua: &Lua) -> Result<(), &'static str> {
-        posix::compiled::prove(lua)
+        posix::compiled::prove(lua)?;
+        let _ = posix::compiled::learn_interp();
+        Ok(())
     }
 
     /// Lets the handler read traces, `depth` frames deep, with the zone
     /// table at `zones` (0 for none).
     pub(in crate::session) fn arm_compiled(depth: usize, zones: usize) {
+        posix::compiled::reset_interp_counts();
         posix::compiled::arm(depth, zones)
     }
 
@@ -141,6 +146,18 @@ mod linux {
     /// samples named at the caller of a frame that could not be named.
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         posix::compiled::frame_counts().to_vec()
+    }
+
+    /// Ticks in interpreted code the handler left to the hook, by reason,
+    /// and every tick it left to the hook, by VM state (named); or why
+    /// interpreted code is not read.
+    pub(in crate::session) fn interp_reads() -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        posix::compiled::interp_state()?;
+        let (misses, hooked) = posix::compiled::interp_counts();
+        Ok([
+            posix::compiled::INTERP_MISS_NAMES.iter().copied().zip(misses).collect(),
+            posix::compiled::HOOK_STATE_NAMES.iter().copied().zip(hooked).collect(),
+        ])
     }
 
     /// The task-clock perf event (and, for wall-clock time, the
@@ -281,6 +298,10 @@ mod elsewhere {
     }
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    pub(in crate::session) fn interp_reads() -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        Err("interpreted code is read in the handler only on x86-64 Linux")
     }
     pub(in crate::session) fn open_perf(_wall: bool, _interval_ns: u64) -> Result<SourceHandle, i32> {
         Err(libc::ENOTSUP)
