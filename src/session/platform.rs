@@ -149,15 +149,15 @@ mod linux {
     }
 
     /// Ticks in interpreted code the handler left to the hook, by reason,
-    /// and every tick it left to the hook, by VM state (named); or why
+    /// and every tick it left to the hook, by VM state (named), then those
+    /// it left while a control-channel wake waited (`wake`); or why
     /// interpreted code is not read.
     pub(in crate::session) fn interp_reads() -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
         posix::compiled::interp_state()?;
         let (misses, hooked) = posix::compiled::interp_counts();
-        Ok([
-            posix::compiled::INTERP_MISS_NAMES.iter().copied().zip(misses).collect(),
-            posix::compiled::HOOK_STATE_NAMES.iter().copied().zip(hooked).collect(),
-        ])
+        let mut by_state: Vec<_> = posix::compiled::HOOK_STATE_NAMES.iter().copied().zip(hooked).collect();
+        by_state.push(("wake", posix::compiled::wake_ticks()));
+        Ok([posix::compiled::INTERP_MISS_NAMES.iter().copied().zip(misses).collect(), by_state])
     }
 
     /// The task-clock perf event (and, for wall-clock time, the

@@ -162,6 +162,12 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("sys/mod.rs: decimal_digits", "writes into a fixed array"),
     // The control channel's wake-up (sys/wake.rs).
     entry("sys/wake.rs: on_sigio", "reads the hook and sets a count hook, as luajit.c's SIGINT handler does"),
+    entry("sys/wake.rs: is_ours", "compares two function addresses"),
+    entry(
+        "sys/wake.rs: tend_pending",
+        "atomics, gettid, and on the VM thread the hook read and set again as on_sigio does",
+    ),
+    entry("sys/posix/compiled/interp.rs: count_wake", "a relaxed atomic counter"),
     // The live client's stop signals (sys/stop_signals.rs).
     entry("sys/stop_signals.rs: on_stop", "stores the signal in an atomic"),
 ];

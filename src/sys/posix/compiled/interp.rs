@@ -90,6 +90,20 @@ static HOOK_TICKS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// Names of the VM states of [`HOOK_TICKS`], for `stats()`.
 pub const HOOK_STATE_NAMES: [&str; 5] = ["compiled", "interpreted", "c", "gc", "jit"];
 
+/// Ticks left to LuaJIT's hook because a control-channel wake waited
+/// (`sys::wake::tend_pending`).
+static WAKE_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` ticks left to the hook while a wake waited.
+pub fn count_wake(n: u64) {
+    WAKE_TICKS.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Ticks left to the hook while a wake waited, since the last arm.
+pub fn wake_ticks() -> u64 {
+    WAKE_TICKS.load(Ordering::Relaxed)
+}
+
 pub(super) fn count_miss(m: InterpMiss, n: u64) {
     INTERP_MISSES[m as usize].fetch_add(n, Ordering::Relaxed);
 }
@@ -127,6 +141,7 @@ pub fn reset_counts() {
     for c in INTERP_MISSES.iter().chain(&HOOK_TICKS) {
         c.store(0, Ordering::Relaxed);
     }
+    WAKE_TICKS.store(0, Ordering::Relaxed);
 }
 
 /// Whether the handler reads interpreted code in the armed VM.

@@ -58,7 +58,8 @@ mod walk;
 pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
 use interp::{count_hook, count_miss, InterpMiss, Regs, VMSTATE_INTERP};
 pub use interp::{
-    interp_counts, interp_state, learn_interp, reset_counts as reset_interp_counts, HOOK_STATE_NAMES, INTERP_MISS_NAMES,
+    count_wake, interp_counts, interp_state, learn_interp, reset_counts as reset_interp_counts, wake_ticks,
+    HOOK_STATE_NAMES, INTERP_MISS_NAMES,
 };
 use layout::*;
 use probe::*;
