@@ -214,8 +214,12 @@ describe("interpreted code at the defaults", function()
       for _, k in ipairs({ "helper", "registers", "builtin", "frame", "full" }) do
         assert.is_number(st.interpMisses[k], k)
       end
+      for _, k in ipairs({ "trace", "exit", "compiler", "cFunction", "frame", "full" }) do
+        assert.is_number(st.stateMisses[k], k)
+      end
+      assert.is_true(st.stateSamples <= st.compiledSamples)
       local hooked = 0
-      for _, k in ipairs({ "compiled", "interpreted", "c", "gc", "jit" }) do
+      for _, k in ipairs({ "compiled", "interpreted", "c", "gc", "jit", "wake" }) do
         assert.is_number(st.hookTicks[k], k)
         hooked = hooked + st.hookTicks[k]
       end

@@ -46,6 +46,8 @@ pub struct SampleStats {
     pub compiled: u64,
     /// Of those, the samples read in interpreted code.
     pub interp: u64,
+    /// Of those, the samples read in the collector or the compiler.
+    pub states: u64,
 }
 
 /// How compiled code is attributed (docs/sampling.md, "Where a sample is charged").
@@ -228,8 +230,10 @@ impl SampleSink for Sampler {
         crate::sys::take_compiled_stacks(|t| {
             self.stats.samples += t.count as u64;
             self.stats.compiled += t.count as u64;
-            if t.state == b'I' {
-                self.stats.interp += t.count as u64;
+            match t.state {
+                b'I' => self.stats.interp += t.count as u64,
+                b'G' | b'J' => self.stats.states += t.count as u64,
+                _ => {}
             }
             if paused {
                 self.stats.paused += t.count as u64;

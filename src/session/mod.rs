@@ -363,6 +363,11 @@ impl Session {
         platform::compiled_frames()
     }
 
+    /// Ticks in the collector or the compiler left to the hook, by reason.
+    pub fn state_misses(&self) -> Vec<(&'static str, u64)> {
+        platform::state_misses()
+    }
+
     /// Ticks in interpreted code left to the hook by reason, and all ticks
     /// left to the hook by VM state; or why interpreted code is not read in
     /// the handler.

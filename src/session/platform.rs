@@ -115,6 +115,7 @@ mod linux {
     /// table at `zones` (0 for none).
     pub(in crate::session) fn arm_compiled(depth: usize, zones: usize) {
         posix::compiled::reset_interp_counts();
+        posix::compiled::reset_state_counts();
         posix::compiled::arm(depth, zones)
     }
 
@@ -146,6 +147,12 @@ mod linux {
     /// samples named at the caller of a frame that could not be named.
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         posix::compiled::frame_counts().to_vec()
+    }
+
+    /// Ticks in the collector or the compiler the handler left to the
+    /// hook, by reason (named).
+    pub(in crate::session) fn state_misses() -> Vec<(&'static str, u64)> {
+        posix::compiled::STATE_MISS_NAMES.iter().copied().zip(posix::compiled::state_counts()).collect()
     }
 
     /// Ticks in interpreted code the handler left to the hook, by reason,
@@ -297,6 +304,9 @@ mod elsewhere {
         Vec::new()
     }
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+    pub(in crate::session) fn state_misses() -> Vec<(&'static str, u64)> {
         Vec::new()
     }
 

@@ -168,6 +168,13 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "atomics, gettid, and on the VM thread the hook read and set again as on_sigio does",
     ),
     entry("sys/posix/compiled/interp.rs: count_wake", "a relaxed atomic counter"),
+    entry("sys/posix/compiled/vm_states.rs: is_vm_state", "compares integers"),
+    entry("sys/posix/compiled/vm_states.rs: letter", "compares integers"),
+    entry("sys/posix/compiled/vm_states.rs: count_state_miss", "a relaxed atomic counter"),
+    entry(
+        "sys/posix/compiled/vm_states.rs: read_state_stack",
+        "checks the saved frame through process_vm_readv before any direct read; fixed frame array",
+    ),
     // The live client's stop signals (sys/stop_signals.rs).
     entry("sys/stop_signals.rs: on_stop", "stores the signal in an atomic"),
 ];

@@ -259,7 +259,7 @@ static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 /// Copies the bytes at `a` into `out_a` and at `b` into `out_b` in one
 /// system call, or returns false (never faults: the kernel checks the
 /// addresses). Async-signal-safe.
-fn read_two(a: usize, out_a: &mut [u8], b: usize, out_b: &mut [u8]) -> bool {
+pub(super) fn read_two(a: usize, out_a: &mut [u8], b: usize, out_b: &mut [u8]) -> bool {
     let local = [
         libc::iovec { iov_base: out_a.as_mut_ptr() as *mut c_void, iov_len: out_a.len() },
         libc::iovec { iov_base: out_b.as_mut_ptr() as *mut c_void, iov_len: out_b.len() },
@@ -293,7 +293,7 @@ fn lua_bytecode(o: &[u8; FN_PC + 8]) -> Result<usize, InterpMiss> {
 
 /// Whether `pc` (an instruction after the one running, or a return
 /// address) lies in the bytecode at `bc` of `sizebc` instructions.
-fn in_bytecode(pc: usize, bc: usize, sizebc: usize) -> bool {
+pub(super) fn in_bytecode(pc: usize, bc: usize, sizebc: usize) -> bool {
     pc >= bc + 4 && pc <= bc + 4 * sizebc && (pc - bc) % 4 == 0
 }
 

@@ -53,6 +53,7 @@ mod layout;
 mod own_vm;
 mod probe;
 mod text;
+mod vm_states;
 mod walk;
 
 pub use fine_map::{attach as attach_logger, detach as detach_logger, map_counts};
@@ -65,6 +66,8 @@ use layout::*;
 use probe::*;
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
+use vm_states::{count_state_miss, StateMiss};
+pub use vm_states::{reset_state_counts, state_counts, STATE_MISS_NAMES};
 use walk::*;
 
 // -- The armed layout ------------------------------------------------------
@@ -214,7 +217,10 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     // SAFETY: armed means `VMSTATE_AT` is the VM state's address in the
     // live global state of the session's VM.
     let vmstate = unsafe { at::<i32>(VMSTATE_AT.load(Ordering::Relaxed)) };
-    let readable = vmstate >= 1 || vmstate == VMSTATE_C || (vmstate == VMSTATE_INTERP && interp::ready());
+    let readable = vmstate >= 1
+        || vmstate == VMSTATE_C
+        || (vmstate == VMSTATE_INTERP && interp::ready())
+        || vm_states::is_vm_state(vmstate);
     if !readable {
         count_hook(vmstate, n);
         return false;
@@ -230,7 +236,9 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
 /// code or in a trace (a C state outside a VM call is the host's own code,
 /// and no miss).
 fn count_missed(vmstate: i32, m: Miss, n: u64) {
-    if vmstate == VMSTATE_INTERP {
+    if vm_states::is_vm_state(vmstate) {
+        count_state_miss(if m == Miss::Full { StateMiss::Full } else { StateMiss::Frame }, n);
+    } else if vmstate == VMSTATE_INTERP {
         count_miss(if m == Miss::Full { InterpMiss::Full } else { InterpMiss::Frame }, n);
     } else if vmstate != VMSTATE_C {
         MISSES[m as usize].fetch_add(n, Ordering::Relaxed);
@@ -256,6 +264,13 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
             count_miss(m, n);
             return false;
         }
+    } else if vm_states::is_vm_state(vmstate) {
+        // SAFETY: on the VM thread, armed, in the collector's or the
+        // compiler's state.
+        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, rsp, &mut half.scratch, limit) } {
+            count_state_miss(m, n);
+            return false;
+        }
     } else {
         // SAFETY: on the VM thread, armed, in the VM state each reader needs.
         let read = unsafe {
@@ -273,6 +288,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     let state = match vmstate {
         VMSTATE_C => b'C',
         VMSTATE_INTERP => b'I',
+        _ if vm_states::is_vm_state(vmstate) => vm_states::letter(vmstate),
         _ => b'N',
     };
     // SAFETY: the frames were read from the live stack and trace just now.
