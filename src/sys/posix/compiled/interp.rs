@@ -217,8 +217,6 @@ fn learn_dispatch() -> Result<(), &'static str> {
     if max <= min || max - min > MAX_VM_CODE {
         return Err("the dispatch table does not point into one block of code");
     }
-    // SAFETY: `getpid` has no preconditions.
-    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     VM_CODE[0].store(min, Ordering::Relaxed);
     VM_CODE[1].store(max, Ordering::Relaxed);
     LEARNED_G.store(g, Ordering::Relaxed);
@@ -253,9 +251,6 @@ impl Regs {
     }
 }
 
-/// This process's id, for [`read_two`] (learned with the layout).
-static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
 /// Copies the bytes at `a` into `out_a` and at `b` into `out_b` in one
 /// system call, or returns false (never faults: the kernel checks the
 /// addresses). Async-signal-safe.
@@ -268,10 +263,12 @@ pub(super) fn read_two(a: usize, out_a: &mut [u8], b: usize, out_b: &mut [u8]) -
         libc::iovec { iov_base: a as *mut c_void, iov_len: out_a.len() },
         libc::iovec { iov_base: b as *mut c_void, iov_len: out_b.len() },
     ];
+    // This process's id, as `self_read` uses it (set when the layout is armed).
+    let pid = super::running_c::PID.load(Ordering::Relaxed);
     // SAFETY: `local` describes the two output slices, writable for their
     // lengths; the remote ranges are only read, by the kernel, which
     // reports unmapped addresses as an error (a short count).
-    let n = unsafe { libc::process_vm_readv(PID.load(Ordering::Relaxed), local.as_ptr(), 2, remote.as_ptr(), 2, 0) };
+    let n = unsafe { libc::process_vm_readv(pid, local.as_ptr(), 2, remote.as_ptr(), 2, 0) };
     n == (out_a.len() + out_b.len()) as isize
 }
 
