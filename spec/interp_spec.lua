@@ -214,7 +214,7 @@ describe("interpreted code at the defaults", function()
       for _, k in ipairs({ "helper", "registers", "builtin", "frame", "full" }) do
         assert.is_number(st.interpMisses[k], k)
       end
-      for _, k in ipairs({ "trace", "exit", "compiler", "cFunction", "frame", "full" }) do
+      for _, k in ipairs({ "trace", "exit", "cFunction", "frame", "full" }) do
         assert.is_number(st.stateMisses[k], k)
       end
       assert.is_true(st.stateSamples <= st.compiledSamples)

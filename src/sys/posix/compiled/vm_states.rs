@@ -1,27 +1,29 @@
-//! The garbage collector, read in the tick handler.
+//! The garbage collector and the JIT compiler, read in the tick handler.
 //!
-//! A tick in the collector (VM state GC) interrupts C code that the
-//! interpreter called. Before such a call the interpreter saves its frame:
-//! `BASE` in the running thread's `base`, and `PC` (the instruction after
-//! the running one) in the C frame of the VM call (`SAVE_PC`,
-//! `CFRAME_OFS_PC` in `lj_frame.h`). The collector steps from the
-//! instructions that allocate (`TNEW`, `CAT`, ...: `lj_gc_step_fixtop`
-//! after saving both), so the frame at `base` is the function that
-//! allocated, at its line. LuaJIT's hook would take the same frame at the
+//! A tick in the collector (VM state GC) or the compiler (RECORD, OPT,
+//! ASM) interrupts C code that the interpreter called. Before such a call
+//! the interpreter saves its frame: `BASE` in the running thread's `base`,
+//! and `PC` (the instruction after the running one) in the C frame of the
+//! VM call (`SAVE_PC`, `CFRAME_OFS_PC` in `lj_frame.h`). The collector
+//! steps from the instructions that allocate (`TNEW`, `CAT`, ...:
+//! `lj_gc_step_fixtop` after saving both), the compiler from the hot
+//! counters (`lj_trace_hot`) and the recording dispatch (`lj_dispatch_ins`,
+//! which stores the PC itself), inside a protected call whose own C frame
+//! holds the thread instead of a PC (the frame before it holds the PC). So
+//! the frame at `base` is the function that allocated or is being
+//! compiled, at its line. LuaJIT's hook would take the same frame at the
 //! next instruction.
 //!
-//! Left to the hook, counted by reason ([`StateMiss`]): a collector step
-//! run from a trace (`g->jit_base` set: the trace's own frames are in its
-//! registers and snapshots, not in the thread's stack), a trace exit being
-//! handled (state EXIT: the stack is being rebuilt from a snapshot), the
-//! JIT compiler (RECORD, OPT, ASM: it runs in a protected call whose C
-//! frame holds no PC, and is not read yet), a C function at `base` (a
-//! library function that allocated: its caller's PC is not the one
-//! saved), and a frame that does not validate: the C frame must lie on
-//! this thread's stack above the interrupted stack pointer, `base` inside
-//! the thread's stack, the slot below it a Lua function and the saved PC
-//! inside its bytecode, all read through the fault-safe reader before
-//! anything is trusted.
+//! Left to the hook, counted by reason ([`StateMiss`]): a collector step or
+//! a compile run from a trace (`g->jit_base` set: the trace's own frames
+//! are in its registers and snapshots, not in the thread's stack), a trace
+//! exit being handled (state EXIT: the stack is being rebuilt from a
+//! snapshot), a C function at `base` (a library function that allocated:
+//! its caller's PC is not the one saved), and a frame that does not
+//! validate: the C frame must lie on this thread's stack above the
+//! interrupted stack pointer, `base` inside the thread's stack, the slot
+//! below it a Lua function and the saved PC inside its bytecode, all read
+//! through the fault-safe reader before anything is trusted.
 
 use super::*;
 
@@ -36,6 +38,7 @@ const VMSTATE_JIT: std::ops::RangeInclusive<i32> = -7..=-5;
 /// `CFRAME_OFS_PC` of x86-64 GC64 builds off Windows: the interpreter's
 /// saved PC in the C frame of a VM call.
 const CFRAME_OFS_PC: usize = 24;
+/// `CFRAME_OFS_PREV` follows it: the C frame of the VM call before.
 /// `CFRAME_RAWMASK`: the low bits of `L->cframe` are flags.
 const CFRAME_FLAGS: usize = 3;
 
@@ -47,8 +50,6 @@ pub enum StateMiss {
     Trace = 0,
     /// A trace exit being handled (state EXIT).
     Exit,
-    /// The JIT compiler (RECORD, OPT, ASM).
-    Compiler,
     /// The frame at the thread's base is a C function's.
     CFunction,
     /// The saved frame did not validate, or a frame below did not.
@@ -56,9 +57,9 @@ pub enum StateMiss {
     /// The buffer between two callbacks was full.
     Full,
 }
-const STATE_MISS_KINDS: usize = 6;
+const STATE_MISS_KINDS: usize = 5;
 /// Names of the [`StateMiss`] kinds, in order, for `stats()`.
-pub const STATE_MISS_NAMES: [&str; STATE_MISS_KINDS] = ["trace", "exit", "compiler", "cFunction", "frame", "full"];
+pub const STATE_MISS_NAMES: [&str; STATE_MISS_KINDS] = ["trace", "exit", "cFunction", "frame", "full"];
 static STATE_MISSES: [AtomicU64; STATE_MISS_KINDS] = [const { AtomicU64::new(0) }; STATE_MISS_KINDS];
 
 /// Whether `vmstate` is the collector's or the compiler's (a trace exit
@@ -97,9 +98,9 @@ pub fn reset_state_counts() {
     }
 }
 
-/// Reads the stack the collector runs for: the Lua function at the
-/// running thread's base at its saved PC, then the frames below it, leaf
-/// first into `c`; the compiler's states are counted and left to the hook.
+/// Reads the stack the collector or the compiler runs for: the Lua
+/// function at the running thread's base at its saved PC, then the frames
+/// below it, leaf first into `c`.
 ///
 /// # Safety
 /// Must run on the VM thread, with the layout armed, while the VM state is
@@ -115,9 +116,6 @@ pub(super) unsafe fn read_state_stack(
     c.cut = false;
     if vmstate == VMSTATE_EXIT {
         return Err(StateMiss::Exit);
-    }
-    if VMSTATE_JIT.contains(&vmstate) {
-        return Err(StateMiss::Compiler);
     }
     if at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed)) != 0 {
         return Err(StateMiss::Trace);
@@ -159,9 +157,24 @@ pub(super) unsafe fn read_state_stack(
     if bc < PROTO_SIZE || !self_read(bc - PROTO_SIZE, &mut pt) {
         return Err(StateMiss::Frame);
     }
-    let pc = self_word(cframe + CFRAME_OFS_PC).ok_or(StateMiss::Frame)? as usize;
-    if !in_bytecode(pc, bc, le(&pt, PROTO_SIZEBC, 4) as usize) {
+    let sizebc = le(&pt, PROTO_SIZEBC, 4) as usize;
+    let mut saved = [0u8; 16];
+    if !self_read(cframe + CFRAME_OFS_PC, &mut saved) {
         return Err(StateMiss::Frame);
+    }
+    let mut pc = le(&saved, 0, 8) as usize;
+    if !in_bytecode(pc, bc, sizebc) {
+        // The compiler runs in a protected C call (`lj_vm_cpcall`), whose
+        // C frame has no Lua frame of its own and holds the thread as its
+        // PC: the interpreter's PC is in the C frame before it.
+        let prev = le(&saved, 8, 8) as usize & !CFRAME_FLAGS;
+        if pc != l || prev <= cframe || prev - rsp > CFRAME_REACH {
+            return Err(StateMiss::Frame);
+        }
+        pc = self_word(prev + CFRAME_OFS_PC).ok_or(StateMiss::Frame)? as usize;
+        if !in_bytecode(pc, bc, sizebc) {
+            return Err(StateMiss::Frame);
+        }
     }
     // The frame is the saved one of a live thread whose stack does not
     // move while C code it called runs: the frames below are read as below
@@ -244,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tick_in_the_collector_is_read_at_the_allocating_frame_without_allocating() {
+    fn ticks_in_the_collector_and_the_compiler_are_read_at_their_frame_without_allocating() {
         let _turn = crate::sys::one_session_at_a_time();
         // SAFETY: the FFI is needed for the probe; nothing else is loaded.
         let lua = unsafe { Lua::unsafe_new() };
@@ -263,6 +276,19 @@ mod tests {
         assert!(gc.iter().map(|s| s.1).sum::<u32>() >= 30, "{gc:?} {:?}", state_counts());
         for (stack, _) in &gc {
             assert!(stack.ends_with("test.gc:4\u{1f}test.gc:2"), "not the allocating frame: {stack:?}");
+        }
+        // The compiler runs for the loops of chunks made anew each round
+        // (the driver is never compiled): every tick in it is a new chunk's
+        // loop, below the driver's call on line 3.
+        let chunk = "local done = ...\n\
+                     local function drive() local n = 0 while not done() do n = n + 1\n\
+                     load('local s = 0 for i = 1, 300 do s = s + i * ' .. n .. ' end return s', '=test.new')() end end\n\
+                     jit.off(drive, true)\n\
+                     drive()\n";
+        let jit = read_in_state(&lua, chunk, "=test.jit", b'J', 30);
+        assert!(jit.iter().map(|s| s.1).sum::<u32>() >= 30, "{jit:?} {:?}", state_counts());
+        for (stack, _) in &jit {
+            assert!(stack.ends_with("test.jit:3\u{1f}test.new:1"), "not the compiled chunk's frame: {stack:?}");
         }
         disarm();
         assert_eq!(ALLOCATED.load(Ordering::SeqCst), 0, "the handler allocated");
