@@ -24,7 +24,7 @@
 use std::ffi::{c_int, CStr};
 use std::os::unix::io::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 use mlua::{ffi, Lua};
 
@@ -40,8 +40,6 @@ static VM_TID: AtomicI32 = AtomicI32::new(0);
 /// Set once a SIGIO has set the one-shot hook, cleared when it runs (or
 /// when the hook found is no longer ours).
 static PENDING: AtomicBool = AtomicBool::new(false);
-/// Count bits a tick handler found lost and set again.
-static REARMED: AtomicU64 = AtomicU64::new(0);
 
 /// `F_SETOWN_EX` and its argument (linux/fcntl.h; not in the libc crate
 /// for glibc targets).
@@ -99,16 +97,9 @@ pub fn tend_pending() -> bool {
         }
         if ffi::lua_gethookmask(l) & ffi::LUA_MASKCOUNT == 0 {
             ffi::lua_sethook(l, Some(one_shot), ffi::LUA_MASKCOUNT, 1);
-            REARMED.fetch_add(1, Ordering::Relaxed);
         }
     }
     true
-}
-
-/// Count hooks of a waiting wake that ticks found lost and set again,
-/// since the process started.
-pub fn rearmed() -> u64 {
-    REARMED.load(Ordering::Relaxed)
 }
 
 unsafe extern "C-unwind" fn one_shot(l: *mut ffi::lua_State, _: *mut ffi::lua_Debug) {
