@@ -1,6 +1,6 @@
 -- Inside a trace at the defaults: between two snapshots, a tick goes to the
 -- bytecode (and inlined frames) whose machine code it interrupted, as the
--- trace's fine map places them (src/record/fine_map.rs), not to the
+-- trace's fine map places them (crates/recorder/src/trace_decoder/fine_map.rs), not to the
 -- bytecode of the snapshot before it. The loops of
 -- spec/fixtures/inside_trace.lua have true shares known by marginal cost,
 -- timed unprofiled in the session's pauses (spec/support/sampling.lua).

@@ -59,8 +59,30 @@ impl NativeSession {
                     f.set(name, n)?;
                 }
                 t.set("compiledFrames", f)?;
+                let v = lua.create_table()?;
+                for (name, n) in session.state_misses() {
+                    v.set(name, n)?;
+                }
+                t.set("stateMisses", v)?;
             }
             Err(why) => t.set("compiledNote", why)?,
+        }
+        t.set("interpSamples", st.interp)?;
+        t.set("stateSamples", st.states)?;
+        match session.interp_reads() {
+            Ok([misses, hooked]) => {
+                let m = lua.create_table()?;
+                for (name, n) in misses {
+                    m.set(name, n)?;
+                }
+                t.set("interpMisses", m)?;
+                let h = lua.create_table()?;
+                for (name, n) in hooked {
+                    h.set(name, n)?;
+                }
+                t.set("hookTicks", h)?;
+            }
+            Err(why) => t.set("interpNote", why)?,
         }
         // Where ticks in traces went between two snapshots (see
         // `sys::fine_map`).

@@ -38,3 +38,33 @@ pub fn take_ticks(_n: u64, _ctx: *mut c_void) -> bool {
     false
 }
 pub fn drain(_f: impl FnMut(TakenStack)) {}
+
+pub const INTERP_MISS_NAMES: [&str; 5] = ["helper", "registers", "builtin", "frame", "full"];
+pub const HOOK_STATE_NAMES: [&str; 5] = ["compiled", "interpreted", "c", "gc", "jit"];
+pub const STATE_MISS_NAMES: [&str; 5] = ["trace", "exit", "cFunction", "frame", "full"];
+
+/// Ticks left to LuaJIT's hook while a control-channel wake waited.
+static WAKE_TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub fn count_wake(n: u64) {
+    WAKE_TICKS.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+}
+pub fn wake_ticks() -> u64 {
+    WAKE_TICKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+pub fn interp_counts() -> ([u64; 5], [u64; 5]) {
+    ([0; 5], [0; 5])
+}
+pub fn reset_interp_counts() {
+    WAKE_TICKS.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+pub fn interp_state() -> Result<(), &'static str> {
+    Err(WHY)
+}
+pub fn learn_interp() -> Result<(), &'static str> {
+    Err(WHY)
+}
+pub fn state_counts() -> [u64; 5] {
+    [0; 5]
+}
+pub fn reset_state_counts() {}

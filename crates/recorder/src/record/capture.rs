@@ -2,7 +2,7 @@
 //! stack hands the recorder.
 //!
 //! Two captures read stacks. The tick handler reads compiled code and C
-//! functions where the tick found them (`sys::posix::compiled`, drained as
+//! functions where the tick found them (`trace_decoder`, drained as
 //! [`crate::sys::TakenStack`]); LuaJIT's profiler hook reads everything else
 //! at its next safe point ([`crate::sys::VmStack`], in the sample callback).
 //! Each writes a [`CapturedStack`] and passes it to the sampler's `count`,

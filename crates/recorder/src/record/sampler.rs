@@ -42,8 +42,13 @@ pub struct SampleStats {
     pub dump_ns: u64,
     /// Samples given the C function they were taken in as their leaf.
     pub c_leaves: u64,
-    /// Samples whose stack the tick handler read in compiled code.
+    /// Samples whose stack the tick handler read (compiled code, C
+    /// functions, interpreted code).
     pub compiled: u64,
+    /// Of those, the samples read in interpreted code.
+    pub interp: u64,
+    /// Of those, the samples read in the collector or the compiler.
+    pub states: u64,
 }
 
 /// How compiled code is attributed (docs/sampling.md, "Where a sample is charged").
@@ -53,7 +58,7 @@ pub enum Precision {
     /// in the tick handler, else `Function`. Resolved when a session starts.
     Auto,
     /// Compiled code's stacks are read in the tick handler, at the tick
-    /// (`sys::posix::compiled`); LuaJIT's profiler runs without checks in
+    /// (`trace_decoder`); LuaJIT's profiler runs without checks in
     /// traces, and its hook takes every other sample.
     Exact,
     /// LuaJIT's function mode: compiled code is interrupted only where it
@@ -226,6 +231,11 @@ impl SampleSink for Sampler {
         crate::sys::take_compiled_stacks(|t| {
             self.stats.samples += t.count as u64;
             self.stats.compiled += t.count as u64;
+            match t.state {
+                b'I' => self.stats.interp += t.count as u64,
+                b'G' | b'J' => self.stats.states += t.count as u64,
+                _ => {}
+            }
             if paused {
                 self.stats.paused += t.count as u64;
                 return;

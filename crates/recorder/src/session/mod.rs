@@ -365,6 +365,19 @@ impl Session {
         platform::compiled_frames()
     }
 
+    /// Ticks in the collector or the compiler left to the hook, by reason.
+    pub fn state_misses(&self) -> Vec<(&'static str, u64)> {
+        platform::state_misses()
+    }
+
+    /// Ticks in interpreted code left to the hook by reason, and all ticks
+    /// left to the hook by VM state; or why interpreted code is not read in
+    /// the handler.
+    pub fn interp_reads(&self) -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        self.compiled?;
+        platform::interp_reads()
+    }
+
     /// Why traces get no fine map between snapshots (Ok: they do).
     pub fn fine_map(&self) -> Result<(), &'static str> {
         self.fine_map

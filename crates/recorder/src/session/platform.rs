@@ -127,13 +127,19 @@ mod linux {
     }
 
     /// Proves that this build's traces can be read in the handler.
+    /// Also learns what reading interpreted code needs (`interp_reads`
+    /// says whether it is read).
     pub(in crate::session) fn prove_compiled(lua: &Lua) -> Result<(), &'static str> {
-        crate::trace_decoder::prove(lua)
+        crate::trace_decoder::prove(lua)?;
+        let _ = crate::trace_decoder::learn_interp();
+        Ok(())
     }
 
     /// Lets the handler read traces, `depth` frames deep, with the zone
     /// table at `zones` (0 for none).
     pub(in crate::session) fn arm_compiled(depth: usize, zones: usize) {
+        crate::trace_decoder::reset_interp_counts();
+        crate::trace_decoder::reset_state_counts();
         crate::trace_decoder::arm(depth, zones)
     }
 
@@ -165,6 +171,24 @@ mod linux {
     /// samples named at the caller of a frame that could not be named.
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         crate::trace_decoder::frame_counts().to_vec()
+    }
+
+    /// Ticks in the collector or the compiler the handler left to the
+    /// hook, by reason (named).
+    pub(in crate::session) fn state_misses() -> Vec<(&'static str, u64)> {
+        crate::trace_decoder::STATE_MISS_NAMES.iter().copied().zip(crate::trace_decoder::state_counts()).collect()
+    }
+
+    /// Ticks in interpreted code the handler left to the hook, by reason,
+    /// and every tick it left to the hook, by VM state (named), then those
+    /// it left while a control-channel wake waited (`wake`); or why
+    /// interpreted code is not read.
+    pub(in crate::session) fn interp_reads() -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        crate::trace_decoder::interp_state()?;
+        let (misses, hooked) = crate::trace_decoder::interp_counts();
+        let mut by_state: Vec<_> = crate::trace_decoder::HOOK_STATE_NAMES.iter().copied().zip(hooked).collect();
+        by_state.push(("wake", crate::trace_decoder::wake_ticks()));
+        Ok([crate::trace_decoder::INTERP_MISS_NAMES.iter().copied().zip(misses).collect(), by_state])
     }
 
     /// The task-clock perf event (and, for wall-clock time, the
@@ -305,6 +329,13 @@ mod elsewhere {
     }
     pub(in crate::session) fn compiled_frames() -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+    pub(in crate::session) fn state_misses() -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    pub(in crate::session) fn interp_reads() -> Result<[Vec<(&'static str, u64)>; 2], &'static str> {
+        Err("interpreted code is read in the handler only on x86-64 Linux")
     }
     pub(in crate::session) fn open_perf(_wall: bool, _interval_ns: u64) -> Result<SourceHandle, i32> {
         // No perf events here (never called: PER_THREAD_TICKS is false).

@@ -156,7 +156,8 @@ pub struct TakenStack<'a> {
     pub stack: &'a [u8],
     /// What `lua_getinfo` tells of each frame (see `FrameFacts`).
     pub facts: FrameFacts<'a>,
-    /// The VM state letter: `N` (compiled code) or `C` (a C function).
+    /// The VM state letter: `N` (compiled code), `C` (a C function), `I`
+    /// (interpreted code), `G` (the collector) or `J` (the JIT compiler).
     pub state: u8,
     pub thread: usize,
     pub count: u32,

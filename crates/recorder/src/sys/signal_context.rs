@@ -95,6 +95,19 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     // Stacks of compiled code (trace_decoder/).
     entry("trace_decoder/mod.rs: take_ticks", "writes the handler's half of a buffer allocated before arming; no allocation, no lock"),
     entry("trace_decoder/mod.rs: Writing::drop", "one atomic store (a drain on another thread waits for it)"),
+    entry("trace_decoder/mod.rs: take_read_ticks", "writes the handler's half of a buffer allocated before arming; no allocation, no lock"),
+    entry("trace_decoder/mod.rs: count_missed", "relaxed atomic counters"),
+    entry("trace_decoder/interp.rs: count_miss", "a relaxed atomic counter"),
+    entry("trace_decoder/interp.rs: count_hook", "a relaxed atomic counter"),
+    entry("trace_decoder/interp.rs: ready", "atomic loads of the learned layout"),
+    entry("trace_decoder/interp.rs: Regs::of", "reads the interrupted registers from the ucontext the kernel passed"),
+    entry(
+        "trace_decoder/interp.rs: read_interp_stack",
+        "checks the registers against the VM through process_vm_readv before any direct read; fixed frame array",
+    ),
+    entry("trace_decoder/interp.rs: read_two", "one process_vm_readv of this process, which fails instead of faulting"),
+    entry("trace_decoder/interp.rs: lua_bytecode", "reads fields out of a buffer already read"),
+    entry("trace_decoder/interp.rs: in_bytecode", "arithmetic on words already read"),
     entry("trace_decoder/mod.rs: buffers", "one atomic load of a leaked, never freed buffer"),
     entry("trace_decoder/mod.rs: hash", "arithmetic on bytes already read"),
     entry("trace_decoder/mod.rs: count_naming", "relaxed atomics in fixed slots"),
@@ -149,6 +162,19 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("sys/mod.rs: decimal_digits", "writes into a fixed array"),
     // The control channel's wake-up (sys/wake.rs).
     entry("sys/wake.rs: on_sigio", "reads the hook and sets a count hook, as luajit.c's SIGINT handler does"),
+    entry("sys/wake.rs: is_ours", "compares two function addresses"),
+    entry(
+        "sys/wake.rs: tend_pending",
+        "atomics, gettid, and on the VM thread the hook read and set again as on_sigio does",
+    ),
+    entry("trace_decoder/interp.rs: count_wake", "a relaxed atomic counter"),
+    entry("trace_decoder/vm_states.rs: is_vm_state", "compares integers"),
+    entry("trace_decoder/vm_states.rs: letter", "compares integers"),
+    entry("trace_decoder/vm_states.rs: count_state_miss", "a relaxed atomic counter"),
+    entry(
+        "trace_decoder/vm_states.rs: read_state_stack",
+        "checks the saved frame through process_vm_readv before any direct read; fixed frame array",
+    ),
     // The live client's stop signals (sys/stop_signals.rs).
     entry("sys/stop_signals.rs: on_stop", "stores the signal in an atomic"),
 ];

@@ -7,11 +7,24 @@
 //! and calls the poll function. No hook stands while no command waits, so
 //! the JIT keeps compiling. A host with a hook of its own set, or a SIGIO
 //! handler of its own, is not woken.
+//!
+//! LuaJIT can drop a count hook set from a signal handler: its profiler
+//! runs each sample's callback with the hook mask replaced by its own flag
+//! and then writes back the mask it read before the callback
+//! (`lj_profile_interpreter`), so a SIGIO that lands in a callback leaves
+//! `one_shot` as the hook function with no count bit in the mask. Nothing
+//! then calls the hook, and a SIGIO that finds its own hook set again used
+//! to return without setting it: the program was never woken again. So a
+//! SIGIO that finds `one_shot` sets it again, and while a wake waits a
+//! session's tick handler ([`tend_pending`], on the VM thread) sets a lost
+//! count bit again and leaves the tick to LuaJIT's hook, whose setting
+//! rewrites the whole dispatch table (a table left without the count
+//! hook by a dispatch update the SIGIO interrupted is mended that way).
 
 use std::ffi::{c_int, CStr};
 use std::os::unix::io::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 use mlua::{ffi, Lua};
 
@@ -23,6 +36,10 @@ const THREAD_KEY: &CStr = c"tecs.profile.wake.thread";
 static VM: AtomicPtr<ffi::lua_State> = AtomicPtr::new(ptr::null_mut());
 /// The VM's thread id, which SIGIO is sent to.
 static VM_TID: AtomicI32 = AtomicI32::new(0);
+
+/// Set once a SIGIO has set the one-shot hook, cleared when it runs (or
+/// when the hook found is no longer ours).
+static PENDING: AtomicBool = AtomicBool::new(false);
 
 /// `F_SETOWN_EX` and its argument (linux/fcntl.h; not in the libc crate
 /// for glibc targets).
@@ -44,16 +61,51 @@ extern "C" fn on_sigio(_: c_int) {
     // from a signal handler is what luajit.c's SIGINT handler does: LuaJIT
     // only sets the hook fields and its dispatch mode.
     unsafe {
-        if ffi::lua_gethook(l).is_some() {
+        if ffi::lua_gethook(l).is_some_and(|h| !is_ours(h)) {
             return;
         }
         ffi::lua_sethook(l, Some(one_shot), ffi::LUA_MASKCOUNT, 1);
     }
+    PENDING.store(true, Ordering::Release);
+}
+
+/// Whether `h` is the wake's own hook.
+fn is_ours(h: ffi::lua_Hook) -> bool {
+    h as usize == one_shot as ffi::lua_Hook as usize
+}
+
+/// Called by a session's tick handler: whether a wake waits on this thread
+/// (the VM's), in which case the tick is left to LuaJIT's hook. A count
+/// bit the hook mask lost while the wake waited (see the module) is set
+/// again.
+pub fn tend_pending() -> bool {
+    if !PENDING.load(Ordering::Acquire) {
+        return false;
+    }
+    let l = VM.load(Ordering::Acquire);
+    // SAFETY: gettid has no preconditions.
+    if l.is_null() || unsafe { libc::gettid() } != VM_TID.load(Ordering::Acquire) {
+        return false;
+    }
+    // SAFETY: `l` is anchored in the registry until `disarm` clears `VM`,
+    // and this runs on its VM's thread; reading the hook and setting it
+    // again is what `on_sigio` does from the same kind of handler.
+    unsafe {
+        if !ffi::lua_gethook(l).is_some_and(is_ours) {
+            PENDING.store(false, Ordering::Release);
+            return false;
+        }
+        if ffi::lua_gethookmask(l) & ffi::LUA_MASKCOUNT == 0 {
+            ffi::lua_sethook(l, Some(one_shot), ffi::LUA_MASKCOUNT, 1);
+        }
+    }
+    true
 }
 
 unsafe extern "C-unwind" fn one_shot(l: *mut ffi::lua_State, _: *mut ffi::lua_Debug) {
     // SAFETY: called by the VM on its own thread with a valid state; the
     // stack is checked before the pushes and left as it was found.
+    PENDING.store(false, Ordering::Release);
     unsafe {
         ffi::lua_sethook(l, None, 0, 0);
         if ffi::lua_checkstack(l, 2) == 0 {
@@ -143,6 +195,7 @@ pub fn disarm(lua: Option<&Lua>) {
         return;
     }
     VM_TID.store(0, Ordering::Release);
+    PENDING.store(false, Ordering::Release);
     // SAFETY: the default action back for SIGIO, whose sources are closed.
     unsafe { libc::signal(libc::SIGIO, libc::SIG_DFL) };
     let Some(lua) = lua else { return };

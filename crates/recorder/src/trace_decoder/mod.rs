@@ -22,8 +22,10 @@
 //!
 //! The stack is written as the stack dump writes it (`file:line` frames,
 //! caller first), so both kinds of sample meet in the same stack table.
-//! Everything else (interpreted code, C functions, the GC, the compiler,
-//! trace exits) is left to LuaJIT's hook.
+//! A C function's stack is read from the running thread's base
+//! (`read_c_stack`), interpreted code's from the interpreter's registers
+//! (`interp`). Everything else (the GC, the compiler, trace exits, and the
+//! ticks a reader cannot place) is left to LuaJIT's hook.
 //!
 //! The layout (offsets in LuaJIT's structures) is fixed for these builds
 //! but proved at session start by a probe: a compiled loop calls a function
@@ -47,18 +49,27 @@ use crate::sys::{pointer_digits, FrameFacts, TakenStack};
 
 pub mod code_anchors;
 pub mod fine_map;
+mod interp;
 mod layout;
 mod own_vm;
 mod probe;
 mod text;
 mod vm_events;
+mod vm_states;
 mod walk;
 
+use interp::{count_hook, count_miss, InterpMiss, Regs, VMSTATE_INTERP};
+pub use interp::{
+    count_wake, interp_counts, interp_state, learn_interp, reset_counts as reset_interp_counts, wake_ticks,
+    HOOK_STATE_NAMES, INTERP_MISS_NAMES,
+};
 use layout::*;
 use probe::*;
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
 pub use vm_events::{attach as attach_logger, detach as detach_logger, map_counts};
+use vm_states::{count_state_miss, StateMiss};
+pub use vm_states::{reset_state_counts, state_counts, STATE_MISS_NAMES};
 use walk::*;
 
 // -- The armed layout ------------------------------------------------------
@@ -197,9 +208,10 @@ fn hash(bytes: &[u8], thread: usize) -> u64 {
     h
 }
 
-/// The handler's entry point: when the VM thread is in a trace, reads its
-/// stack and counts `n` ticks for it. False leaves the ticks to LuaJIT's
-/// hook (not in a trace, not armed, or a miss).
+/// The handler's entry point: when the VM thread is in a trace, a C
+/// function or the interpreter, reads its stack and counts `n` ticks for
+/// it. False leaves the ticks to LuaJIT's hook (another state, not armed,
+/// or a miss), counted by the state they found.
 pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     if !ARMED.load(Ordering::Acquire) || ctx.is_null() {
         return false;
@@ -207,15 +219,40 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     // SAFETY: armed means `VMSTATE_AT` is the VM state's address in the
     // live global state of the session's VM.
     let vmstate = unsafe { at::<i32>(VMSTATE_AT.load(Ordering::Relaxed)) };
-    if vmstate < 1 && vmstate != VMSTATE_C {
+    let readable = vmstate >= 1
+        || vmstate == VMSTATE_C
+        || (vmstate == VMSTATE_INTERP && interp::ready())
+        || vm_states::is_vm_state(vmstate);
+    if !readable {
+        count_hook(vmstate, n);
         return false;
     }
+    let taken = take_read_ticks(n, ctx, vmstate);
+    if !taken {
+        count_hook(vmstate, n);
+    }
+    taken
+}
+
+/// Counts `n` ticks left to the hook for `m`, as a tick in interpreted
+/// code or in a trace (a C state outside a VM call is the host's own code,
+/// and no miss).
+fn count_missed(vmstate: i32, m: Miss, n: u64) {
+    if vm_states::is_vm_state(vmstate) {
+        count_state_miss(if m == Miss::Full { StateMiss::Full } else { StateMiss::Frame }, n);
+    } else if vmstate == VMSTATE_INTERP {
+        count_miss(if m == Miss::Full { InterpMiss::Full } else { InterpMiss::Frame }, n);
+    } else if vmstate != VMSTATE_C {
+        MISSES[m as usize].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// `take_ticks` in a state whose stack the handler reads.
+fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     let Some(b) = buffers() else { return false };
     // SAFETY: the kernel hands a valid ucontext to an SA_SIGINFO handler.
-    let (rip, rsp) = unsafe {
-        let uc = &*(ctx as *const libc::ucontext_t);
-        (uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize, uc.uc_mcontext.gregs[libc::REG_RSP as usize] as usize)
-    };
+    let regs = unsafe { Regs::of(ctx) };
+    let rsp = regs.rsp;
     // Set before the half is chosen: a drain that switches after this
     // waits until the write is done (see `drain`).
     WRITING.store(true, Ordering::SeqCst);
@@ -223,23 +260,39 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     // SAFETY: see `Buffers`: the active half is the handler's.
     let half = unsafe { &mut *b.halves[ACTIVE.load(Ordering::SeqCst) & 1].get() };
     let limit = DEPTH.load(Ordering::Relaxed) + 1;
-    // SAFETY: on the VM thread, armed, in the VM state each reader needs.
-    let read = unsafe {
-        if vmstate == VMSTATE_C {
-            read_c_stack(rsp, &mut half.scratch, limit)
-        } else {
-            read_trace_stack(vmstate as usize, rip, rsp, &mut half.scratch, limit)
+    if vmstate == VMSTATE_INTERP {
+        // SAFETY: on the VM thread, armed, in state INTERP.
+        if let Err(m) = unsafe { interp::read_interp_stack(&regs, &mut half.scratch, limit) } {
+            count_miss(m, n);
+            return false;
         }
-    };
-    if let Err(m) = read {
-        // Outside a VM call a C state is the host's own code: the hook
-        // takes it, as any sample it cannot place.
-        if vmstate != VMSTATE_C {
-            MISSES[m as usize].fetch_add(n, Ordering::Relaxed);
+    } else if vm_states::is_vm_state(vmstate) {
+        // SAFETY: on the VM thread, armed, in the collector's or the
+        // compiler's state.
+        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, rsp, &mut half.scratch, limit) } {
+            count_state_miss(m, n);
+            return false;
         }
-        return false;
+    } else {
+        // SAFETY: on the VM thread, armed, in the VM state each reader needs.
+        let read = unsafe {
+            if vmstate == VMSTATE_C {
+                read_c_stack(rsp, &mut half.scratch, limit)
+            } else {
+                read_trace_stack(vmstate as usize, regs.rip, rsp, &mut half.scratch, limit)
+            }
+        };
+        if let Err(m) = read {
+            count_missed(vmstate, m, n);
+            return false;
+        }
     }
-    let state = if vmstate == VMSTATE_C { b'C' } else { b'N' };
+    let state = match vmstate {
+        VMSTATE_C => b'C',
+        VMSTATE_INTERP => b'I',
+        _ if vm_states::is_vm_state(vmstate) => vm_states::letter(vmstate),
+        _ => b'N',
+    };
     // SAFETY: the frames were read from the live stack and trace just now.
     let thread = unsafe { at::<usize>(CUR_L_AT.load(Ordering::Relaxed)) };
     let start = half.used;
@@ -247,13 +300,13 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         let mut out = Out { buf: &mut half.bytes[start..], len: 0 };
         let zones = ZONES.load(Ordering::Relaxed);
         if zones != 0 && !read_zones(zones, &mut out) {
-            MISSES[Miss::Frame as usize].fetch_add(n, Ordering::Relaxed);
+            count_missed(vmstate, Miss::Frame, n);
             return false;
         }
         let z = out.len;
         // SAFETY: as above.
         if !unsafe { write_stack(&mut out, &half.scratch) } {
-            MISSES[Miss::Full as usize].fetch_add(n, Ordering::Relaxed);
+            count_missed(vmstate, Miss::Full, n);
             return false;
         }
         (z, out.len - z)
@@ -285,7 +338,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         slot = (slot + 1) & (INDEX - 1);
     }
     if half.len == ENTRIES || half.len * 2 >= INDEX {
-        MISSES[Miss::Full as usize].fetch_add(n, Ordering::Relaxed);
+        count_missed(vmstate, Miss::Full, n);
         return false;
     }
     // A stack new to this buffer: what the views need to name its frames.
@@ -293,7 +346,7 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         let mut out = Out { buf: &mut half.bytes[start + key_len..], len: 0 };
         // SAFETY: as above.
         if !unsafe { write_identities(&mut out, &half.scratch) } {
-            MISSES[Miss::Full as usize].fetch_add(n, Ordering::Relaxed);
+            count_missed(vmstate, Miss::Full, n);
             return false;
         }
         out.len

@@ -148,20 +148,19 @@ pub fn mask_address() -> Option<usize> {
 /// `HOOK_GC` is no part of). So the bit is set around the stop and cleared
 /// again after it, unless it was set already.
 pub fn without_trace_flush(mask_at: usize, stop: impl FnOnce()) {
-    let mask = mask_at as *mut u8;
     // SAFETY: `mask_at` is the hook mask `arm` checked inside the live
-    // global state of the VM being stopped; this runs on the VM thread
-    // (the stop's caller), with the tick handler disarmed, so nothing else
-    // writes the byte meanwhile.
-    let had_gc = unsafe {
-        let m = std::ptr::read_volatile(mask);
-        std::ptr::write_volatile(mask, m | HOOK_GC);
-        m & HOOK_GC != 0
-    };
+    // global state of the VM being stopped, a byte that lives as long as
+    // the VM; this runs on the VM thread (the stop's caller), with the
+    // tick handler disarmed. The control channel's SIGIO handler
+    // (`sys::wake`) can still set a count hook in the same byte: each
+    // change here is an atomic read-modify-write (a locked instruction, or
+    // a compare-exchange that retries when the byte changed), so a bit a
+    // signal sets in between is never written over.
+    let mask = unsafe { std::sync::atomic::AtomicU8::from_ptr(mask_at as *mut u8) };
+    let had_gc = mask.fetch_or(HOOK_GC, Ordering::SeqCst) & HOOK_GC != 0;
     stop();
     if !had_gc {
-        // SAFETY: as above.
-        unsafe { std::ptr::write_volatile(mask, std::ptr::read_volatile(mask) & !HOOK_GC) };
+        mask.fetch_and(!HOOK_GC, Ordering::SeqCst);
     }
 }
 

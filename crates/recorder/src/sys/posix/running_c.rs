@@ -113,7 +113,7 @@ static G: AtomicUsize = AtomicUsize::new(0);
 static VMSTATE_OFF: AtomicUsize = AtomicUsize::new(0);
 static CUR_L_OFF: AtomicUsize = AtomicUsize::new(0);
 static IS_GC64: AtomicBool = AtomicBool::new(true);
-static PID: AtomicI32 = AtomicI32::new(0);
+pub(crate) static PID: AtomicI32 = AtomicI32::new(0);
 /// What the ticks of one source found since its last `take`: the C
 /// functions, each as 0 (free) or `NOTE_SET | ffid << 48 | C address`, and
 /// how many ticks found each, and the ticks by VM state. A callback can

@@ -94,8 +94,15 @@ fn pass_ticks(n: u64, origin: TickOrigin, ctx: *mut c_void) {
         && data == EXPECT_DATA.load(Ordering::Relaxed)
         && sigprof_disposition() == Some(h)
     {
-        if origin == TickOrigin::Timer && crate::trace_decoder::take_ticks(n, ctx) {
-            return;
+        // While a control-channel wake waits, the tick goes to LuaJIT's
+        // hook, whose setting mends a wake hook a race left unset (see
+        // `sys::wake`).
+        if origin == TickOrigin::Timer {
+            if crate::sys::wake::tend_pending() {
+                crate::trace_decoder::count_wake(n);
+            } else if crate::trace_decoder::take_ticks(n, ctx) {
+                return;
+            }
         }
         TICKS_PASSED.fetch_add(n, Ordering::Relaxed);
         super::running_c::note_ticks(n as usize, origin);
@@ -240,7 +247,7 @@ pub fn trap_handler_installed() -> bool {
             // SAFETY: the first sigaction reads into a zeroed structure;
             // the second installs `on_trap`, whose signature matches
             // SA_SIGINFO; SIGPROF is masked so LuaJIT's handler cannot
-            // nest inside ours.
+            // nest inside ours, and SIGIO as in `tick_signal`.
             unsafe {
                 let mut old = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
                 let mut sa = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
@@ -248,6 +255,7 @@ pub fn trap_handler_installed() -> bool {
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
                 libc::sigemptyset(&mut sa.sa_mask);
                 libc::sigaddset(&mut sa.sa_mask, libc::SIGPROF);
+                libc::sigaddset(&mut sa.sa_mask, libc::SIGIO);
                 (libc::sigaction(libc::SIGTRAP, &sa, &mut old) == 0).then_some(old)
             }
         })
@@ -267,7 +275,9 @@ pub fn tick_signal() -> Option<c_int> {
             // SAFETY: sigaction reads into a zeroed out-structure; the
             // second call installs our handler with SA_SIGINFO, whose
             // signature matches `on_tick`; the mask blocks SIGPROF so
-            // LuaJIT's handler cannot nest inside ours.
+            // LuaJIT's handler cannot nest inside ours, and SIGIO so the
+            // wake's handler cannot write the hook mask between LuaJIT's
+            // handler's read and write of it.
             unsafe {
                 let mut cur = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
                 if libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 || cur.sa_sigaction != libc::SIG_DFL {
@@ -278,6 +288,7 @@ pub fn tick_signal() -> Option<c_int> {
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
                 libc::sigemptyset(&mut sa.sa_mask);
                 libc::sigaddset(&mut sa.sa_mask, libc::SIGPROF);
+                libc::sigaddset(&mut sa.sa_mask, libc::SIGIO);
                 libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0
             }
         })
