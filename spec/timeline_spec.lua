@@ -288,7 +288,7 @@ describe("the time axis", function()
     for _, bad in ipairs({ -1, 2.5, 16777217, "many" }) do
       ok, err = pcall(function() local r = profile.sample({ timelineSamples = bad }); return r end)
       assert.is_false(ok)
-      assert.matches(THIS .. "profile%.sample: option 'timelineSamples' must be an integer from 0 %(no time line%) "
+      assert.matches(THIS .. "profile%.sample: option 'timelineSamples' must be an integer from 0 %(no timeline%) "
         .. "to 16777216 %(got ", err)
       assert.is_nil(sample.active())
     end

@@ -75,8 +75,8 @@ pub(super) fn start_raw(lua: &Lua, (opts, env): (Value, Value)) -> mlua::Result<
 }
 
 /// The plan of a session attached to the sampling session of this VM: its
-/// samples go on a time line of their own, which the sampling session's
-/// time line reads (`allocation_points`).
+/// samples go on a timeline of their own, which the sampling session's
+/// timeline reads (`allocation_points`).
 fn attached_plan(o: &StartOptions, bytes_per_sample: u64) -> Plan {
     Plan { timeline_samples: options::DEFAULT_TIMELINE_SAMPLES, ..o.plan(Some(bytes_per_sample)) }
 }

@@ -7,7 +7,7 @@
 //! The paths come from one walk of the program's modules, made by the
 //! state's path finder (`tecs.profile.cfuncs`, set with
 //! `native.raw.setFunctionPaths`). Every view of a session, running or
-//! stopped (the report, the live page's snapshot, a delta, a time line),
+//! stopped (the report, the live page's snapshot, a delta, a timeline),
 //! asks [`NativeSession::name_new_functions`] first, so that all of them
 //! name a function the same way. A walk runs only when the session has
 //! recorded a function no walk has looked for yet: a running session

@@ -81,9 +81,9 @@ pub struct NativeSession {
     /// (allocation sessions) the objects estimated per entry then.
     delta_mark: CountsMark,
     delta_objects_mark: Vec<[f64; 5]>,
-    /// Where frames begin (`profile.frame()`), on the time line's clock.
+    /// Where frames begin (`profile.frame()`), on the timeline's clock.
     frame_marks: crate::record::timeline::FrameMarks,
-    /// Events on the time line (trace aborts), on its clock.
+    /// Events on the timeline (trace aborts), on its clock.
     timeline_events: crate::record::timeline::Events,
 }
 
@@ -104,7 +104,7 @@ impl NativeSession {
     /// Stops the session (`stop`, and `Drop` without a `Lua`; see
     /// `Session::stop`), resolving call sites while their functions are
     /// still anchored; forgets the functions no walk named (see
-    /// `frame_names`) and ends the time line's last frame.
+    /// `frame_names`) and ends the timeline's last frame.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
         let call_sites = CallSites {
             resolver: &self.call_site,
@@ -333,7 +333,7 @@ fn raising(lua: &Lua, call: &mlua::Function, name: &str, raw: &mlua::Function) -
 
 /// `native.formatTable`: the format registry, one table per format in its
 /// order: `name`, `endings` (a list), `timeLine` (written from a session's
-/// time line), `native` (written by this module) or else `luaWriter` (the
+/// timeline), `native` (written by this module) or else `luaWriter` (the
 /// Lua module whose `render(session)` makes it),
 /// `readsSources`, `groupsFunctions`, `help`, and `withoutInterval` when there is one (see
 /// `output::Declaration`).
@@ -436,7 +436,7 @@ const EXPORTS: &[(&str, lazy::Build)] = &[
     ("checkOptions", raising!("checkOptions")),
     ("available", function!(available)),
     // Seconds on the monotonic clock (`tecs.profile.clock`): the clock of
-    // the time line, without loading the FFI into the program.
+    // the timeline, without loading the FFI into the program.
     ("monotonic", function!(|_, ()| Ok(sys::monotonic_ns() as f64 * 1e-9))),
     ("options", |lua, _| Ok(Value::Table(report_options::option_tables(lua)?))),
     ("formats", |lua, _| Ok(Value::Table(lua.create_sequence_from(format_names())?))),

@@ -158,7 +158,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
     FORMAT,
     opt(
         "timelineSamples",
-        Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no time line) to 16777216" },
+        Check::Integer { lo: 0.0, hi: 16_777_216.0, expected: "an integer from 0 (no timeline) to 16777216" },
         DefaultValue::Number(DEFAULT_TIMELINE_SAMPLES as f64),
         "timestamped samples kept for :frames() and :hitches(n), 16 bytes each, reserved at the start (4 MiB by default, about 4 minutes at 1 ms); past it the oldest are dropped; 0 keeps none",
     ),
@@ -166,7 +166,7 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
         "slowFrameMs",
         Check::Number { lo: 0.0, hi: 60_000.0, expected: "a number of milliseconds from 0 to 60000" },
         DefaultValue::None,
-        "frames shorter than this keep their duration and sample counts in :frames(), but their samples leave the time line when they end, so that a long session's ring holds the slow frames",
+        "frames shorter than this keep their duration and sample counts in :frames(), but their samples leave the timeline when they end, so that a long session's ring holds the slow frames",
     ),
     opt(
         "autosavePath",
@@ -414,7 +414,7 @@ pub(super) struct StartOptions {
     pub(super) skip_starting_thread: bool,
     pub(super) skip_thread: Option<mlua::Thread>,
     pub(super) timeline_samples: usize,
-    /// Frames shorter than this leave the time line once counted.
+    /// Frames shorter than this leave the timeline once counted.
     pub(super) slow_frame_ns: Option<u64>,
     pub(super) env: StartEnv,
 }
@@ -497,7 +497,7 @@ pub(super) fn read_options(opts: &Value, env: &Value) -> Result<StartOptions, St
 /// option a kind of session does not declare takes the value that kind
 /// runs with: no interval (LuaJIT's own timer at its quietest, see
 /// `session::QUIET_TIMER_MS`: an allocation session's samples come from
-/// its allocator), CPU time, every thread, no time line.
+/// its allocator), CPU time, every thread, no timeline.
 pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) -> Result<StartOptions, String> {
     check_table(decls, opts)?;
     let env = read_env(env)?;

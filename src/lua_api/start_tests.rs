@@ -164,7 +164,7 @@ fn a_stack_seen_before_is_counted_without_allocating() {
     let setup = r#"
         local function busy(n) local s = 0 for i = 1, n do s = (s + i * 3) % 65537 end return s end
         function burn(sec) local t0 = os.clock() while os.clock() - t0 < sec do busy(5000) end end
-        -- A small time line: the measured phase overwrites its oldest samples.
+        -- A small timeline: the measured phase overwrites its oldest samples.
         -- At function precision each callback records one sample (read in
         -- the tick handler, a compiled loop's ticks come as one entry per
         -- stack and callback, and so few that the line would not wrap).
@@ -180,11 +180,11 @@ fn a_stack_seen_before_is_counted_without_allocating() {
         phase("local n0 = h:stats().samples; burn(0.4); local n = h:stats().samples - n0; h:stop(); return n");
     assert!(samples > 100, "samples in the measured phase: {samples}");
     assert_eq!(allocations, 0, "allocations in {samples} callbacks on known stacks");
-    // Every recorded sample went through the time line, which wrapped.
+    // Every recorded sample went through the timeline, which wrapped.
     let (kept, dropped, recorded): (u64, u64, u64) = lua
         .load("local st = h:stats() return st.timelineSamples, st.timelineDroppedSamples, st.recordedSamples")
         .eval()
         .expect("stats");
-    assert!(kept >= 64 && dropped > samples / 2, "time line kept {kept}, dropped {dropped}");
+    assert!(kept >= 64 && dropped > samples / 2, "timeline kept {kept}, dropped {dropped}");
     assert_eq!(kept + dropped, recorded);
 }

@@ -18,7 +18,7 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 }
 
 impl NativeSession {
-    /// The session as the time line's readers take it (`session::timed`).
+    /// The session as the timeline's readers take it (`session::timed`).
     pub(super) fn view(&self) -> SessionView<'_> {
         SessionView {
             session: &self.session,
@@ -31,7 +31,7 @@ impl NativeSession {
         }
     }
 
-    /// The time line's counters, added to `stats()`.
+    /// The timeline's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
         let (kept, dropped, fast, bytes) = self.session.sampler().with(|s| {
             let tl = &s.timeline;
@@ -111,7 +111,7 @@ impl NativeSession {
     /// Lua frames, as the by-function views of this session name them: `funcs` (the sources' functions, as
     /// `selfByFunction` takes them; nil leaves frames as lines) checked
     /// against the functions recorded while sampling, and against the
-    /// time line's frames.
+    /// timeline's frames.
     fn name_stack_functions(&self, tp: &mut TimedProfile, funcs: Option<Table>) -> mlua::Result<()> {
         let mut m = FunctionMap::default();
         if funcs.is_some() {
@@ -191,7 +191,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
         Ok(())
     });
-    // `timeline(format, name)`: the time line rendered in a time-line
+    // `timeline(format, name)`: the timeline rendered in a timeline
     // format of the registry that this module writes.
     // With the handle of an allocation session attached to this one, GC
     // runs name what allocated before them, and frames their bytes.
@@ -228,8 +228,8 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     );
     // `functionsInFrames(indices, funcs)`: `{ [index] = { { name, samples
     // }, ... } }`, what ran in each of these frames by function, ranked as
-    // a time-line file's frames are read back (`readChromeTrace`): the
-    // stacks of the time line, their leaves named by `funcs` as the
+    // a timeline file's frames are read back (`readChromeTrace`): the
+    // stacks of the timeline, their leaves named by `funcs` as the
     // `timeline` writer names them.
     methods.add_method_mut("functionsInFrames", |lua, this, (indices, funcs): (Vec<u64>, Option<Table>)| {
         this.prepare_view(lua);
@@ -324,7 +324,7 @@ pub(super) fn hitches_text(_: &Lua, (hitches, frames): (Table, u64)) -> mlua::Re
     Ok(crate::views::timeline::hitches_text(&list, frames))
 }
 
-/// `native.framesText(frames)`: a time line's frames (as
+/// `native.framesText(frames)`: a timeline's frames (as
 /// `SampleSession:frames` gives them) summed up as text.
 pub(super) fn frames_text(_: &Lua, frames: Table) -> mlua::Result<String> {
     let mut list = Vec::new();

@@ -284,7 +284,7 @@ pub struct Share {
     pub share: f64,
 }
 
-/// One frame of a session's time line, as `SampleSession:frames` gives it.
+/// One frame of a session's timeline, as `SampleSession:frames` gives it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FrameTime {
@@ -316,7 +316,7 @@ pub struct SlowFrame {
     pub top: Vec<FrameFunction>,
 }
 
-/// An event of a session's time line (a trace abort).
+/// An event of a session's timeline (a trace abort).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimedEvent {
@@ -390,7 +390,7 @@ pub struct Response {
     pub stacks: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks_left_out: Option<u64>,
-    /// The time line's events (snapshot: trace aborts), the last ones.
+    /// The timeline's events (snapshot: trace aborts), the last ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<TimedEvent>>,
 }

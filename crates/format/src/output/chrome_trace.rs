@@ -1,5 +1,5 @@
 //! Chrome trace event files (the JSON Perfetto, chrome://tracing and
-//! speedscope read): the time line of a session as nested ranges.
+//! speedscope read): the timeline of a session as nested ranges.
 //!
 //! Consecutive samples with the same frames merge into one range per frame,
 //! so a function that ran for twenty samples is one "X" (complete) event
@@ -161,7 +161,7 @@ fn close(open: Open, end_ns: u64, out: &mut [Event]) {
 fn names<'a>(tp: &'a TimedProfile, zone_names: &'a [Vec<String>], p: &TimedPoint) -> Vec<(&'a str, &'static str)> {
     let Some(stack) = tp.stacks.get(p.stack as usize) else { return Vec::new() };
     let zones = zone_names[p.stack as usize].iter().map(|z| (z.as_str(), "zone"));
-    // A Lua frame is its function's range where the time line names it:
+    // A Lua frame is its function's range where the timeline names it:
     // consecutive samples on other lines of one function extend one range.
     let frames = stack.frames.iter().map(|f| (tp.function_name(f).unwrap_or(f.as_str()), "lua"));
     zones.chain(frames).collect()
@@ -288,7 +288,7 @@ impl<'a> AllocatedBefore<'a> {
     }
 }
 
-/// Renders the time line as a Chrome trace event JSON document.
+/// Renders the timeline as a Chrome trace event JSON document.
 pub fn render(tp: &TimedProfile) -> String {
     let zone_names: Vec<Vec<String>> =
         tp.stacks.iter().map(|s| s.zones.iter().map(|z| format!("zone {}", z)).collect()).collect();

@@ -1,4 +1,4 @@
-//! Chrome trace event files read back: the time line a session wrote with
+//! Chrome trace event files read back: the timeline a session wrote with
 //! [`super::chrome_trace::render`] rebuilt into its frames and, per frame,
 //! what ran in it.
 //!
@@ -89,7 +89,7 @@ pub struct ReadFrame {
     pub functions: Option<Vec<(String, u64)>>,
 }
 
-/// A time line read back.
+/// A timeline read back.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadTimeline {
     /// The process name (the session's name).
@@ -160,10 +160,10 @@ fn arg_u64(args: &Map<String, Value>, key: &str) -> u64 {
 /// wrong: not JSON, not trace events, or trace events another tool wrote.
 pub fn read(text: &str) -> Result<ReadTimeline, String> {
     let file: InFile = serde_json::from_str(text).map_err(|e| format!("not Chrome trace event JSON ({})", e))?;
-    let other = file.other_data.ok_or("Chrome trace events without otherData: not a time line tecs-profile wrote")?;
+    let other = file.other_data.ok_or("Chrome trace events without otherData: not a timeline tecs-profile wrote")?;
     if !other.exporter.starts_with(EXPORTER) {
         return Err(format!(
-            "Chrome trace events from {:?}, not a time line tecs-profile wrote (otherData.exporter)",
+            "Chrome trace events from {:?}, not a timeline tecs-profile wrote (otherData.exporter)",
             other.exporter
         ));
     }

@@ -1,7 +1,7 @@
 //! File formats written from a finished profile, and from a session's time
 //! line ([`timed`]), and their registry: each format is declared once in
 //! [`REGISTRY`] (its name, the file-name endings that choose it, whether it
-//! is written from the time line, its writer, what the command line's help
+//! is written from the timeline, its writer, what the command line's help
 //! says of it). The Lua API (`native.formats`, `native.formatTable`), the
 //! `format` option, the command line's allow-lists and help, and the choice
 //! of a format by file name all read it.
@@ -45,11 +45,11 @@ pub enum Source<'a> {
     /// A finished profile (aggregated rows) and what is known of how it was
     /// taken.
     Profile(&'a Profile, &'a RenderMeta<'a>),
-    /// A session's time line: samples in the order they were taken.
+    /// A session's timeline: samples in the order they were taken.
     Timeline(&'a timed::TimedProfile),
 }
 
-/// Writes one format. A writer of profiles refuses a time line and the
+/// Writes one format. A writer of profiles refuses a timeline and the
 /// other way round (the registry says which it takes: [`Declaration::timeline`]).
 pub trait Writer: Sync {
     fn write(&self, source: Source<'_>) -> Result<Vec<u8>, String>;
@@ -112,12 +112,12 @@ pub struct Declaration {
     pub name: &'static str,
     /// File-name endings (lower case) that choose it under "auto".
     pub endings: &'static [&'static str],
-    /// Written from a session's time line (a profile object has none).
+    /// Written from a session's timeline (a profile object has none).
     pub timeline: bool,
     /// What writes it.
     pub writer: FormatWriter,
     /// Its writer names Lua functions from their sources (given through
-    /// [`RenderMeta::function_of`], or the time line's function names).
+    /// [`RenderMeta::function_of`], or the timeline's function names).
     pub reads_sources: bool,
     /// Its readers group a function's lines themselves (pprof's functions,
     /// the Firefox Profiler's call tree), so frames by function leave its
@@ -312,9 +312,9 @@ impl FileFormat {
 /// What a writer says when handed the wrong kind of source.
 pub fn wrong_source(name: &str, timeline: bool) -> String {
     if timeline {
-        format!("the {} format is written from a session's time line, not from a profile", name)
+        format!("the {} format is written from a session's timeline, not from a profile", name)
     } else {
-        format!("the {} format is written from a profile, not from a time line", name)
+        format!("the {} format is written from a profile, not from a timeline", name)
     }
 }
 

@@ -2,7 +2,7 @@
 //! one `sampled` profile whose samples are stacks (zone frames first, then
 //! the stack, caller first, the leaf tagged with its VM state) weighted by
 //! their counts. [`render`] writes a profile's rows (aggregated);
-//! [`render_timeline`] writes a session's time line, one sample per
+//! [`render_timeline`] writes a session's timeline, one sample per
 //! recorded callback in the order they were taken, so that speedscope's
 //! "Time Order" view shows the program's run.
 
@@ -145,10 +145,10 @@ pub fn render(profile: &Profile, opts: &SpeedscopeOptions, function_of: &dyn Fn(
     document(&opts.name, unit, frames, samples, weights)
 }
 
-/// Renders a session's time line as a speedscope JSON document: one sample
+/// Renders a session's timeline as a speedscope JSON document: one sample
 /// per recorded callback, oldest first, weighted by the time it stands for
 /// (its ticks times the interval, in milliseconds). Lua frames are named by
-/// their functions where the time line names them
+/// their functions where the timeline names them
 /// ([`TimedProfile::function_name`]).
 pub fn render_timeline(tp: &TimedProfile) -> String {
     let function_of = |f: &str| tp.function_name(f).map(str::to_string);

@@ -1,5 +1,5 @@
-//! The input of the time-line formats (speedscope in time order, Chrome
-//! trace events): the samples a session's time line holds, in the order
+//! The input of the timeline formats (speedscope in time order, Chrome
+//! trace events): the samples a session's timeline holds, in the order
 //! they were taken, each pointing at a named stack, and the frames marked
 //! with `profile.frame()`. Times are nanoseconds from the session's start.
 
@@ -12,7 +12,7 @@ pub struct TimedStack {
     pub frames: Vec<String>,
 }
 
-/// One sample of the time line.
+/// One sample of the timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimedPoint {
     /// When the sample was taken.
@@ -52,7 +52,7 @@ pub struct TimedAllocation {
     pub site: u32,
 }
 
-/// A moment of interest on the time line, such as a trace abort.
+/// A moment of interest on the timeline, such as a trace abort.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimedEvent {
     pub t_ns: u64,
@@ -61,7 +61,7 @@ pub struct TimedEvent {
     pub args: Vec<(String, String)>,
 }
 
-/// Everything a time-line format writes.
+/// Everything a timeline format writes.
 #[derive(Clone, Debug, Default)]
 pub struct TimedProfile {
     pub name: String,
@@ -127,7 +127,7 @@ pub const NO_STACK: &str = "[no stack]";
 /// Samples by function, largest first (ties by name): `samples` pairs a
 /// function with samples charged to it, a function any number of times.
 /// The one ranking of what ran in a frame, whether the session ranks its
-/// own samples or a time-line file's are read back.
+/// own samples or a timeline file's are read back.
 pub fn rank_by_function<'a>(samples: impl IntoIterator<Item = (&'a str, u64)>) -> Vec<(String, u64)> {
     let mut by_name: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     for (name, n) in samples {

@@ -1,6 +1,6 @@
-//! The time line's text views: the slowest frames with what ran in them
+//! The timeline's text views: the slowest frames with what ran in them
 //! (`SampleSession:hitches`, `tecs-profile run --hitches`, `report
-//! --hitches`), and a summary of a time line's frames (`tecs-profile report
+//! --hitches`), and a summary of a timeline's frames (`tecs-profile report
 //! FILE.trace.json`).
 
 use std::fmt::Write;
@@ -68,7 +68,7 @@ pub fn hitches_text(hitches: &[Hitch], frames: u64) -> String {
     out
 }
 
-/// One frame of a time line: its index, duration, samples and GC samples.
+/// One frame of a timeline: its index, duration, samples and GC samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FrameTime {
     pub index: u64,
@@ -77,7 +77,7 @@ pub struct FrameTime {
     pub gc_samples: u64,
 }
 
-/// A time line's frames summed up: count, range, total and median time,
+/// A timeline's frames summed up: count, range, total and median time,
 /// the slowest frame.
 pub fn frames_text(frames: &[FrameTime]) -> String {
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else { return NO_FRAMES.to_string() };

@@ -7,7 +7,7 @@
 //! at its next safe point ([`crate::sys::VmStack`], in the sample callback).
 //! Each writes a [`CapturedStack`] and passes it to the sampler's `count`,
 //! with a [`FrameFunctions`] that names the frames of a stack the table has
-//! not seen. The stack table, the time line and the frame identities, and
+//! not seen. The stack table, the timeline and the frame identities, and
 //! every view and output built on them, see only what is counted there.
 
 use crate::sys::{FrameFact, FrameFacts, FrameFunction, VmStack};

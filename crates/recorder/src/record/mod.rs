@@ -1,6 +1,6 @@
 //! What runs while a session records: the record every capture of a stack
 //! fills (`capture`), the callback LuaJIT calls with each sample, the stack
-//! table it counts into, the time line of its samples, and for allocation
+//! table it counts into, the timeline of its samples, and for allocation
 //! sessions the allocator wrapper that triggers the samples (`alloc_hook`)
 //! with what it counts (`alloc_objects`, `alloc_live`).
 

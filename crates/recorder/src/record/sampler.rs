@@ -191,7 +191,7 @@ impl Sampler {
         self.zones.as_mut()
     }
 
-    /// Counts one captured stack in the table and the time line and, for a
+    /// Counts one captured stack in the table and the timeline and, for a
     /// stack new to the table, records the function of each of its frames.
     /// Every sample counted goes through here, however its stack was read;
     /// returns its table entry.

@@ -4,7 +4,7 @@
 //! The sampler appends one [`TimedSample`] per recorded callback to a ring
 //! allocated when the session starts: the callback never allocates, and once
 //! the ring is full the oldest samples are overwritten (and counted as
-//! dropped). A sample points at its stack-table entry, so the time line
+//! dropped). A sample points at its stack-table entry, so the timeline
 //! costs 16 bytes per sample whatever the stack depth.
 //!
 //! Frame marks (`profile.frame()`) are kept apart, outside the callback, in
@@ -118,7 +118,7 @@ impl Timeline {
     }
 
     /// Takes out the newest samples, those taken at `from_ns` or later (the
-    /// samples of a fast frame, which ends the time line).
+    /// samples of a fast frame, which ends the timeline).
     pub fn truncate_from(&mut self, from_ns: u64) {
         while self.len > 0 {
             let last = (self.head + self.len - 1) % self.capacity;
@@ -177,7 +177,7 @@ impl Timeline {
 /// Events kept per session (trace aborts); later ones are counted only.
 pub const MAX_EVENTS: usize = 10_000;
 
-/// A moment of interest on the time line: when, a name, details.
+/// A moment of interest on the timeline: when, a name, details.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
     pub t_ns: u64,
@@ -210,7 +210,7 @@ pub struct FrameSpan {
     pub index: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-    /// Ticks of the samples the time line holds in the frame.
+    /// Ticks of the samples the timeline holds in the frame.
     pub samples: u64,
     /// Of those, ticks taken while the garbage collector ran.
     pub gc_samples: u64,
@@ -232,7 +232,7 @@ impl FrameSpan {
 
 /// A frame mark, the marking thread's CPU clock then, and once its frame
 /// was found fast (`slowFrameMs`), the samples and GC samples it had: they
-/// left the time line then.
+/// left the timeline then.
 #[derive(Clone, Copy, Debug)]
 struct Mark {
     t_ns: u64,
@@ -262,14 +262,14 @@ impl FrameMarks {
     }
 
     /// Frames shorter than `slow_ns` give their samples back when they end
-    /// (counted, then taken out of the time line).
+    /// (counted, then taken out of the timeline).
     pub fn keeping_slow_frames(mut self, slow_ns: Option<u64>) -> Self {
         self.slow_ns = slow_ns;
         self
     }
 
     /// The last frame ends at `t_ns`: when it was fast, its samples are
-    /// counted and leave the time line.
+    /// counted and leave the timeline.
     fn close_last(&mut self, t_ns: u64, timeline: &mut Timeline) {
         let Some(slow) = self.slow_ns else { return };
         let Some(last) = self.marks.back_mut() else { return };

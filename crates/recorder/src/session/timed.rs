@@ -1,5 +1,5 @@
-//! A session's profiles, and its time line as the frame views and the
-//! time-line formats take it: the profile of the samples so far or since a
+//! A session's profiles, and its timeline as the frame views and the
+//! timeline formats take it: the profile of the samples so far or since a
 //! mark, the profile of a window of time, the samples in order with their
 //! stacks named as the profile names them, the frames, and an attached
 //! allocation session's samples. No Lua: the Lua side (`session:stop`,
@@ -18,7 +18,7 @@ use super::Session;
 use crate::record::timeline::{Events, FrameMarks, OVERFLOW_ENTRY};
 
 /// A running or stopped session with what names its frames and marks its
-/// time line, borrowed from its owner.
+/// timeline, borrowed from its owner.
 pub struct SessionView<'a> {
     pub session: &'a Session,
     /// Builtin names by fast function id.
@@ -29,9 +29,9 @@ pub struct SessionView<'a> {
     pub c_paths: &'a HashMap<usize, Option<String>>,
     /// State letter and leaf frame -> the corrected leaf frame.
     pub call_site_lines: &'a HashMap<Vec<u8>, Vec<u8>>,
-    /// Where frames begin, on the time line's clock.
+    /// Where frames begin, on the timeline's clock.
     pub frame_marks: &'a FrameMarks,
-    /// Events on the time line (trace aborts).
+    /// Events on the timeline (trace aborts).
     pub timeline_events: &'a Events,
 }
 
@@ -84,7 +84,7 @@ impl<'a> SessionView<'a> {
         }
     }
 
-    /// The profile of the samples the time line holds in `[from_ns, to_ns)`.
+    /// The profile of the samples the timeline holds in `[from_ns, to_ns)`.
     pub fn window_profile(&self, from_ns: u64, to_ns: u64) -> Profile {
         let table = self.session.sampler().with(|s| {
             // No entry bound: every key already fit the session's table.
@@ -105,7 +105,7 @@ impl<'a> SessionView<'a> {
         Profile::from_table(&table, &mut namer)
     }
 
-    /// The samples of this allocation session's time line (attached to a
+    /// The samples of this allocation session's timeline (attached to a
     /// sampling session), oldest first, on the monotonic clock: time, bytes
     /// and leaf site, and the sites named as the profile names leaves.
     pub fn allocation_points(&self) -> (Vec<TimedAllocation>, Vec<String>) {
@@ -158,7 +158,7 @@ impl<'a> SessionView<'a> {
             .collect()
     }
 
-    /// The time line as the time-line formats take it: every sample the
+    /// The timeline as the timeline formats take it: every sample the
     /// ring holds, oldest first, with its stack named as the profile names
     /// it, and the frames; times from the session's start. With `alloc`,
     /// an allocation session attached to this one, its samples too.
