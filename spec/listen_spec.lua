@@ -6,6 +6,16 @@ local run = require("spec.support.run")
 local FIXTURE = "spec/fixtures/listen_child.lua"
 -- Lines of the fixture's `burn`, the work a profile must show.
 local BURN_FIRST, BURN_LAST = 8, 12
+-- Lines of the fixture's `make`, which allocates in the "alloc" mode.
+local MAKE_FIRST, MAKE_LAST
+do
+  local n = 0
+  for line in io.lines(FIXTURE) do
+    n = n + 1
+    if line:find("^local function make") then MAKE_FIRST = n end
+    if MAKE_FIRST and not MAKE_LAST and line == "end" then MAKE_LAST = n end
+  end
+end
 -- A bound on waiting for the child, not a guess at its speed.
 local PATIENCE_SECONDS = 120
 
@@ -125,6 +135,41 @@ describe("the control channel", function()
     assert.matches("no session to stop: none is running; the last one %(%d+ samples%) was written to "
       .. file:gsub("%p", "%%%0") .. ": report shows its views, status gives its path", err)
     assert.is_nil(run.read(dir .. "/again.collapsed"))
+  end)
+
+  it("attach start --allocations profiles the bytes the program allocates, by the stacks that allocate them", function()
+    local child = spawn("alloc")
+    assert.is_number(child.pid, child.first)
+    local rc, out, err = cli("attach start --allocations --bytes-per-sample 1024")
+    assert.equal(0, rc, err)
+    assert.matches("pid " .. child.pid .. ": profiling allocations, a sample every 1024 bytes on average", out, 1, true)
+    local function bytes_of(o) return tonumber(o:match("allocations: (%d+) bytes")) or 0 end
+    status_until("", function(o) return bytes_of(o) >= 1024 * 50 end)
+    local file = dir .. "/a.collapsed"
+    rc, out, err = cli("attach stop -o " .. q(file))
+    assert.equal(0, rc, err)
+    assert.matches("%d+ bytes allocated %(sampled%) in [%d.]+ s; written to " .. file:gsub("%p", "%%%0"), out)
+    local rows = collapsed.parse(assert(run.read(file)))
+    -- Each sample charges its stack the mean bytes between two samples.
+    for _, r in ipairs(rows) do assert.equal(0, r.count % 1024, r.stack) end
+    local in_make = collapsed.sum(rows, function(r)
+      for _, f in ipairs(r.frames) do
+        local line = tonumber(f:match("listen_child%.lua:(%d+)"))
+        if line and line >= MAKE_FIRST and line <= MAKE_LAST then return true end
+      end
+      return false
+    end)
+    assert.is_true(in_make >= 1024 * 25, ("bytes in make: %d of %d"):format(in_make, collapsed.sum(rows)))
+    rc, out, err = cli("report " .. q(file))
+    assert.equal(0, rc, err)
+    assert.matches("^# %d+ bytes;", out)
+    -- An option of the other kind of session is refused, naming it.
+    rc, out, err = cli("attach start --bytes-per-sample 1024")
+    assert.equal(2, rc, out .. err)
+    assert.matches("option --bytes-per-sample needs --allocations", err, 1, true)
+    rc, out, err = cli("attach start --allocations -i 2")
+    assert.equal(2, rc, out .. err)
+    assert.matches("option --interval is not one of attach start --allocations", err, 1, true)
   end)
 
   it("stop answers with the zones and the slowest frames; report gives callers and hitches", function()

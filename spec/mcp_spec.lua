@@ -223,8 +223,8 @@ describe("tecs-profile mcp", function()
         end
       end
     end
-    -- target (5 tools), intervalMs, seconds, zone, top, hitches, 2 paths.
-    assert.equal(12, seen)
+    -- target (5 tools), intervalMs, seconds, zone, bytesPerSample, top, hitches, 2 paths.
+    assert.equal(13, seen)
     local start = a[1].result.tools[2].inputSchema.properties
     assert.same({ 0.001, 3600 }, { start.seconds.minimum, start.seconds.maximum })
     assert.same({ 0.1, 60000 }, { start.intervalMs.minimum, start.intervalMs.maximum })

@@ -57,7 +57,9 @@ pub enum Request {
     /// that a field sent with it is refused as with the others.)
     Status {},
     /// Start sampling; `seconds` stops by itself at the first poll after
-    /// that much time.
+    /// that much time. With `allocations`, an allocation session (bytes by
+    /// the stacks that allocated them), a sample about every
+    /// `bytesPerSample` bytes.
     Start {
         #[serde(rename = "intervalMs", default, skip_serializing_if = "Option::is_none")]
         interval_ms: Option<f64>,
@@ -65,6 +67,10 @@ pub enum Request {
         zone: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seconds: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allocations: Option<bool>,
+        #[serde(rename = "bytesPerSample", default, skip_serializing_if = "Option::is_none")]
+        bytes_per_sample: Option<f64>,
     },
     /// Stop sampling and write the profile (to `path`, else a file in the
     /// control directory: see [`files`] for where a client may write).
@@ -146,6 +152,12 @@ pub static FIELDS: &[Field] = &[
         what: "seconds before the session stops by itself",
     },
     Field { command: "start", name: "zone", accepts: Accepts::Text { max_bytes: 1024 }, what: "a zone path" },
+    Field {
+        command: "start",
+        name: "bytesPerSample",
+        accepts: Accepts::Integer { min: 64.0, max: 1073741824.0 },
+        what: "bytes allocated between two samples, on average",
+    },
     Field {
         command: "stop",
         name: "path",
@@ -347,6 +359,12 @@ pub struct Response {
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<f64>,
+    /// An allocation session's (start, stop, status): its samples are
+    /// bytes, one about every `bytesPerSample` bytes allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_sample: Option<f64>,
     /// Seconds the session has run (or ran, once stopped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_sec: Option<f64>,

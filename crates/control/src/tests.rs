@@ -38,8 +38,14 @@ fn next_request(server: &mut Server) -> Incoming {
 
 #[test]
 fn requests_and_responses_are_one_json_line_each() {
-    let line =
-        serde_json::to_string(&Request::Start { interval_ms: Some(2.0), zone: None, seconds: Some(5.0) }).unwrap();
+    let line = serde_json::to_string(&Request::Start {
+        interval_ms: Some(2.0),
+        zone: None,
+        seconds: Some(5.0),
+        allocations: None,
+        bytes_per_sample: None,
+    })
+    .unwrap();
     assert_eq!(line, r#"{"cmd":"start","intervalMs":2.0,"seconds":5.0}"#);
     assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).unwrap(), Request::Status {});
     assert_eq!(serde_json::to_string(&Request::Status {}).unwrap(), r#"{"cmd":"status"}"#);
@@ -195,7 +201,13 @@ fn fields_out_of_their_bounds_and_unknown_fields_are_refused_naming_them() {
     // Within bounds: taken as sent.
     assert_eq!(
         server::parse_request(r#"{"cmd":"start","seconds":3600,"intervalMs":0.5}"#).unwrap(),
-        Request::Start { interval_ms: Some(0.5), zone: None, seconds: Some(3600.0) }
+        Request::Start {
+            interval_ms: Some(0.5),
+            zone: None,
+            seconds: Some(3600.0),
+            allocations: None,
+            bytes_per_sample: None,
+        }
     );
     assert!(server::parse_request(r#"{"cmd":"snapshot","frames":20000,"hitches":1,"stacks":1}"#).is_ok());
 }

@@ -197,7 +197,12 @@ local function stop_running()
     startedAt = r.session._started_at }
   answer.top, answer.samples = top_functions(r.session, M.TOP)
   answer.zones = top_zones(r.session, M.TOP)
-  answer.hitches, answer.framesMarked = slowest_frames(r.session, M.SLOWEST)
+  if r.allocations then
+    -- Its samples are bytes: no frames, no time.
+    answer.allocations, answer.bytesPerSample, answer.intervalMs = true, r.session.bytesPerSample, nil
+  else
+    answer.hitches, answer.framesMarked = slowest_frames(r.session, M.SLOWEST)
+  end
   last = { session = r.session, answer = answer, unwritten = true }
   return nil
 end
@@ -222,6 +227,11 @@ function commands.status()
     -- A stopped session's count is its profile's, as its stop answered.
     answer.samples = running and s:stats().samples or last.answer.samples
     answer.intervalMs = s.intervalMs
+    if s.bytesPerSample then
+      -- An allocation session's samples are counted as bytes, as its profile counts them.
+      answer.allocations, answer.bytesPerSample, answer.intervalMs = true, s.bytesPerSample, nil
+      if running then answer.samples = s:stats().samples * s.bytesPerSample end
+    end
     answer.startedAt = s._started_at
   end
   if running then
@@ -233,13 +243,25 @@ function commands.status()
   return answer
 end
 
+-- `start` begins a sampling session, or with `allocations` an allocation
+-- session (bytes charged to the stacks that allocated them).
 function commands.start(req)
   if running then return failure("a session is already running (started by this channel): stop it first") end
-  local ok, session = pcall(require("tecs.profile.sample").start,
-    { intervalMs = req.intervalMs, zone = req.zone, skipThread = channel.skipThread })
+  if req.bytesPerSample ~= nil and not req.allocations then
+    return failure("bytesPerSample is an option of allocation sessions: start with allocations")
+  end
+  local ok, session
+  if req.allocations then
+    ok, session = pcall(require("tecs.profile.allocations").start,
+      { bytesPerSample = req.bytesPerSample, zone = req.zone })
+  else
+    ok, session = pcall(require("tecs.profile.sample").start,
+      { intervalMs = req.intervalMs, zone = req.zone, skipThread = channel.skipThread })
+  end
   if not ok then return failure("%s", clean(session)) end
-  running = { session = session, started = clock.now(), seconds = req.seconds }
-  return { ok = true, running = true, intervalMs = session.intervalMs, pid = channel.pid }
+  running = { session = session, started = clock.now(), seconds = req.seconds, allocations = req.allocations }
+  return { ok = true, running = true, intervalMs = session.intervalMs, bytesPerSample = session.bytesPerSample,
+    allocations = req.allocations or nil, pid = channel.pid }
 end
 
 -- Stops the session and writes its profile where the client may have it

@@ -79,7 +79,8 @@ M.TOOLS = {
   },
   {
     name = "profiler_start",
-    description = "Starts sampling the target's CPU time. With `seconds`, waits that long, stops, and returns what "
+    description = "Starts sampling the target's CPU time (with `allocations`, the bytes it allocates, by the stacks "
+      .. "that allocate them). With `seconds`, waits that long, stops, and returns what "
       .. "profiler_stop returns (top functions with their shares, the file written); without it, returns at once: "
       .. "call profiler_stop later.",
     inputSchema = {
@@ -90,6 +91,10 @@ M.TOOLS = {
           maximum = SAMPLE_BOUNDS.intervalMs.maximum, description = "sampling interval in milliseconds (default 1)" },
         zone = field("start", "zone", "record only samples in this jit.zone path or below it"),
         seconds = field("start", "seconds", "profile this long, then stop and return the profile"),
+        allocations = { type = "boolean",
+          description = "profile the bytes the target allocates instead of its CPU time (an allocation session)" },
+        bytesPerSample = field("start", "bytesPerSample",
+          "with allocations: a sample about every this many bytes allocated (default 524288)"),
       },
       additionalProperties = false,
     },
@@ -240,6 +245,10 @@ end
 -- started, how long it ran, its samples.
 local function which_profile(a)
   local started = a.startedAt and os.date("%Y-%m-%d %H:%M:%S", a.startedAt) or "at an unknown time"
+  if a.allocations then
+    return string.format("the allocation session started %s, %.2f s, %d bytes allocated (a sample every %d bytes)",
+      started, a.elapsedSec or 0, a.samples or 0, a.bytesPerSample or 0)
+  end
   return string.format("the session started %s, %.2f s, %d samples", started, a.elapsedSec or 0, a.samples or 0)
 end
 
@@ -255,7 +264,8 @@ end
 -- The text and structured content of a stop's answer.
 local function stopped(target, a)
   local top, lines = {}, {}
-  local n = a.samples or 0
+  -- The samples the shares rest on (an allocation session counts bytes).
+  local n = a.allocations and (a.samples or 0) / (a.bytesPerSample or 1) or a.samples or 0
   lines[1] = string.format("pid %d (%s): profile of %s; written to %s", target.pid, target.program or "?",
     which_profile(a), tostring(a.path))
   if #(a.top or {}) > 0 then lines[2] = "Top functions by self time (share ± 95% sampling error):" end
@@ -331,8 +341,14 @@ function run.profiler_start(args, progress)
   local target, failure = target_of(args)
   if not target then return failure end
   local a
-  a, failure = send(target, { cmd = "start", intervalMs = args.intervalMs, zone = args.zone, seconds = args.seconds })
+  a, failure = send(target, { cmd = "start", intervalMs = args.intervalMs, zone = args.zone, seconds = args.seconds,
+    allocations = args.allocations, bytesPerSample = args.bytesPerSample })
   if not a then return failure end
+  if not args.seconds and a.allocations then
+    return succeeded(string.format("pid %d: profiling allocations, a sample every %d bytes on average. Call "
+      .. "profiler_stop to stop and read the profile.", target.pid, a.bytesPerSample or 0),
+      { pid = target.pid, allocations = true, bytesPerSample = a.bytesPerSample })
+  end
   if not args.seconds then
     return succeeded(string.format("pid %d: sampling every %g ms. Call profiler_stop to stop and read the profile.",
       target.pid, a.intervalMs or 1), { pid = target.pid, intervalMs = a.intervalMs })

@@ -11,14 +11,16 @@ M.TIMEOUT = require("tecs.profile.cli.options").option("attach", "timeout").defa
 -- Which options each command of `attach` takes (besides --timeout).
 local TAKES = {
   status = {},
-  start = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds" },
+  start = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds", allocations = "--allocations",
+    bytesPerSample = "--bytes-per-sample" },
   stop = { output = "--output" },
   report = { by = "--by", ["then"] = "--then", top = "--top", hitches = "--hitches" },
   trace_start = {},
   trace_stop = { output = "--output" },
 }
 local ALL = { intervalMs = "--interval", zone = "--zone", seconds = "--seconds", output = "--output", by = "--by",
-  ["then"] = "--then", top = "--top", hitches = "--hitches" }
+  ["then"] = "--then", top = "--top", hitches = "--hitches", allocations = "--allocations",
+  bytesPerSample = "--bytes-per-sample" }
 
 local function native()
   local ok, n = pcall(require, "tecs.profile.native")
@@ -131,14 +133,26 @@ local function answer_text(cmd, a)
   if cmd == "status" then
     out[1] = string.format("pid %d (%s, %s): %s", a.pid, a.program or "?", a.kind or "?",
       a.running and "sampling" or "not sampling")
-    if a.samples then
+    if a.samples and a.allocations then
+      out[#out + 1] = string.format(", allocations: %d bytes (a sample every %d bytes) in %.2f s", a.samples,
+        a.bytesPerSample or 0, a.elapsedSec or 0)
+    elseif a.samples then
       out[#out + 1] = string.format(", %d samples every %g ms in %.2f s", a.samples, a.intervalMs or 0, a.elapsedSec or 0)
     end
     if a.secondsLeft then out[#out + 1] = string.format(", stops by itself in %.1f s", a.secondsLeft) end
     out[#out + 1] = "\n"
     if a.path then out[#out + 1] = "last profile: " .. a.path .. "\n" end
+  elseif cmd == "start" and a.allocations then
+    out[1] = string.format("pid %d: profiling allocations, a sample every %d bytes on average\n", a.pid,
+      a.bytesPerSample or 0)
   elseif cmd == "start" then
     out[1] = string.format("pid %d: sampling every %g ms\n", a.pid, a.intervalMs)
+  elseif cmd == "stop" and a.allocations then
+    out[1] = string.format("%d bytes allocated (sampled) in %.2f s; written to %s\n", a.samples, a.elapsedSec or 0,
+      a.path)
+    for _, f in ipairs(a.top or {}) do
+      out[#out + 1] = string.format("  %s  %s\n", percent(f.share), f.name)
+    end
   elseif cmd == "stop" then
     out[1] = string.format("%d samples in %.2f s; written to %s\n", a.samples, a.elapsedSec or 0, a.path)
     for _, f in ipairs(a.top or {}) do
@@ -208,6 +222,13 @@ function M.attach(opts, pos, usage_error)
     end
   end
   positive("intervalMs", "--interval")
+  positive("bytesPerSample", "--bytes-per-sample", true)
+  if opts.bytesPerSample ~= nil and not opts.allocations then
+    usage_error("option --bytes-per-sample needs --allocations")
+  end
+  if opts.intervalMs ~= nil and opts.allocations then
+    usage_error("option --interval is not one of attach start --allocations (its samples are bytes)")
+  end
   positive("seconds", "--seconds")
   positive("timeout", "--timeout")
   positive("top", "--top", true)
@@ -217,6 +238,7 @@ function M.attach(opts, pos, usage_error)
   local request = { cmd = cmd }
   if cmd == "start" then
     request.intervalMs, request.zone, request.seconds = opts.intervalMs, opts.zone, opts.seconds
+    request.allocations, request.bytesPerSample = opts.allocations or nil, opts.bytesPerSample
   elseif cmd == "stop" or cmd == "trace_stop" then
     request.path = opts.output and M.output_path(opts.output)
   elseif cmd == "report" then

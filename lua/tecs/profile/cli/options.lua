@@ -172,6 +172,11 @@ local ATTACH = {
   { "zone", key = "zone", arg = "PATH", help = "start: record only samples in this zone subtree" },
   { "seconds", key = "seconds", arg = "S", number = true,
     help = "start: stop by itself after S seconds (at the program's first poll after them)" },
+  { "allocations", key = "allocations",
+    help = "start: profile the bytes the program allocates, by the stacks that allocate them, instead of its CPU " ..
+      "time (an allocation session, docs/allocations.md)" },
+  { "bytes-per-sample", key = "bytesPerSample", arg = "BYTES", number = true, declared = "allocations",
+    help = "start --allocations: a sample about every BYTES bytes allocated" },
   { "output", short = "o", key = "output", arg = "FILE",
     help = "stop, trace_stop: the file the program writes (.collapsed, .svg flamegraph, .speedscope.json, " ..
       ".pb.gz pprof, .trace.json, .html; .csv for trace_stop): a bare name goes to its outputDir, else to the " ..
