@@ -117,8 +117,11 @@ impl NativeSession {
             }
             Some((out, now))
         })?;
-        let table =
-            if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
+        let table = if self.state.call_sites.lines.is_empty() {
+            table
+        } else {
+            table.with_leaves_replaced(&self.state.call_sites.lines)
+        };
         let mut namer = self.namer();
         Some((Profile::from_table(&table, &mut namer), now))
     }
@@ -153,7 +156,11 @@ impl NativeSession {
             (bytes, objects)
         });
         let named = |t: StackTable| {
-            let t = if self.call_site_lines.is_empty() { t } else { t.with_leaves_replaced(&self.call_site_lines) };
+            let t = if self.state.call_sites.lines.is_empty() {
+                t
+            } else {
+                t.with_leaves_replaced(&self.state.call_sites.lines)
+            };
             let mut namer = self.namer();
             Profile::from_table(&t, &mut namer)
         };

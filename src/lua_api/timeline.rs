@@ -18,19 +18,6 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 }
 
 impl NativeSession {
-    /// The session as the timeline's readers take it (`session::timed`).
-    pub(super) fn view(&self) -> SessionView<'_> {
-        SessionView {
-            session: &self.session,
-            ffnames: &self.ffnames,
-            resolve_c: self.resolve_c,
-            c_paths: &self.c_paths,
-            call_site_lines: &self.call_site_lines,
-            frame_marks: &self.frame_marks,
-            timeline_events: &self.timeline_events,
-        }
-    }
-
     /// The timeline's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
         let (kept, dropped, fast, bytes) = self.session.sampler().with(|s| {
@@ -41,10 +28,10 @@ impl NativeSession {
         t.set("timelineDroppedSamples", dropped)?;
         t.set("timelineFastFrameSamples", fast)?;
         t.set("timelineBytes", bytes)?;
-        t.set("frames", self.frame_marks.len())?;
-        t.set("droppedFrames", self.frame_marks.dropped)?;
-        t.set("timelineEvents", self.timeline_events.list.len())?;
-        t.set("droppedTimelineEvents", self.timeline_events.dropped)?;
+        t.set("frames", self.state.frame_marks.len())?;
+        t.set("droppedFrames", self.state.frame_marks.dropped)?;
+        t.set("timelineEvents", self.state.timeline_events.list.len())?;
+        t.set("droppedTimelineEvents", self.state.timeline_events.dropped)?;
         Ok(())
     }
 
@@ -53,8 +40,8 @@ impl NativeSession {
     /// each as `frames()` gives it, and how many frames are kept: what a
     /// view of a running session needs, without a table per frame.
     fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
-        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
-        let start = self.frame_marks.start_ns;
+        let spans = self.session.sampler().with(|s| self.state.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let start = self.state.frame_marks.start_ns;
         let record = |f: &FrameSpan| frame_record(lua, start, f);
         let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
         for (i, f) in spans[spans.len().saturating_sub(last)..].iter().enumerate() {
@@ -72,8 +59,8 @@ impl NativeSession {
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
-        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
-        let start = self.frame_marks.start_ns;
+        let spans = self.session.sampler().with(|s| self.state.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let start = self.state.frame_marks.start_ns;
         let allocated = alloc.map(|a| {
             let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
             SessionView::allocated_in(&a.view().allocation_points().0, &windows)
@@ -139,12 +126,12 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     // frame that runs (the session was paused meanwhile): left out of it.
     methods.add_method_mut("ownWork", |_, this, seconds: f64| {
         if seconds > 0.0 && seconds.is_finite() {
-            this.frame_marks.exclude((seconds * 1e9) as u64);
+            this.state.frame_marks.exclude((seconds * 1e9) as u64);
         }
         Ok(())
     });
     methods.add_method_mut("frame", |_, this, ()| {
-        let marks = &mut this.frame_marks;
+        let marks = &mut this.state.frame_marks;
         this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
         Ok(())
     });
@@ -159,10 +146,10 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     });
     // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
     methods.add_method("events", |lua, this, ()| {
-        let list = lua.create_table_with_capacity(this.timeline_events.list.len(), 0)?;
-        for (i, e) in this.timeline_events.list.iter().enumerate() {
+        let list = lua.create_table_with_capacity(this.state.timeline_events.list.len(), 0)?;
+        for (i, e) in this.state.timeline_events.list.iter().enumerate() {
             let r = lua.create_table_with_capacity(0, 3)?;
-            r.set("tMs", ms_between(this.frame_marks.start_ns, e.t_ns))?;
+            r.set("tMs", ms_between(this.state.frame_marks.start_ns, e.t_ns))?;
             r.set("name", e.name.as_str())?;
             let details = lua.create_table_with_capacity(0, e.args.len())?;
             for (k, v) in &e.args {
@@ -188,7 +175,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
             }
             args.sort();
         }
-        this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
+        this.state.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
         Ok(())
     });
     // `timeline(format, name)`: the timeline rendered in a timeline
@@ -249,6 +236,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.prepare_view(lua);
         let (from, to) = this
+            .state
             .frame_marks
             .span(index, sys::monotonic_ns())
             .ok_or_else(|| runtime(format!("no frame {} (frames are dropped past the oldest kept)", index)))?;

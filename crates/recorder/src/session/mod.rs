@@ -29,6 +29,7 @@
 pub mod autosave;
 mod guards;
 mod platform;
+pub mod state;
 mod tick_source;
 pub mod timed;
 mod timing;
