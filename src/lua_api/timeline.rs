@@ -6,9 +6,10 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::profile_data::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
-use crate::output::timed::{rank_by_function, TimedProfile, NO_STACK};
+use crate::output::timed::{rank_by_function, TimedProfile};
 use crate::profile::frames::FunctionMap;
 use crate::record::timeline::FrameSpan;
+use crate::session::state::frames_window;
 use crate::session::timed::SessionView;
 use crate::sys;
 
@@ -43,14 +44,13 @@ impl NativeSession {
         let spans = self.session.sampler().with(|s| self.state.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
         let start = self.state.frame_marks.start_ns;
         let record = |f: &FrameSpan| frame_record(lua, start, f);
-        let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
-        for (i, f) in spans[spans.len().saturating_sub(last)..].iter().enumerate() {
+        let (recent_spans, slow_spans) = frames_window(&spans, last, slowest);
+        let recent = lua.create_table_with_capacity(recent_spans.len(), 0)?;
+        for (i, f) in recent_spans.iter().enumerate() {
             recent.raw_set(i + 1, record(f)?)?;
         }
-        let mut order: Vec<&FrameSpan> = spans.iter().collect();
-        order.sort_by(|a, b| b.ns().cmp(&a.ns()).then(a.index.cmp(&b.index)));
-        let slow = lua.create_table_with_capacity(slowest.min(spans.len()), 0)?;
-        for (i, f) in order.into_iter().take(slowest).enumerate() {
+        let slow = lua.create_table_with_capacity(slow_spans.len(), 0)?;
+        for (i, f) in slow_spans.into_iter().enumerate() {
             slow.raw_set(i + 1, record(f)?)?;
         }
         Ok((recent, slow, spans.len()))
@@ -106,16 +106,7 @@ impl NativeSession {
             m.apply_identities(&self.frame_identities());
             m.check_sources(tp.stacks.iter().flat_map(|s| s.frames.iter().map(String::as_str)));
         }
-        tp.stack_functions =
-            tp.stacks.iter().map(|s| s.frames.last().map_or(NO_STACK, |f| m.function_of(f)).to_string()).collect();
-        let mut named = std::collections::HashMap::new();
-        for frame in tp.stacks.iter().flat_map(|s| s.frames.iter()) {
-            let function = m.function_of(frame);
-            if function != frame && !named.contains_key(frame) {
-                named.insert(frame.clone(), function.to_string());
-            }
-        }
-        tp.frame_functions = named;
+        tp.name_functions(&m);
         Ok(())
     }
 }
@@ -125,9 +116,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     // `ownWork(seconds)`: the profiler's own work took that long in the
     // frame that runs (the session was paused meanwhile): left out of it.
     methods.add_method_mut("ownWork", |_, this, seconds: f64| {
-        if seconds > 0.0 && seconds.is_finite() {
-            this.state.frame_marks.exclude((seconds * 1e9) as u64);
-        }
+        this.state.own_work(seconds);
         Ok(())
     });
     methods.add_method_mut("frame", |_, this, ()| {
@@ -173,9 +162,8 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
                     args.push((k.to_string_lossy(), v.to_string_lossy()));
                 }
             }
-            args.sort();
         }
-        this.state.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
+        this.state.add_event(sys::monotonic_ns(), name, args);
         Ok(())
     });
     // `timeline(format, name)`: the timeline rendered in a timeline

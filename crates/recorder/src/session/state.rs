@@ -14,7 +14,7 @@ use tecs_profile_format::profile::{c_address, collapsed, Profile};
 use super::autosave::Names;
 use super::timed::SessionView;
 use super::Session;
-use crate::record::timeline::{Events, FrameMarks};
+use crate::record::timeline::{Event, Events, FrameMarks, FrameSpan};
 
 /// A Lua function among the paths: its chunk's short name and the lines
 /// it spans.
@@ -248,6 +248,21 @@ impl SessionState {
         }
     }
 
+    /// The profiler's own work took `seconds` in the frame that runs (the
+    /// session was paused meanwhile): left out of it. A time that is not
+    /// positive and finite is ignored.
+    pub fn own_work(&mut self, seconds: f64) {
+        if seconds > 0.0 && seconds.is_finite() {
+            self.frame_marks.exclude((seconds * 1e9) as u64);
+        }
+    }
+
+    /// An event at `t_ns` (a trace abort), its details in key order.
+    pub fn add_event(&mut self, t_ns: u64, name: String, mut args: Vec<(String, String)>) {
+        args.sort();
+        self.timeline_events.add(Event { t_ns, name, args });
+    }
+
     /// Names changed: a kept profile is built again.
     pub fn names_changed(&mut self) {
         self.finished = None;
@@ -292,6 +307,17 @@ impl SessionState {
         self.delta.counts = mark;
         p
     }
+}
+
+/// What a view of a running session shows of its frames: the last
+/// `last` of `spans` in order, and the `slowest` slowest, the longest
+/// first (the earlier of two equal).
+pub fn frames_window(spans: &[FrameSpan], last: usize, slowest: usize) -> (&[FrameSpan], Vec<&FrameSpan>) {
+    let recent = &spans[spans.len().saturating_sub(last)..];
+    let mut order: Vec<&FrameSpan> = spans.iter().collect();
+    order.sort_by(|a, b| b.ns().cmp(&a.ns()).then(a.index.cmp(&b.index)));
+    order.truncate(slowest);
+    (recent, order)
 }
 
 #[cfg(test)]

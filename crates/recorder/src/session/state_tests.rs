@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use tecs_profile_format::profile::frames::FrameIdentity;
 use tecs_profile_format::profile::stack_table::{Key, StackTable, FRAME_SEP};
 
-use super::{span_key, CallSiteFixes, FunctionPaths, SessionState};
+use super::{frames_window, span_key, CallSiteFixes, FunctionPaths, SessionState};
+use crate::record::timeline::{FrameSpan, Timeline};
 
 /// A table holding one sample of each stack (frames root first).
 fn table(stacks: &[&[&str]]) -> StackTable {
@@ -140,4 +141,47 @@ fn new_state_starts_empty_with_the_names_given() {
     assert_eq!(names.ffnames, vec![None, Some("print".into())]);
     assert!(names.resolve_c);
     assert_eq!(names.c_paths[&0x9].as_deref(), Some("m.f"));
+}
+
+fn span(index: u64, start_ns: u64, end_ns: u64) -> FrameSpan {
+    FrameSpan { index, start_ns, end_ns, samples: 0, gc_samples: 0, cpu_ns: None, own_ns: 0 }
+}
+
+#[test]
+fn frames_window_gives_the_last_in_order_and_the_slowest_first() {
+    let spans = [span(1, 0, 10), span(2, 10, 40), span(3, 40, 50), span(4, 50, 80)];
+    let (recent, slow) = frames_window(&spans, 2, 3);
+    assert_eq!(recent.iter().map(|f| f.index).collect::<Vec<_>>(), vec![3, 4]);
+    // 2 and 4 last 30 ns each: the earlier first.
+    assert_eq!(slow.iter().map(|f| f.index).collect::<Vec<_>>(), vec![2, 4, 1]);
+    let (recent, slow) = frames_window(&spans, 9, 0);
+    assert_eq!(recent.len(), 4);
+    assert!(slow.is_empty());
+    let (recent, slow) = frames_window(&[], 3, 3);
+    assert!(recent.is_empty() && slow.is_empty());
+}
+
+#[test]
+fn own_work_leaves_the_running_frame_shorter() {
+    let mut s = SessionState::new(Vec::new(), false, 0, None);
+    let mut timeline = Timeline::new(16);
+    s.frame_marks.mark(100, None, &mut timeline);
+    s.own_work(f64::NAN);
+    s.own_work(-1.0);
+    s.own_work(0.0);
+    s.own_work(50e-9);
+    s.frame_marks.mark(1_100, None, &mut timeline);
+    let spans = s.frame_marks.spans(&timeline, 2_000);
+    let first = spans.iter().find(|f| f.index == 1).expect("the first frame");
+    assert_eq!(first.ns(), 1_000 - 50);
+}
+
+#[test]
+fn events_keep_their_details_in_key_order() {
+    let mut s = SessionState::new(Vec::new(), false, 0, None);
+    let args = vec![("z".to_string(), "1".to_string()), ("a".to_string(), "2".to_string())];
+    s.add_event(5, "trace abort".into(), args);
+    let e = &s.timeline_events.list[0];
+    assert_eq!((e.t_ns, e.name.as_str()), (5, "trace abort"));
+    assert_eq!(e.args, vec![("a".to_string(), "2".to_string()), ("z".to_string(), "1".to_string())]);
 }
