@@ -23,7 +23,6 @@ use mlua::{Lua, Table};
 
 use super::NativeSession;
 use crate::profile::frames::FrameIdentity;
-use crate::profile::FrameNamer;
 use crate::record::alloc_hook;
 use crate::sys;
 
@@ -40,12 +39,6 @@ pub(super) fn set_function_paths(lua: &Lua, finder: mlua::Function) -> mlua::Res
 }
 
 impl NativeSession {
-    /// The one namer of this session's frames: builtins by their names, C
-    /// functions by their Lua paths, else by their symbols.
-    pub(super) fn namer(&self) -> FrameNamer<'_> {
-        self.view().namer()
-    }
-
     /// Asks the path finder for the paths of the functions recorded since
     /// the last walk, if any were (see the module's documentation). Runs
     /// Lua code, so never inside `sampler.with`. A finder that fails names

@@ -28,6 +28,7 @@
 
 pub mod autosave;
 mod guards;
+pub mod objects;
 mod platform;
 pub mod state;
 mod tick_source;
