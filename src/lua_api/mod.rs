@@ -93,8 +93,7 @@ impl NativeSession {
             self.state.names_changed();
         }
         self.state.paths.forget_unnamed();
-        let marks = &mut self.state.frame_marks;
-        self.session.sampler().with(|s| marks.finish(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+        self.state.end_frames(&self.session);
     }
 
     fn running(&self) -> bool {

@@ -41,7 +41,7 @@ impl NativeSession {
     /// each as `frames()` gives it, and how many frames are kept: what a
     /// view of a running session needs, without a table per frame.
     fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
-        let spans = self.session.sampler().with(|s| self.state.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let spans = self.state.frame_spans(&self.session);
         let start = self.state.frame_marks.start_ns;
         let record = |f: &FrameSpan| frame_record(lua, start, f);
         let (recent_spans, slow_spans) = frames_window(&spans, last, slowest);
@@ -59,7 +59,7 @@ impl NativeSession {
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
-        let spans = self.session.sampler().with(|s| self.state.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
+        let spans = self.state.frame_spans(&self.session);
         let start = self.state.frame_marks.start_ns;
         let allocated = alloc.map(|a| {
             let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
@@ -120,8 +120,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
         Ok(())
     });
     methods.add_method_mut("frame", |_, this, ()| {
-        let marks = &mut this.state.frame_marks;
-        this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+        this.state.mark_frame(&this.session);
         Ok(())
     });
     // `frames(alloc)`: with the handle of an allocation session attached

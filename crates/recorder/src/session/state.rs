@@ -15,6 +15,7 @@ use super::autosave::Names;
 use super::timed::SessionView;
 use super::Session;
 use crate::record::timeline::{Event, Events, FrameMarks, FrameSpan};
+use crate::sys;
 
 /// A Lua function among the paths: its chunk's short name and the lines
 /// it spans.
@@ -246,6 +247,24 @@ impl SessionState {
             frame_marks: &self.frame_marks,
             timeline_events: &self.timeline_events,
         }
+    }
+
+    /// A frame begins now (`profile.frame()`) in `session`'s timeline.
+    pub fn mark_frame(&mut self, session: &Session) {
+        let marks = &mut self.frame_marks;
+        session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+    }
+
+    /// The session stopped: the last frame ends now.
+    pub fn end_frames(&mut self, session: &Session) {
+        let marks = &mut self.frame_marks;
+        session.sampler().with(|s| marks.finish(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+    }
+
+    /// The kept frames of `session`'s timeline, the last to now while it
+    /// runs.
+    pub fn frame_spans(&self, session: &Session) -> Vec<FrameSpan> {
+        session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()))
     }
 
     /// The profiler's own work took `seconds` in the frame that runs (the
