@@ -8,7 +8,6 @@ use mlua::{Lua, Table, Value};
 
 use super::options::{self, opt, setting, Check, Declared, DefaultValue, StartOptions};
 use super::{runtime, NativeSession};
-use crate::profile::stack_table::StackTable;
 use crate::profile::Profile;
 use crate::record::alloc_hook::Restored;
 use crate::session::{Plan, Session};
@@ -95,74 +94,18 @@ impl NativeSession {
         self.objects_since(&[]).map(|(p, _)| p)
     }
 
-    /// The estimated objects allocated per stack since `mark` (each
-    /// entry's objects when it was taken; entries past its end count from
-    /// zero), rounded to whole objects, and the mark of now.
+    /// The estimated objects allocated per stack since `mark`, and the
+    /// mark of now (see `SessionView::objects_since`).
     pub(super) fn objects_since(&self, mark: &[[f64; 5]]) -> Option<(Profile, Vec<[f64; 5]>)> {
-        self.session.alloc_hook()?;
-        let (table, now) = self.session.sampler().with(|s| {
-            let objects = s.objects.as_ref()?;
-            let mut out = StackTable::new(s.table.len().max(1));
-            let mut now = Vec::with_capacity(s.table.len());
-            for (i, (key, _)) in s.table.iter().enumerate() {
-                let weights = objects.entry(i);
-                let then = mark.get(i).copied().unwrap_or_default();
-                for (state, (w, t)) in weights.iter().zip(then).enumerate() {
-                    let n = (w - t).round().clamp(0.0, u32::MAX as f64) as u32;
-                    if n > 0 {
-                        out.add(key, state, n);
-                    }
-                }
-                now.push(weights);
-            }
-            Some((out, now))
-        })?;
-        let table =
-            if self.call_site_lines.is_empty() { table } else { table.with_leaves_replaced(&self.call_site_lines) };
-        let mut namer = self.namer();
-        Some((Profile::from_table(&table, &mut namer), now))
+        self.view().objects_since(mark)
     }
 
     /// `handle:liveProfiles()`: the bytes, the objects and the sample points
     /// of the tracked blocks not freed (at the stop, or now), per stack; nil
-    /// for a sampling session or one that tracks no block.
+    /// for a sampling session or one that tracks no block (see
+    /// `SessionView::live_profiles`).
     pub(super) fn live_profiles(&self) -> Option<(Profile, Profile, Profile)> {
-        let (blocks, _) = self.session.alloc_hook()?.live()?;
-        let (bytes, objects) = self.session.sampler().with(|s| {
-            let n = s.table.len().max(1);
-            let mut per = vec![([0u64; 5], [0f64; 5]); s.table.len()];
-            for b in &blocks {
-                if let Some(p) = per.get_mut(b.entry as usize) {
-                    let state = (b.state as usize).min(4);
-                    p.0[state] += u64::from(b.points);
-                    p.1[state] += b.objects;
-                }
-            }
-            let (mut bytes, mut objects) = (StackTable::new(n), StackTable::new(n));
-            for ((key, _), (points, weights)) in s.table.iter().zip(&per) {
-                for state in 0..5 {
-                    if points[state] > 0 {
-                        bytes.add(key, state, points[state].min(u32::MAX as u64) as u32);
-                    }
-                    let w = weights[state].round().min(u32::MAX as f64) as u32;
-                    if w > 0 {
-                        objects.add(key, state, w);
-                    }
-                }
-            }
-            (bytes, objects)
-        });
-        let named = |t: StackTable| {
-            let t = if self.call_site_lines.is_empty() { t } else { t.with_leaves_replaced(&self.call_site_lines) };
-            let mut namer = self.namer();
-            Profile::from_table(&t, &mut namer)
-        };
-        let points = named(bytes);
-        Some((
-            crate::session::timed::in_bytes(points.clone(), self.session.bytes_per_sample().unwrap_or(1)),
-            named(objects),
-            points,
-        ))
+        self.view().live_profiles()
     }
 
     /// `handle:allocStats()`: what the allocator wrapper counted, for an

@@ -5,7 +5,7 @@
 use mlua::Lua;
 
 use super::{runtime, NativeSession};
-use crate::session::autosave::{self, Names};
+use crate::session::autosave;
 
 impl NativeSession {
     /// `session:autosave(path, seconds)`: see [`autosave::start`].
@@ -18,8 +18,7 @@ impl NativeSession {
         }
         // The thread names C functions by the paths reachable now.
         self.name_every_c_function(lua);
-        let names = Names { ffnames: self.ffnames.clone(), c_paths: self.c_paths.clone(), resolve_c: self.resolve_c };
-        autosave::start(self.session.sampler().watch(), names, &path, seconds).map_err(runtime)
+        autosave::start(self.session.sampler().watch(), self.state.autosave_names(), &path, seconds).map_err(runtime)
     }
 }
 

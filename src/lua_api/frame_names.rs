@@ -16,15 +16,13 @@
 //! paused while it runs, and it waits while an allocation session records
 //! (whose counts would take in its allocations).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use mlua::{Lua, Table};
 
 use super::NativeSession;
 use crate::profile::frames::FrameIdentity;
-use crate::profile::stack_table::{Key, FRAME_SEP};
-use crate::profile::{c_address, FrameNamer};
 use crate::record::alloc_hook;
 use crate::sys;
 
@@ -40,30 +38,19 @@ pub(super) fn set_function_paths(lua: &Lua, finder: mlua::Function) -> mlua::Res
     lua.set_named_registry_value(PATH_FINDER, finder)
 }
 
-/// The key of a Lua function among the paths: its chunk's short name and
-/// the lines it spans.
-fn span_key(source: &str, first: u32, last: u32) -> (String, u32, u32) {
-    (source.to_string(), first, last.max(first))
-}
-
 impl NativeSession {
-    /// The one namer of this session's frames: builtins by their names, C
-    /// functions by their Lua paths, else by their symbols.
-    pub(super) fn namer(&self) -> FrameNamer<'_> {
-        self.view().namer()
-    }
-
     /// Asks the path finder for the paths of the functions recorded since
     /// the last walk, if any were (see the module's documentation). Runs
     /// Lua code, so never inside `sampler.with`. A finder that fails names
     /// nothing and is not asked again for these functions.
     pub(super) fn name_new_functions(&mut self, lua: &Lua) {
         // A kept profile was built after the last walk this session needs.
-        if self.finished.is_some() {
+        if self.state.finished.is_some() {
             return;
         }
-        let c_new = self.c_addresses_not_looked_for();
-        let lua_new = self.lua_functions_not_looked_for();
+        let paths = &self.state.paths;
+        let c_new = self.session.sampler().with(|s| paths.c_addresses_not_looked_for(&s.table));
+        let lua_new = paths.lua_functions_not_looked_for(&self.session.sampler().with(|s| s.identities.snapshot()));
         if c_new.is_empty() && lua_new.is_empty() {
             return;
         }
@@ -89,12 +76,7 @@ impl NativeSession {
                 let _ = self.name_lua_functions(list);
             }
         }
-        for addr in c_new {
-            self.c_paths.entry(addr).or_insert(None);
-        }
-        for key in lua_new {
-            self.lua_paths.entry(key).or_insert(None);
-        }
+        self.state.paths.looked_for(c_new, lua_new);
     }
 
     /// Asks the path finder for every C function reachable now, recorded
@@ -111,85 +93,32 @@ impl NativeSession {
         }
     }
 
-    /// Forgets which functions were looked for and not found: a module
-    /// loaded since may reach them, and the stopped session's walk looks
-    /// once more.
-    pub(super) fn forget_unnamed(&mut self) {
-        self.c_paths.retain(|_, path| path.is_some());
-        self.lua_paths.retain(|_, path| path.is_some());
-    }
-
-    /// The C functions of the recorded stacks that no walk looked for.
-    fn c_addresses_not_looked_for(&self) -> Vec<usize> {
-        let known = &self.c_paths;
-        let mut found = HashSet::new();
-        self.session.sampler().with(|s| {
-            for (key, _) in s.table.iter() {
-                let stack = Key::stack(key);
-                for at in memchr::memchr_iter(b'@', stack) {
-                    if at > 0 && stack[at - 1] != FRAME_SEP {
-                        continue;
-                    }
-                    let end = memchr::memchr(FRAME_SEP, &stack[at..]).map_or(stack.len(), |n| at + n);
-                    if let Some(addr) = c_address(&stack[at..end]) {
-                        if !known.contains_key(&addr) {
-                            found.insert(addr);
-                        }
-                    }
-                }
-            }
-        });
-        found.into_iter().collect()
-    }
-
-    /// The recorded Lua functions that no walk looked for.
-    fn lua_functions_not_looked_for(&self) -> Vec<(String, u32, u32)> {
-        let ids = self.session.sampler().with(|s| s.identities.snapshot());
-        let mut keys: Vec<_> = ids
-            .values()
-            .map(|id| span_key(&id.source, id.first, id.last))
-            .filter(|k| !self.lua_paths.contains_key(k))
-            .collect();
-        keys.sort();
-        keys.dedup();
-        keys
-    }
-
     /// Records the Lua paths of C functions: `list` is `{ {path, fn}, ...
-    /// }`, the first path of a function wins. Names change, so a kept
-    /// profile is built again.
+    /// }`, the first path of a function wins (see
+    /// `FunctionPaths::name_c_functions`). Names change, so a kept profile
+    /// is built again.
     fn name_c_functions(&mut self, lua: &Lua, list: Table) -> mlua::Result<()> {
-        let mut added = false;
-        // Functions made by one C function (mlua's, sol's) share its
-        // address: an address two listed functions share names neither,
-        // unless both are the same method of several types (LÖVE's
-        // `Data:getString`, registered again for each kind of Data): the
-        // first listed, the type with the fewest methods, names it.
-        let mut seen: HashMap<usize, (usize, String)> = HashMap::new();
-        let method = |p: &str| p.rsplit_once(':').map(|(_, m)| m.to_string());
+        let mut found = Vec::new();
+        let mut failed = Ok(());
         for entry in list.sequence_values::<Table>() {
-            let entry = entry?;
-            let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else { continue };
-            if let Some(addr) = sys::c_function_address(lua, &f)? {
-                let (first_fn, first_path) =
-                    seen.entry(addr).or_insert_with(|| (f.to_pointer() as usize, path.clone()));
-                let same_method = method(first_path).is_some() && method(first_path) == method(&path);
-                if *first_fn != f.to_pointer() as usize && !same_method {
-                    self.c_shared.insert(addr);
+            let step = entry.and_then(|entry| {
+                let (Ok(path), Ok(f)) = (entry.raw_get::<String>(1), entry.raw_get::<mlua::Function>(2)) else {
+                    return Ok(());
+                };
+                if let Some(addr) = sys::c_function_address(lua, &f)? {
+                    found.push((addr, f.to_pointer() as usize, path));
                 }
-                let named = self.c_paths.entry(addr).or_insert(None);
-                if self.c_shared.contains(&addr) {
-                    added |= named.take().is_some();
-                } else if named.is_none() {
-                    *named = Some(path);
-                    added = true;
-                }
+                Ok(())
+            });
+            if step.is_err() {
+                failed = step;
+                break;
             }
         }
-        if added {
-            self.finished = None;
+        if self.state.paths.name_c_functions(found) {
+            self.state.names_changed();
         }
-        Ok(())
+        failed
     }
 
     /// Records the Lua paths of Lua functions: `list` is `{ {path,
@@ -197,35 +126,34 @@ impl NativeSession {
     /// (They name the recorded functions, not the profile's frames: a kept
     /// profile stays.)
     fn name_lua_functions(&mut self, list: Table) -> mlua::Result<()> {
+        let mut found = Vec::new();
+        let mut failed = Ok(());
         for entry in list.sequence_values::<Table>() {
-            let entry = entry?;
-            let (Ok(path), Ok(src), Ok(first), Ok(last)) = (
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    failed = Err(e);
+                    break;
+                }
+            };
+            if let (Ok(path), Ok(src), Ok(first), Ok(last)) = (
                 entry.raw_get::<String>(1),
                 entry.raw_get::<String>(2),
                 entry.raw_get::<u32>(3),
                 entry.raw_get::<u32>(4),
-            ) else {
-                continue;
-            };
-            let named = self.lua_paths.entry(span_key(&src, first, last)).or_insert(None);
-            if named.is_none() {
-                *named = Some(path);
+            ) {
+                found.push((path, src, first, last));
             }
         }
-        Ok(())
+        self.state.paths.name_lua_functions(found);
+        failed
     }
 
     /// The recorded function of each frame, named by its Lua path where a
     /// walk found one.
     pub(super) fn frame_identities(&self) -> HashMap<String, FrameIdentity> {
         let mut ids = self.session.sampler().with(|s| s.identities.snapshot());
-        if !self.lua_paths.is_empty() {
-            for id in ids.values_mut() {
-                if let Some(Some(path)) = self.lua_paths.get(&span_key(&id.source, id.first, id.last)) {
-                    id.name = Some(path.clone());
-                }
-            }
-        }
+        self.state.paths.name_identities(&mut ids);
         ids
     }
 

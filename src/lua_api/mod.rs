@@ -22,12 +22,12 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
 use crate::output::{FileFormat, FormatWriter};
 use crate::profile::collapsed;
-use crate::profile::stack_table::CountsMark;
 use crate::profile::Profile;
+use crate::session::state::SessionState;
+use crate::session::timed::SessionView;
 use crate::session::{Session, NO_PROFILER_API};
 use crate::sys;
 use call_sites::CallSites;
-use std::collections::{HashMap, HashSet};
 
 mod alloc;
 mod autosave;
@@ -53,38 +53,16 @@ pub fn start_option_names() -> Vec<&'static str> {
     options::names(SAMPLE_OPTIONS)
 }
 
-/// A session as Lua sees it: the running [`Session`], and what turns its
-/// samples into profiles (names, call-site lines, frame marks).
+/// A session as Lua sees it: the running [`Session`], what turns its
+/// samples into profiles (names, call-site lines, frame marks: the
+/// recorder's [`SessionState`]), and the Lua resolver of call sites.
 pub struct NativeSession {
     session: Session,
-    ffnames: Vec<Option<String>>,
-    resolve_c: bool,
-    /// C function addresses -> Lua paths, None where a walk found none
-    /// (see `frame_names`).
-    c_paths: HashMap<usize, Option<String>>,
-    /// Addresses several C functions share, which no path names.
-    c_shared: HashSet<usize>,
-    /// Lua functions by (chunk short name, first line, last line) -> Lua
-    /// paths, None where a walk found none: names for the recorded
-    /// functions.
-    lua_paths: HashMap<(String, u32, u32), Option<String>>,
-    /// The profile of the stopped session, built once for every output.
-    finished: Option<Profile>,
+    state: SessionState,
     /// Lua function (function, line, state) -> the line the time of samples
     /// charged to `line` in that VM state belongs to, or nil; see
     /// `Sampler::call_sites`.
     call_site: Option<mlua::Function>,
-    call_sites_checked: HashSet<Vec<u8>>,
-    /// State letter and leaf frame -> the corrected leaf frame.
-    call_site_lines: HashMap<Vec<u8>, Vec<u8>>,
-    /// The stack table's counts when `delta` last handed out samples, and
-    /// (allocation sessions) the objects estimated per entry then.
-    delta_mark: CountsMark,
-    delta_objects_mark: Vec<[f64; 5]>,
-    /// Where frames begin (`profile.frame()`), on the timeline's clock.
-    frame_marks: crate::record::timeline::FrameMarks,
-    /// Events on the timeline (trace aborts), on its clock.
-    timeline_events: crate::record::timeline::Events,
 }
 
 /// The message of an error without mlua's wrapping and traceback.
@@ -106,21 +84,16 @@ impl NativeSession {
     /// still anchored; forgets the functions no walk named (see
     /// `frame_names`) and ends the timeline's last frame.
     fn stop_sampling(&mut self, lua: Option<&Lua>) {
-        let call_sites = CallSites {
-            resolver: &self.call_site,
-            checked: &mut self.call_sites_checked,
-            lines: &mut self.call_site_lines,
-        };
+        let call_sites = CallSites { resolver: &self.call_site, fixes: &mut self.state.call_sites };
         let mut renamed = false;
         if !self.session.stop(lua, |lua, sampler| renamed = call_sites.resolve(lua, sampler)) {
             return;
         }
         if renamed {
-            self.finished = None;
+            self.state.names_changed();
         }
-        self.forget_unnamed();
-        let marks = &mut self.frame_marks;
-        self.session.sampler().with(|s| marks.finish(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+        self.state.paths.forget_unnamed();
+        self.state.end_frames(&self.session);
     }
 
     fn running(&self) -> bool {
@@ -139,54 +112,31 @@ impl NativeSession {
     /// Asks the Lua resolver for the call line of every C-state leaf not
     /// checked yet. Runs Lua code, so never inside `sampler.with`.
     fn resolve_call_sites(&mut self, lua: &Lua) {
-        let call_sites = CallSites {
-            resolver: &self.call_site,
-            checked: &mut self.call_sites_checked,
-            lines: &mut self.call_site_lines,
-        };
+        let call_sites = CallSites { resolver: &self.call_site, fixes: &mut self.state.call_sites };
         if call_sites.resolve(lua, self.session.sampler()) {
-            self.finished = None;
+            self.state.names_changed();
         }
     }
 
-    /// The collapsed text (valid UTF-8: every name is), written from the
-    /// kept profile once the session has stopped, without copying it.
+    /// The collapsed text (see `SessionState::collapsed_text`).
     fn collapsed_text(&mut self) -> Vec<u8> {
-        if self.running() {
-            return collapsed::write_bytes(&self.build_profile());
-        }
-        if self.finished.is_none() {
-            self.finished = Some(self.build_profile());
-        }
-        collapsed::write_bytes(self.finished.as_ref().expect("kept just above"))
+        self.state.collapsed_text(&self.session)
     }
 
-    /// The profile of the samples so far. Once the session has stopped it
-    /// is built once and kept: a command that writes several outputs and
-    /// reports reads the same profile.
+    /// The profile of the samples so far (see `SessionState::profile`).
     fn profile(&mut self) -> Profile {
-        if let Some(p) = &self.finished {
-            return p.clone();
-        }
-        let p = self.build_profile();
-        if !self.running() {
-            self.finished = Some(p.clone());
-        }
-        p
+        self.state.profile(&self.session)
     }
 
-    /// The profile of the samples recorded since the previous call (since
-    /// the start for the first), without stopping (see
-    /// `SessionView::profile_since`).
+    /// The profile of the samples recorded since the previous call (see
+    /// `SessionState::delta_profile`).
     fn delta_profile(&mut self) -> Profile {
-        let (p, mark) = self.view().profile_since(&self.delta_mark);
-        self.delta_mark = mark;
-        p
+        self.state.delta_profile(&self.session)
     }
 
-    /// The profile of every sample so far, named and sorted.
-    fn build_profile(&self) -> Profile {
-        self.view().profile()
+    /// The session as the timeline's readers take it (`session::timed`).
+    pub(super) fn view(&self) -> SessionView<'_> {
+        self.state.view(&self.session)
     }
 }
 
@@ -250,8 +200,8 @@ impl UserData for NativeSession {
         methods.add_method_mut("delta", |lua, this, ()| {
             this.prepare_view(lua);
             let ids = std::sync::Arc::new(this.frame_identities());
-            let objects = this.objects_since(&this.delta_objects_mark).map(|(p, mark)| {
-                this.delta_objects_mark = mark;
+            let objects = this.objects_since(&this.state.delta.objects).map(|(p, mark)| {
+                this.state.delta.objects = mark;
                 profile_data::ProfileData(p, ids.clone())
             });
             Ok((profile_data::ProfileData(this.delta_profile(), ids), objects))

@@ -3,13 +3,11 @@
 //! [`Session`] wrapped in the value Lua holds. The start itself, its order
 //! and its guards are `crate::session`'s.
 
-use std::collections::{HashMap, HashSet};
-
 use mlua::{Lua, Table, Value};
 
 use super::options::{self, StartOptions};
 use super::{runtime, NativeSession, SAMPLE_OPTIONS};
-use crate::profile::stack_table::CountsMark;
+use crate::session::state::SessionState;
 use crate::session::{Plan, Session};
 use crate::sys;
 
@@ -53,22 +51,7 @@ impl StartOptions {
 impl NativeSession {
     /// The Lua value of `session`, started with `o`.
     pub(super) fn new(session: Session, o: &StartOptions) -> NativeSession {
-        NativeSession {
-            session,
-            ffnames: o.env.ffnames.clone(),
-            resolve_c: o.resolve_c,
-            c_paths: HashMap::new(),
-            c_shared: HashSet::new(),
-            lua_paths: HashMap::new(),
-            finished: None,
-            call_site: o.env.call_site.clone(),
-            call_sites_checked: HashSet::new(),
-            call_site_lines: HashMap::new(),
-            delta_mark: CountsMark::default(),
-            delta_objects_mark: Vec::new(),
-            frame_marks: crate::record::timeline::FrameMarks::new(sys::monotonic_ns())
-                .keeping_slow_frames(o.slow_frame_ns),
-            timeline_events: Default::default(),
-        }
+        let state = SessionState::new(o.env.ffnames.clone(), o.resolve_c, sys::monotonic_ns(), o.slow_frame_ns);
+        NativeSession { session, state, call_site: o.env.call_site.clone() }
     }
 }

@@ -99,7 +99,7 @@ impl NativeSession {
             }
             Err(why) => t.set("traceMapNote", why)?,
         }
-        t.set("linesCorrected", self.call_site_lines.len())?;
+        t.set("linesCorrected", self.state.call_sites.lines.len())?;
         t.set("cFunctionLeaves", st.c_leaves)?;
         if let Err(why) = session.running_c() {
             t.set("cFunctionLeavesNote", why)?;

@@ -6,9 +6,10 @@ use mlua::{Lua, Table, UserDataMethods};
 
 use super::profile_data::{ranked_table, read_funcmap, ProfileData};
 use super::{runtime, NativeSession};
-use crate::output::timed::{rank_by_function, TimedProfile, NO_STACK};
+use crate::output::timed::{rank_by_function, TimedProfile};
 use crate::profile::frames::FunctionMap;
 use crate::record::timeline::FrameSpan;
+use crate::session::state::frames_window;
 use crate::session::timed::SessionView;
 use crate::sys;
 
@@ -18,19 +19,6 @@ fn ms_between(from_ns: u64, to_ns: u64) -> f64 {
 }
 
 impl NativeSession {
-    /// The session as the timeline's readers take it (`session::timed`).
-    pub(super) fn view(&self) -> SessionView<'_> {
-        SessionView {
-            session: &self.session,
-            ffnames: &self.ffnames,
-            resolve_c: self.resolve_c,
-            c_paths: &self.c_paths,
-            call_site_lines: &self.call_site_lines,
-            frame_marks: &self.frame_marks,
-            timeline_events: &self.timeline_events,
-        }
-    }
-
     /// The timeline's counters, added to `stats()`.
     pub(super) fn timeline_stats(&self, t: &Table) -> mlua::Result<()> {
         let (kept, dropped, fast, bytes) = self.session.sampler().with(|s| {
@@ -41,10 +29,10 @@ impl NativeSession {
         t.set("timelineDroppedSamples", dropped)?;
         t.set("timelineFastFrameSamples", fast)?;
         t.set("timelineBytes", bytes)?;
-        t.set("frames", self.frame_marks.len())?;
-        t.set("droppedFrames", self.frame_marks.dropped)?;
-        t.set("timelineEvents", self.timeline_events.list.len())?;
-        t.set("droppedTimelineEvents", self.timeline_events.dropped)?;
+        t.set("frames", self.state.frame_marks.len())?;
+        t.set("droppedFrames", self.state.frame_marks.dropped)?;
+        t.set("timelineEvents", self.state.timeline_events.list.len())?;
+        t.set("droppedTimelineEvents", self.state.timeline_events.dropped)?;
         Ok(())
     }
 
@@ -53,17 +41,16 @@ impl NativeSession {
     /// each as `frames()` gives it, and how many frames are kept: what a
     /// view of a running session needs, without a table per frame.
     fn frames_window(&self, lua: &Lua, last: usize, slowest: usize) -> mlua::Result<(Table, Table, usize)> {
-        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
-        let start = self.frame_marks.start_ns;
+        let spans = self.state.frame_spans(&self.session);
+        let start = self.state.frame_marks.start_ns;
         let record = |f: &FrameSpan| frame_record(lua, start, f);
-        let recent = lua.create_table_with_capacity(last.min(spans.len()), 0)?;
-        for (i, f) in spans[spans.len().saturating_sub(last)..].iter().enumerate() {
+        let (recent_spans, slow_spans) = frames_window(&spans, last, slowest);
+        let recent = lua.create_table_with_capacity(recent_spans.len(), 0)?;
+        for (i, f) in recent_spans.iter().enumerate() {
             recent.raw_set(i + 1, record(f)?)?;
         }
-        let mut order: Vec<&FrameSpan> = spans.iter().collect();
-        order.sort_by(|a, b| b.ns().cmp(&a.ns()).then(a.index.cmp(&b.index)));
-        let slow = lua.create_table_with_capacity(slowest.min(spans.len()), 0)?;
-        for (i, f) in order.into_iter().take(slowest).enumerate() {
+        let slow = lua.create_table_with_capacity(slow_spans.len(), 0)?;
+        for (i, f) in slow_spans.into_iter().enumerate() {
             slow.raw_set(i + 1, record(f)?)?;
         }
         Ok((recent, slow, spans.len()))
@@ -72,8 +59,8 @@ impl NativeSession {
     /// `frames()`: `{ index, startMs, ms, samples, gcSamples }` per kept
     /// frame, `startMs` from the session's start.
     fn frames_table(&self, lua: &Lua, alloc: Option<&NativeSession>) -> mlua::Result<Table> {
-        let spans = self.session.sampler().with(|s| self.frame_marks.spans(&s.timeline, sys::monotonic_ns()));
-        let start = self.frame_marks.start_ns;
+        let spans = self.state.frame_spans(&self.session);
+        let start = self.state.frame_marks.start_ns;
         let allocated = alloc.map(|a| {
             let windows: Vec<(u64, u64)> = spans.iter().map(|f| (f.start_ns, f.end_ns)).collect();
             SessionView::allocated_in(&a.view().allocation_points().0, &windows)
@@ -119,16 +106,7 @@ impl NativeSession {
             m.apply_identities(&self.frame_identities());
             m.check_sources(tp.stacks.iter().flat_map(|s| s.frames.iter().map(String::as_str)));
         }
-        tp.stack_functions =
-            tp.stacks.iter().map(|s| s.frames.last().map_or(NO_STACK, |f| m.function_of(f)).to_string()).collect();
-        let mut named = std::collections::HashMap::new();
-        for frame in tp.stacks.iter().flat_map(|s| s.frames.iter()) {
-            let function = m.function_of(frame);
-            if function != frame && !named.contains_key(frame) {
-                named.insert(frame.clone(), function.to_string());
-            }
-        }
-        tp.frame_functions = named;
+        tp.name_functions(&m);
         Ok(())
     }
 }
@@ -138,14 +116,11 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     // `ownWork(seconds)`: the profiler's own work took that long in the
     // frame that runs (the session was paused meanwhile): left out of it.
     methods.add_method_mut("ownWork", |_, this, seconds: f64| {
-        if seconds > 0.0 && seconds.is_finite() {
-            this.frame_marks.exclude((seconds * 1e9) as u64);
-        }
+        this.state.own_work(seconds);
         Ok(())
     });
     methods.add_method_mut("frame", |_, this, ()| {
-        let marks = &mut this.frame_marks;
-        this.session.sampler().with(|s| marks.mark(sys::monotonic_ns(), sys::thread_cpu_ns(), &mut s.timeline));
+        this.state.mark_frame(&this.session);
         Ok(())
     });
     // `frames(alloc)`: with the handle of an allocation session attached
@@ -159,10 +134,10 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     });
     // `events()`: `{ tMs, name, details = { ... } }` per event, in order.
     methods.add_method("events", |lua, this, ()| {
-        let list = lua.create_table_with_capacity(this.timeline_events.list.len(), 0)?;
-        for (i, e) in this.timeline_events.list.iter().enumerate() {
+        let list = lua.create_table_with_capacity(this.state.timeline_events.list.len(), 0)?;
+        for (i, e) in this.state.timeline_events.list.iter().enumerate() {
             let r = lua.create_table_with_capacity(0, 3)?;
-            r.set("tMs", ms_between(this.frame_marks.start_ns, e.t_ns))?;
+            r.set("tMs", ms_between(this.state.frame_marks.start_ns, e.t_ns))?;
             r.set("name", e.name.as_str())?;
             let details = lua.create_table_with_capacity(0, e.args.len())?;
             for (k, v) in &e.args {
@@ -186,9 +161,8 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
                     args.push((k.to_string_lossy(), v.to_string_lossy()));
                 }
             }
-            args.sort();
         }
-        this.timeline_events.add(crate::record::timeline::Event { t_ns: sys::monotonic_ns(), name, args });
+        this.state.add_event(sys::monotonic_ns(), name, args);
         Ok(())
     });
     // `timeline(format, name)`: the timeline rendered in a timeline
@@ -249,6 +223,7 @@ pub(super) fn add_methods<M: UserDataMethods<NativeSession>>(methods: &mut M) {
     methods.add_method_mut("frameProfile", |lua, this, index: u64| {
         this.prepare_view(lua);
         let (from, to) = this
+            .state
             .frame_marks
             .span(index, sys::monotonic_ns())
             .ok_or_else(|| runtime(format!("no frame {} (frames are dropped past the oldest kept)", index)))?;

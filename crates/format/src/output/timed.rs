@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use crate::profile::frames::FunctionMap;
+
 /// A named stack: zone path (root first) and frames (caller first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TimedStack {
@@ -96,6 +98,23 @@ impl TimedProfile {
         self.frame_functions.get(frame).map(String::as_str)
     }
 
+    /// Names the function of each stack's leaf, and of each Lua frame of
+    /// the stacks, by `m` (the map the by-function views name functions
+    /// with): fills [`TimedProfile::stack_functions`] and
+    /// [`TimedProfile::frame_functions`].
+    pub fn name_functions(&mut self, m: &FunctionMap) {
+        self.stack_functions =
+            self.stacks.iter().map(|s| s.frames.last().map_or(NO_STACK, |f| m.function_of(f)).to_string()).collect();
+        let mut named = HashMap::new();
+        for frame in self.stacks.iter().flat_map(|s| s.frames.iter()) {
+            let function = m.function_of(frame);
+            if function != frame && !named.contains_key(frame) {
+                named.insert(frame.clone(), function.to_string());
+            }
+        }
+        self.frame_functions = named;
+    }
+
     /// Time a sample stands for, in nanoseconds.
     pub fn weight_ns(&self, p: &TimedPoint) -> u64 {
         self.interval_ns.saturating_mul(p.count as u64)
@@ -137,4 +156,43 @@ pub fn rank_by_function<'a>(samples: impl IntoIterator<Item = (&'a str, u64)>) -
     let mut out: Vec<(String, u64)> = by_name.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::frames::FuncRange;
+
+    fn stack(frames: &[&str]) -> TimedStack {
+        TimedStack { zones: Vec::new(), frames: frames.iter().map(|f| f.to_string()).collect() }
+    }
+
+    #[test]
+    fn functions_name_leaves_and_frames_by_the_map() {
+        let mut m = FunctionMap::default();
+        let ranges = vec![
+            FuncRange { first: 3, last: 9, label: "love.update (g.lua:3)".into() },
+            FuncRange { first: 11, last: 20, label: "draw (g.lua:11)".into() },
+        ];
+        m.add_file("g.lua", ranges, "(main chunk) g.lua".into());
+        let mut tp = TimedProfile {
+            stacks: vec![stack(&["g.lua:5", "g.lua:12"]), stack(&[]), stack(&["@0x10"])],
+            ..Default::default()
+        };
+        tp.name_functions(&m);
+        assert_eq!(tp.stack_functions, vec!["draw (g.lua:11)", NO_STACK, "@0x10"]);
+        assert_eq!(tp.function_name("g.lua:5"), Some("love.update (g.lua:3)"));
+        assert_eq!(tp.function_name("g.lua:12"), Some("draw (g.lua:11)"));
+        // A frame its function does not rename is left out.
+        assert_eq!(tp.function_name("@0x10"), None);
+        assert_eq!(tp.frame_functions.len(), 2);
+    }
+
+    #[test]
+    fn an_empty_map_leaves_frames_as_lines() {
+        let mut tp = TimedProfile { stacks: vec![stack(&["a.lua:1", "b.lua:2"])], ..Default::default() };
+        tp.name_functions(&FunctionMap::default());
+        assert_eq!(tp.stack_functions, vec!["b.lua:2"]);
+        assert!(tp.frame_functions.is_empty());
+    }
 }

@@ -28,7 +28,9 @@
 
 pub mod autosave;
 mod guards;
+pub mod objects;
 mod platform;
+pub mod state;
 mod tick_source;
 pub mod timed;
 mod timing;
