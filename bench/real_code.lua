@@ -4,14 +4,22 @@
 -- Prints each function's self share (the samples whose innermost Lua frame
 -- lies in it; a C function's time stays with its caller, as in `jit.p`)
 -- and marks the functions whose shares differ by more than 5 points
--- between two of the three. Writes the table to $BENCH_OUT/real_code.md.
+-- between two of the three. Then holds the hot functions to a truth by
+-- marginal cost, as spec/fixtures/families.lua does for its loops: each
+-- workload's round is timed unprofiled, in the pauses between the
+-- profiled stretches, against the same round with one function replaced by
+-- a stand-in that gives the same results without its work (a lookup, or a
+-- replay of the swaps the function made), in turn; the function's share
+-- is the time the stand-in saves. Writes both tables to
+-- $BENCH_OUT/real_code.md.
 --
 --   luajit bench/real_code.lua [workload ...]
 --
 -- Workloads: `binaryheap`, `binaryheap-reused` and `basexx` (Debian's
 -- lua-binaryheap and lua-basexx), `jumper` (the pathfinding library Jumper, from a checkout
 -- JUMPER_DIR names; not part of this repository). REAL_SECONDS: CPU
--- seconds per profile (default 4).
+-- seconds per profile (default 4), a half of that again for each column's
+-- truth.
 local profile = require("tecs.profile")
 local jprofile = require("jit.profile")
 local funcmap = require("tecs.profile.funcmap")
@@ -20,13 +28,14 @@ local sampling = dofile("spec/support/sampling.lua")
 local OUT = os.getenv("BENCH_OUT") or "build/bench"
 local SECONDS = tonumber(os.getenv("REAL_SECONDS") or "") or 4
 local ROUNDS = 6
-local TRUTH_SECONDS = SECONDS / 4
+local TRUTH_SECONDS = SECONDS / 2
 
 local workloads = {}
 
 --- A fresh copy of a library module loaded from its source, with text
 -- inserted after each patch's target (`{ target, text }`); `__S` in that
--- text is `state`. The stand-ins of the truth are such copies.
+-- text is `state`, and `...` is the module's name, as `require` gives.
+-- The stand-ins of the truth are such copies.
 local function library_copy(modname, state, patches)
   local path = assert(package.searchpath(modname, package.path))
   local f = assert(io.open(path))
@@ -37,7 +46,7 @@ local function library_copy(modname, state, patches)
     assert(b, "bench/real_code.lua: " .. modname .. " has changed: no " .. p[1])
     src = src:sub(1, b) .. p[2] .. src:sub(b + 1)
   end
-  return assert(loadstring("local __S = ... " .. src, "@" .. path .. " (copy)"))(state)
+  return assert(loadstring("local __S = select(2, ...) " .. src, "@" .. path .. " (copy)"))(modname, state)
 end
 
 -- A min-heap of 2,000 keys filled and emptied, and a unique heap whose
@@ -212,7 +221,34 @@ end
 -- after any flush, a profiler's start's too, outgrow the trace cache and
 -- flush it again and again, unprofiled too; see BENCHMARKS.md, "Real code,
 -- inside traces", and bench/jit_decisions.lua.)
-workloads.jumper = function() return dofile("bench/jumper.lua").rounds({ "ASTAR" }) end
+workloads.jumper = function()
+  local jumper = dofile("bench/jumper.lua")
+  local step, why = jumper.rounds({ "ASTAR" })
+  if not step then return nil, why end
+  -- isWalkableAt's stand-in looks the answer up (A* asks with walkable 0
+  -- and no clearance); both variants of the truth find the method on the
+  -- grid itself, the library's or the stand-in. A round of the truth is
+  -- the four searches.
+  local W = {}
+  for y, row in ipairs(jumper.map()) do
+    W[y] = {}
+    for x, v in ipairs(row) do W[y][x] = v == 0 end
+  end
+  local function four(f) return function() local n = 0 for _ = 1, 4 do n = n + f() end return n end end
+  local all = four(jumper.rounds({ "ASTAR" }, function(g) g.isWalkableAt = g.isWalkableAt end))
+  local without = four(jumper.rounds({ "ASTAR" }, function(g) g.isWalkableAt = function(_, x, y) return W[y][x] end end))
+  assert(all() == without(), "isWalkableAt's stand-in changed the paths")
+  return step, {
+    variants = { all = all, walkable = without },
+    parts = {
+      {
+        name = "Grid:isWalkableAt",
+        match = function(f) return f:find("isWalkableAt (", 1, true) ~= nil end,
+        truth = function(per) return math.max(0, per.all - per.walkable) / per.all end,
+      },
+    },
+  }
+end
 
 -- Function ranges of each file met, innermost first.
 local ranges = {}
