@@ -6,22 +6,30 @@
 -- `rounds(finders)` returns a function that runs one search a call, the
 -- finders (Jumper's names: "ASTAR", "JPS", ...) and the pairs in turn, and
 -- returns the path's length; or nil and why when JUMPER_DIR is not set.
+-- `patch(grid)`, if given, is called on the grid before any search.
 local M = {}
 
-function M.rounds(names)
-  local dir = os.getenv("JUMPER_DIR")
-  if not dir then return nil, "JUMPER_DIR is not set" end
-  package.path = dir .. "/?.lua;" .. package.path
-  local Grid = require("jumper.grid")
-  local Pathfinder = require("jumper.pathfinder")
+--- The map: 120 rows of 120 cells, 1 a wall, 0 open.
+function M.map()
   math.randomseed(7)
-  local function rand() return math.random(0, 2147483647) end
   local map = {}
   for y = 1, 120 do
     map[y] = {}
-    for x = 1, 120 do map[y][x] = (rand() % 8 == 0) and 1 or 0 end
+    for x = 1, 120 do map[y][x] = (math.random(0, 2147483647) % 8 == 0) and 1 or 0 end
   end
+  return map
+end
+
+function M.rounds(names, patch)
+  local dir = os.getenv("JUMPER_DIR")
+  if not dir then return nil, "JUMPER_DIR is not set" end
+  if not package.path:find(dir .. "/?.lua;", 1, true) then package.path = dir .. "/?.lua;" .. package.path end
+  local Grid = require("jumper.grid")
+  local Pathfinder = require("jumper.pathfinder")
+  local map = M.map()
+  local function rand() return math.random(0, 2147483647) end
   local grid = Grid(map)
+  if patch then patch(grid) end
   local finders = {}
   for i, name in ipairs(names) do finders[i] = Pathfinder(grid, name, 0) end
   local ends = {}

@@ -24,9 +24,11 @@
 #                                    allocation, up-recursion) against theirs;
 #                                    TECS_PROFILE_PLACEMENT=decoded to measure
 #                                    the decoded placement
-#   bench/run.sh realcode            self shares on real libraries three ways
-#                                    (Debian's lua-binaryheap and lua-basexx;
-#                                    Jumper too if JUMPER_DIR is set)
+#   bench/run.sh realcode            self shares on real libraries three ways,
+#                                    and their hot functions against their
+#                                    marginal costs (Debian's lua-binaryheap
+#                                    and lua-basexx; Jumper too if JUMPER_DIR
+#                                    is set)
 #   bench/run.sh alloc               allocation sessions: byte shares against
 #                                    exact counts; overhead on binary-trees
 #                                    (LUAJIT_BENCH_DIR or ALLOC_BENCH_PROGRAM)
