@@ -103,9 +103,9 @@ pub fn tend_pending() -> bool {
 }
 
 unsafe extern "C-unwind" fn one_shot(l: *mut ffi::lua_State, _: *mut ffi::lua_Debug) {
+    PENDING.store(false, Ordering::Release);
     // SAFETY: called by the VM on its own thread with a valid state; the
     // stack is checked before the pushes and left as it was found.
-    PENDING.store(false, Ordering::Release);
     unsafe {
         ffi::lua_sethook(l, None, 0, 0);
         if ffi::lua_checkstack(l, 2) == 0 {
