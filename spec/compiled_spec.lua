@@ -44,13 +44,6 @@ local function exact_expected()
   return jit.arch == "x64" and jit.os == "Linux"
 end
 
--- `n` scaled by a random factor from 0.5 to 1.5: the same mean work, in
--- steps whose lengths do not repeat, so that a periodic timer cannot fall
--- in step with them (a step as long as the interval gives shares off by
--- several times the sampling error).
-local function jitter(n)
-  return math.max(1, math.floor(n * (0.5 + math.random()) + 0.5))
-end
 
 -- Samples by the first frame (from the leaf) that `classify` names.
 local function shares(text, names, classify)
@@ -108,7 +101,7 @@ describe("compiled code at the defaults", function()
     local nb = sampling.calibrate(function(n) two_loops(0, n) end, 0.0015)
     check({ "a", "b" }, function()
       return sampling.time_parts({ a = function() two_loops(na, 0) end, b = function() two_loops(0, nb) end }, 0.2)
-    end, function() two_loops(jitter(na), jitter(nb)) end, function(f)
+    end, function() two_loops(sampling.jitter(na), sampling.jitter(nb)) end, function(f)
       if f == FILE .. ":" .. LOOP_A then return "a" end
       if f == FILE .. ":" .. LOOP_B then return "b" end
     end, 3)
@@ -122,9 +115,9 @@ describe("compiled code at the defaults", function()
     local clock = sampling.cpu
     local function step(times)
       local c0 = clock()
-      joined(jitter(nj))
+      joined(sampling.jitter(nj))
       local c1 = clock()
-      other(jitter(no))
+      other(sampling.jitter(no))
       times.joined, times.other = times.joined + c1 - c0, times.other + clock() - c1
     end
     check({ "joined", "other" }, function()

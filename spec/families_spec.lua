@@ -12,9 +12,7 @@
 -- default (fitted sizes) and, with TECS_PROFILE_PLACEMENT=decoded, the
 -- decoded code.
 local sessions = require("spec.support.sessions")
-local profile = require("tecs.profile")
 local sampling = require("spec.support.sampling")
-local collapsed = require("spec.support.collapsed")
 local oracle = dofile("spec/fixtures/families.lua")
 
 local ROUNDS = 6
@@ -24,22 +22,9 @@ local TRUTH_SECONDS = 0.6
 -- The handler reads traces on x86-64 Linux (all three LuaJITs of the suite).
 local exact_expected = jit.arch == "x64" and jit.os == "Linux"
 
-local function jitter(n)
-  return math.max(1, math.floor(n * (0.5 + math.random()) + 0.5))
-end
-
 -- Profiles `w` at the defaults, the truth timed in the pauses.
 local function measure(w)
-  local n = sampling.calibrate(w.run, 0.002)
-  local s = profile.sample()
-  local want, again = sampling.interleaved(s, ROUNDS, function()
-    return oracle.truth(w, n, TRUTH_SECONDS / ROUNDS, sampling.cpu)
-  end, function()
-    sampling.for_cpu(SECONDS / ROUNDS, function() w.run(jitter(n)) end)
-  end)
-  local text = s:stop()
-  local got, counts, total = oracle.shares(w, collapsed.parse(text))
-  return got, want, again, total, s:stats(), counts
+  return sampling.inside_trace(oracle, w, { rounds = ROUNDS, seconds = SECONDS, truth_seconds = TRUTH_SECONDS })
 end
 
 -- Sets or clears TECS_PROFILE_PLACEMENT, which a session reads when it

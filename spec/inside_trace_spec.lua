@@ -7,7 +7,6 @@
 local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local sampling = require("spec.support.sampling")
-local collapsed = require("spec.support.collapsed")
 local oracle = dofile("spec/fixtures/inside_trace.lua")
 
 local ROUNDS = 6
@@ -17,27 +16,9 @@ local TRUTH_SECONDS = 0.6
 -- The handler reads traces on x86-64 Linux (all three LuaJITs of the suite).
 local exact_expected = jit.arch == "x64" and jit.os == "Linux"
 
--- `n` scaled by a random factor from 0.5 to 1.5 (see compiled_spec.lua):
--- steps whose lengths do not repeat, so a periodic timer cannot fall in
--- step with them.
-local function jitter(n)
-  return math.max(1, math.floor(n * (0.5 + math.random()) + 0.5))
-end
-
--- Profiles `w` at the defaults, the truth timed in the pauses; returns the
--- shares, the two truths (even and odd rounds), the samples counted and
--- the session's stats.
+-- Profiles `w` at the defaults, the truth timed in the pauses.
 local function measure(w)
-  local n = sampling.calibrate(w.run, 0.002)
-  local s = profile.sample()
-  local want, again = sampling.interleaved(s, ROUNDS, function()
-    return oracle.truth(w, n, TRUTH_SECONDS / ROUNDS, sampling.cpu)
-  end, function()
-    sampling.for_cpu(SECONDS / ROUNDS, function() w.run(jitter(n)) end)
-  end)
-  local text = s:stop()
-  local got, counts, total = oracle.shares(w, collapsed.parse(text))
-  return got, want, again, total, s:stats(), counts
+  return sampling.inside_trace(oracle, w, { rounds = ROUNDS, seconds = SECONDS, truth_seconds = TRUTH_SECONDS })
 end
 
 describe("inside a trace at the defaults", function()

@@ -57,10 +57,6 @@ local function lines_of(f)
   return info.linedefined, info.lastlinedefined
 end
 
--- `n` scaled by a random factor from 0.5 to 1.5 (see compiled_spec.lua).
-local function jitter(n)
-  return math.max(1, math.floor(n * (0.5 + math.random()) + 0.5))
-end
 
 -- Samples by the first frame (from the leaf) in one of the parts' lines.
 local function shares(text, parts)
@@ -95,7 +91,7 @@ local function check_shares(precision, nh, nl)
   local want, again = sampling.interleaved(s, ROUNDS, function()
     return sampling.time_parts({ heavy = function() heavy(nh) end, light = function() light(nl) end }, 0.2)
   end, function()
-    sampling.for_cpu(2 / ROUNDS, function() heavy(jitter(nh)) light(jitter(nl)) end)
+    sampling.for_cpu(2 / ROUNDS, function() heavy(sampling.jitter(nh)) light(sampling.jitter(nl)) end)
   end)
   local text = s:stop()
   local st = s:stats()

@@ -16,9 +16,7 @@
 -- where the fine map puts the boundaries between their code and their
 -- caller's (BENCHMARKS.md, "Methods made per object", measures it).
 local sessions = require("spec.support.sessions")
-local profile = require("tecs.profile")
 local sampling = require("spec.support.sampling")
-local collapsed = require("spec.support.collapsed")
 local oracle = dofile("spec/fixtures/proto_callees.lua")
 
 local ROUNDS = 6
@@ -28,26 +26,9 @@ local TRUTH_SECONDS = 0.6
 -- The handler reads traces on x86-64 Linux (all three LuaJITs of the suite).
 local exact_expected = jit.arch == "x64" and jit.os == "Linux"
 
--- `n` scaled by a random factor from 0.5 to 1.5 (see compiled_spec.lua).
-local function jitter(n)
-  return math.max(1, math.floor(n * (0.5 + math.random()) + 0.5))
-end
-
--- Profiles `w` at the defaults, the truth timed in the pauses; returns the
--- shares, the two truths (even and odd rounds), the samples counted, the
--- session's stats, the counts by part and the parsed rows.
+-- Profiles `w` at the defaults, the truth timed in the pauses.
 local function measure(w)
-  local n = sampling.calibrate(w.run, 0.002)
-  local s = profile.sample()
-  local want, again = sampling.interleaved(s, ROUNDS, function()
-    return oracle.truth(w, n, TRUTH_SECONDS / ROUNDS, sampling.cpu)
-  end, function()
-    sampling.for_cpu(SECONDS / ROUNDS, function() w.run(jitter(n)) end)
-  end)
-  local text = s:stop()
-  local rows = collapsed.parse(text)
-  local got, counts, total = oracle.shares(w, rows)
-  return got, want, again, total, s:stats(), counts, rows
+  return sampling.inside_trace(oracle, w, { rounds = ROUNDS, seconds = SECONDS, truth_seconds = TRUTH_SECONDS })
 end
 
 -- The lines of the fixture whose functions run in `w`'s profiled work.
@@ -95,10 +76,9 @@ describe("methods made per object at the defaults", function()
         local p, spread = (want[name] + again[name]) / 2, math.abs(want[name] - again[name])
         if w.shared then
           -- The control: the product's target, as in inside_trace_spec.lua,
-          -- less the measured miss of current 2.1's placement.
-          local current = jit.version:match("^LuaJIT 2%.1%.%d%d%d%d") ~= nil
+          -- less the measured miss of the shared method's placement.
           sampling.check_share(name .. " (" .. msg .. ")", got[name], p, total, spread, "inside_trace",
-            current and "shared_method_placement" or nil)
+            "shared_method_placement")
         elseif name ~= "loop" then
           -- Named by its prototype: samples of its own, where a tick left
           -- to the snapshot before the call gave it none.
