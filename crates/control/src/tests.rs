@@ -217,7 +217,10 @@ fn every_bounded_field_is_a_field_of_its_command() {
     for f in FIELDS {
         let line = match f.accepts {
             Accepts::Text { .. } => format!(r#"{{"cmd":"{}","{}":"a"}}"#, f.command, f.name),
-            _ => format!(r#"{{"cmd":"{}","{}":1}}"#, f.command, f.name),
+            // The least value the field takes.
+            Accepts::Number { min, .. } | Accepts::Integer { min, .. } => {
+                format!(r#"{{"cmd":"{}","{}":{}}}"#, f.command, f.name, min)
+            }
         };
         let r = server::parse_request(&line).unwrap_or_else(|e| panic!("{}: {}", line, e));
         assert_eq!(r.command(), f.command);
