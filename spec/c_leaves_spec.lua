@@ -137,6 +137,41 @@ describe("C functions as leaves", function()
     assert.equal(0, leaf_over_callee, text)
   end)
 
+  it("a sample is charged to no C function while a trace is recorded (the state a record event leaves)", function()
+    -- LuaJIT leaves the VM state C after a `record` event's handler (the
+    -- session attaches one) while it records and interprets on, with the
+    -- thread's base at whatever frame it saved last: a fast function's,
+    -- here, which never runs as a C function. Traces are recorded over
+    -- and over (the cache flushed each round) through an ipairs loop.
+    local t = {}
+    for i = 1, 64 do t[i] = i end
+    local function round()
+      local sum = 0
+      for _, v in ipairs(t) do
+        for k = 1, 60 do sum = (sum + v * k) % 65521 end
+      end
+      return sum
+    end
+    local s = profile.sample({ intervalMs = 0.2 })
+    sampling.for_cpu(1, function()
+      jit.flush()
+      for _ = 1, 3 do round() end
+    end)
+    local st = s:stats()
+    local text = s:stop()
+    local rows = collapsed.parse(text)
+    local total = collapsed.sum(rows)
+    assert.is_true(total >= sampling.floor(s), "samples: " .. total)
+    if jit.status() and st.traceMap then
+      assert.is_true(st.traceMap.tracesMapped >= 100, "traces recorded: " .. tostring(st.traceMap.tracesMapped))
+    end
+    local wrong = collapsed.sum(rows, function(r)
+      local leaf = r.frames[#r.frames]
+      return r.state == "C" and (leaf == "ipairs_aux" or leaf == "ipairs")
+    end)
+    assert.equal(0, wrong, text)
+  end)
+
   it("a module's C function by its Lua path (lfs.attributes)", function()
     local ok, lfs = pcall(require, "lfs")
     if not ok then

@@ -105,6 +105,13 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "trace_decoder/interp.rs: read_interp_stack",
         "checks the registers against the VM through process_vm_readv before any direct read; fixed frame array",
     ),
+    entry("trace_decoder/interp.rs: in_vm_code", "atomic loads of the learned code range"),
+    entry("trace_decoder/interp.rs: is_c_call_return", "atomic loads of the learned return addresses"),
+    entry("trace_decoder/vm_events.rs: record_event_sent", "one relaxed atomic load"),
+    entry(
+        "trace_decoder/mod.rs: record_state_back",
+        "one checked proof, then one store to the VM state of the thread it interrupted",
+    ),
     entry("trace_decoder/interp.rs: read_two", "one process_vm_readv of this process, which fails instead of faulting"),
     entry("trace_decoder/interp.rs: lua_bytecode", "reads fields out of a buffer already read"),
     entry("trace_decoder/interp.rs: in_bytecode", "arithmetic on words already read"),
@@ -132,8 +139,16 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "trace_decoder/walk.rs: proto_constant",
         "a bounded scan of the running trace's constants, which keep the prototype alive",
     ),
+    entry("trace_decoder/walk.rs: vm_call", "reads the thread's header through process_vm_readv"),
+    entry(
+        "trace_decoder/walk.rs: in_c_call",
+        "compares the interrupted address and one word read through process_vm_readv with learned addresses",
+    ),
     entry("trace_decoder/walk.rs: read_c_stack", "checked reads into a fixed frame array"),
-    entry("trace_decoder/walk.rs: walk_frames", "reads live frames, proved to be this thread's"),
+    entry(
+        "trace_decoder/walk.rs: walk_frames",
+        "reads live frames below a running frame proved to be this thread's; refuses a link that is no address",
+    ),
     entry("trace_decoder/walk.rs: read_zones", "reads the zone table through process_vm_readv into a fixed buffer"),
     entry(
         "trace_decoder/vm_events.rs: chain_at",

@@ -37,6 +37,7 @@
 use super::*;
 
 use super::running_c::self_read;
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
 
 /// `~LJ_VMST_INTERP`: the VM state while the interpreter runs.
 pub(super) const VMSTATE_INTERP: i32 = -1;
@@ -57,6 +58,12 @@ const MAX_VM_CODE: usize = 1 << 20;
 static DISPATCH: AtomicUsize = AtomicUsize::new(0);
 static VM_CODE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 static LEARNED_G: AtomicUsize = AtomicUsize::new(0);
+/// Where the interpreter's calls of C functions return: the instruction
+/// after each `call` that directly follows `set_vmstate C` in the VM's
+/// code (`BC_FUNCC`, `BC_FUNCCW`). While a C function the VM called runs,
+/// the word below the VM's C frame is one of these (the VM calls from that
+/// stack pointer); any other word there is a helper's return (0 = none).
+static C_CALL_RETURNS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 /// Why interpreted code is not read in the handler ("" when it is).
 static WHY_NOT: std::sync::Mutex<&'static str> = std::sync::Mutex::new("the layout was not proved");
 
@@ -217,11 +224,67 @@ fn learn_dispatch() -> Result<(), &'static str> {
     if max <= min || max - min > MAX_VM_CODE {
         return Err("the dispatch table does not point into one block of code");
     }
+    let returns = c_call_returns(min, max, d)?;
+    for (slot, r) in C_CALL_RETURNS.iter().zip(returns) {
+        slot.store(r, Ordering::Relaxed);
+    }
     VM_CODE[0].store(min, Ordering::Relaxed);
     VM_CODE[1].store(max, Ordering::Relaxed);
     LEARNED_G.store(g, Ordering::Relaxed);
     DISPATCH.store(d, Ordering::Release);
     Ok(())
+}
+
+/// The return addresses of the VM's calls of C functions, found by
+/// decoding its code (`lo..hi` and the page after, the span of the
+/// dispatch table `d`): each `call` right after the store of `~LJ_VMST_C`
+/// into the VM state (`mov dword [r14 + state], -2`, r14 being DISPATCH).
+fn c_call_returns(lo: usize, hi: usize, d: usize) -> Result<[usize; 4], &'static str> {
+    let state_disp = VMSTATE_AT.load(Ordering::Relaxed) as i64 - d as i64;
+    let len = hi - lo + 4096;
+    let mut code = vec![0u8; len];
+    let mut n = 0;
+    while n < len {
+        let k = (len - n).min(4096 - ((lo + n) & 4095));
+        if !self_read(lo + n, &mut code[n..n + k]) {
+            break;
+        }
+        n += k;
+    }
+    code.truncate(n);
+    let mut dec = Decoder::with_ip(64, &code, lo as u64, DecoderOptions::NONE);
+    let mut ins = Instruction::default();
+    let (mut found, mut k) = ([0usize; 4], 0);
+    let mut after_set_c = false;
+    while dec.can_decode() && k < found.len() {
+        dec.decode_out(&mut ins);
+        if after_set_c && matches!(ins.flow_control(), FlowControl::Call | FlowControl::IndirectCall) {
+            found[k] = ins.next_ip() as usize;
+            k += 1;
+        }
+        after_set_c = ins.mnemonic() == Mnemonic::Mov
+            && ins.op0_kind() == OpKind::Memory
+            && ins.memory_base() == Register::R14
+            && ins.memory_index() == Register::None
+            && ins.memory_displacement64() as i64 == state_disp
+            && ins.op1_kind() == OpKind::Immediate32
+            && ins.immediate32() as i32 == VMSTATE_C;
+    }
+    if k == 0 {
+        return Err("the interpreter's calls of C functions were not found in its code");
+    }
+    Ok(found)
+}
+
+/// Whether `ret` is where a call of a C function by the VM returns.
+pub(super) fn is_c_call_return(ret: usize) -> bool {
+    ret != 0 && C_CALL_RETURNS.iter().any(|r| r.load(Ordering::Relaxed) == ret)
+}
+
+/// Whether `a` lies in the interpreter's code (from its first handler to
+/// the start of its last).
+pub(super) fn in_vm_code(a: usize) -> bool {
+    a >= VM_CODE[0].load(Ordering::Relaxed) && a <= VM_CODE[1].load(Ordering::Relaxed)
 }
 
 /// The interrupted registers the interpreter keeps its state in.
@@ -303,8 +366,7 @@ pub(super) fn in_bytecode(pc: usize, bc: usize, sizebc: usize) -> bool {
 pub(super) unsafe fn read_interp_stack(r: &Regs, c: &mut Captured, limit: usize) -> Result<(), InterpMiss> {
     c.len = 0;
     let d = DISPATCH.load(Ordering::Acquire);
-    let (lo, hi) = (VM_CODE[0].load(Ordering::Relaxed), VM_CODE[1].load(Ordering::Relaxed));
-    let in_vm = |a: usize| a >= lo && a <= hi;
+    let in_vm = |a: usize| in_vm_code(a);
     // In the interpreter's code, or in a leaf routine an instruction
     // called (`vm_mod`, `vm_floor`: the return address into the
     // interpreter is still on top of the stack, and they keep its
@@ -314,7 +376,7 @@ pub(super) unsafe fn read_interp_stack(r: &Regs, c: &mut Captured, limit: usize)
             let ret = ret as usize;
             // SAFETY: `ret` lies in the VM's code, at least six bytes in,
             // which stays mapped for the VM's life.
-            in_vm(ret) && ret >= lo + 6 && unsafe { follows_call(ret) }
+            in_vm(ret) && ret >= VM_CODE[0].load(Ordering::Relaxed) + 6 && unsafe { follows_call(ret) }
         })
     };
     if !in_vm(r.rip) && !called_from_vm() {

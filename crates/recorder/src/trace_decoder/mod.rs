@@ -68,7 +68,7 @@ use probe::*;
 pub use probe::{arm, armed, disarm, prove};
 use text::*;
 pub use vm_events::{attach as attach_logger, detach as detach_logger, map_counts};
-use vm_states::{count_state_miss, StateMiss};
+use vm_states::{count_state_miss, StateMiss, VMSTATE_RECORD};
 pub use vm_states::{reset_state_counts, state_counts, STATE_MISS_NAMES};
 use walk::*;
 
@@ -218,7 +218,10 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
     }
     // SAFETY: armed means `VMSTATE_AT` is the VM state's address in the
     // live global state of the session's VM.
-    let vmstate = unsafe { at::<i32>(VMSTATE_AT.load(Ordering::Relaxed)) };
+    let mut vmstate = unsafe { at::<i32>(VMSTATE_AT.load(Ordering::Relaxed)) };
+    if vmstate == VMSTATE_C && vm_events::record_event_sent() {
+        vmstate = record_state_back(ctx);
+    }
     let readable = vmstate >= 1
         || vmstate == VMSTATE_C
         || (vmstate == VMSTATE_INTERP && interp::ready())
@@ -232,6 +235,23 @@ pub fn take_ticks(n: u64, ctx: *mut c_void) -> bool {
         count_hook(vmstate, n);
     }
     taken
+}
+
+/// The VM state at a tick in state C while a trace is recorded after a
+/// `record` event: RECORD, put back, where no C function the VM called
+/// runs (the state the event left; LuaJIT's own was RECORD, as the VM
+/// thread, which this handler interrupted, would have kept it); else C.
+fn record_state_back(ctx: *mut c_void) -> i32 {
+    // SAFETY: the kernel hands a valid ucontext to an SA_SIGINFO handler.
+    let regs = unsafe { Regs::of(ctx) };
+    // SAFETY: on the VM thread, armed (the caller read the state).
+    if unsafe { in_c_call(regs.rip, regs.rsp) } != Some(false) {
+        return VMSTATE_C;
+    }
+    // SAFETY: armed, so this is the live VM state's address; the VM writes
+    // it only at transitions, on this thread, which is interrupted here.
+    unsafe { std::ptr::write_volatile(VMSTATE_AT.load(Ordering::Relaxed) as *mut i32, VMSTATE_RECORD) };
+    VMSTATE_RECORD
 }
 
 /// Counts `n` ticks left to the hook for `m`, as a tick in interpreted
@@ -277,7 +297,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
         // SAFETY: on the VM thread, armed, in the VM state each reader needs.
         let read = unsafe {
             if vmstate == VMSTATE_C {
-                read_c_stack(rsp, &mut half.scratch, limit)
+                read_c_stack(regs.rip, rsp, &mut half.scratch, limit)
             } else {
                 read_trace_stack(vmstate as usize, regs.rip, rsp, &mut half.scratch, limit)
             }

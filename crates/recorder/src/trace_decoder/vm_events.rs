@@ -42,6 +42,17 @@ struct Log {
 static LOG: Mutex<Log> = Mutex::new(Log { trace: 0, entries: Vec::new() });
 /// The handlers log and publish only while this is set.
 static LOGGING: AtomicBool = AtomicBool::new(false);
+/// A `record` event was sent for the trace being recorded. LuaJIT sets the
+/// VM state RECORD before it sends the event and leaves it as the event's
+/// call returned it, C, while it records and interprets on until the trace
+/// ends (`trace_state` in `lj_trace.c`); the tick handler puts RECORD back.
+static RECORD_EVENT_SENT: AtomicBool = AtomicBool::new(false);
+
+/// Whether the VM state may read C where LuaJIT itself would have left
+/// RECORD: a `record` event was sent and the trace has not ended since.
+pub(super) fn record_event_sent() -> bool {
+    RECORD_EVENT_SENT.load(Ordering::Relaxed)
+}
 
 /// A map published for one committed trace.
 pub(super) struct Published {
@@ -260,6 +271,7 @@ unsafe fn chain(l: *mut ffi::lua_State, nargs: i32) {
 /// event's arguments on the stack; the VM is recording the trace `J->cur`.
 unsafe extern "C-unwind" fn on_record(l: *mut ffi::lua_State) -> i32 {
     let nargs = ffi::lua_gettop(l);
+    RECORD_EVENT_SENT.store(true, Ordering::Relaxed);
     let j = J_AT.load(Ordering::Relaxed);
     if LOGGING.load(Ordering::Acquire) && j != 0 && nargs >= 4 {
         let t = ffi::lua_tonumber(l, 1) as usize;
@@ -290,6 +302,9 @@ unsafe extern "C-unwind" fn on_record(l: *mut ffi::lua_State) -> i32 {
 /// event's arguments on the stack.
 unsafe extern "C-unwind" fn on_trace(l: *mut ffi::lua_State) -> i32 {
     let nargs = ffi::lua_gettop(l);
+    // Every trace event begins or ends a recording (`start`, `stop`,
+    // `abort`, `flush`).
+    RECORD_EVENT_SENT.store(false, Ordering::Relaxed);
     if LOGGING.load(Ordering::Acquire) && nargs >= 1 {
         let mut len = 0usize;
         let s = ffi::lua_tolstring(l, 1, &mut len);
@@ -425,6 +440,7 @@ pub fn attach(lua: &Lua, flush: bool) -> Result<(), &'static str> {
 /// event still holds ours), and frees every map.
 pub fn detach(lua: &Lua) {
     LOGGING.store(false, Ordering::Release);
+    RECORD_EVENT_SENT.store(false, Ordering::Relaxed);
     let a = ATTACHED.lock().unwrap_or_else(|e| e.into_inner()).take();
     if let Some(a) = a {
         let _ = (|| -> mlua::Result<()> {

@@ -35,6 +35,8 @@ use super::running_c::self_read;
 pub(super) const VMSTATE_GC: i32 = -3;
 const VMSTATE_EXIT: i32 = -4;
 const VMSTATE_JIT: std::ops::RangeInclusive<i32> = -7..=-5;
+/// `~LJ_VMST_RECORD`: the trace recorder's state.
+pub(super) const VMSTATE_RECORD: i32 = -5;
 /// `CFRAME_OFS_PC` of x86-64 GC64 builds off Windows: the interpreter's
 /// saved PC in the C frame of a VM call.
 const CFRAME_OFS_PC: usize = 24;

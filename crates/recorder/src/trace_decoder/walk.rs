@@ -3,6 +3,7 @@
 
 use super::*;
 
+use super::interp::{in_vm_code, is_c_call_return, read_two};
 use crate::sys::posix::running_c::self_read;
 
 pub(super) fn self_word(addr: usize) -> Option<u64> {
@@ -403,6 +404,40 @@ pub(super) const L_CFRAME: usize = 80;
 /// pointer, within this many bytes.
 pub(super) const CFRAME_REACH: usize = 64 << 20;
 
+/// The current thread of the armed VM, its header (to its stack size) and
+/// the C frame of the VM call it is in, read through the kernel; None when
+/// no VM call of this thread is active (the host's own code runs).
+///
+/// # Safety
+/// Must run on the VM thread, with the layout armed.
+unsafe fn vm_call(rsp: usize) -> Option<(usize, [u8; L_STACKSIZE + 4], usize)> {
+    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
+    let mut h = [0u8; L_STACKSIZE + 4];
+    if l == 0 || !self_read(l, &mut h) {
+        return None;
+    }
+    let cframe = le(&h, L_CFRAME, 8) as usize & !3;
+    (cframe >= rsp && cframe - rsp <= CFRAME_REACH).then_some((l, h, cframe))
+}
+
+/// Whether the VM thread, in a VM call, is in a call of a C function the
+/// VM made, with the interrupted `rip` and `rsp`.
+///
+/// The VM state C alone does not prove it: LuaJIT leaves that state after
+/// a VM event's handler returns (the `record` event, while the interpreter
+/// runs on). The VM calls a C function from the stack pointer it keeps in
+/// its C frame, so while one runs the word below that frame is the return
+/// of such a call; the interpreter's own code, and the helpers it calls,
+/// leave another word there. None when no VM call is active.
+///
+/// # Safety
+/// Must run on the VM thread, with the layout armed.
+pub(super) unsafe fn in_c_call(rip: usize, rsp: usize) -> Option<bool> {
+    let (_, _, cframe) = vm_call(rsp)?;
+    let ret = self_word(cframe - 8).unwrap_or(0) as usize;
+    Some(!in_vm_code(rip) && is_c_call_return(ret))
+}
+
 /// Reads the stack of the C function the VM thread runs (state C): the
 /// function in the current frame, then the frames below it.
 ///
@@ -411,27 +446,27 @@ pub(super) const CFRAME_REACH: usize = 64 << 20;
 /// C. The thread's header and the function slot are read through the
 /// kernel first: right around a call the base can name a frame being
 /// built or left, and a VM driven from another OS thread can move its
-/// stack. Once the thread's C frame is proved to be on this thread's stack
-/// and the slot holds a live C function, the frames below are real.
-pub(super) unsafe fn read_c_stack(rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
+/// stack. Once the thread's C frame is proved to be on this thread's stack,
+/// the VM proved to be in a call of a C function from it, and the slot
+/// holds a live C function, the frames below are real.
+pub(super) unsafe fn read_c_stack(rip: usize, rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
     c.len = 0;
     c.by_proto = false;
     c.cut = false;
-    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
-    let mut h = [0u8; L_STACKSIZE + 4];
-    if l == 0 || !self_read(l, &mut h) {
-        return Err(Miss::Trace);
-    }
-    let cframe = le(&h, L_CFRAME, 8) as usize & !3;
-    if cframe < rsp || cframe - rsp > CFRAME_REACH {
-        return Err(Miss::Trace); // no VM call of this thread is active
-    }
+    let (l, h, cframe) = vm_call(rsp).ok_or(Miss::Trace)?;
     let (base, stack, size) =
         (le(&h, L_BASE, 8) as usize, le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
     if base < stack + 16 || base >= stack + 8 * size || base % 8 != 0 {
         return Err(Miss::Frame);
     }
-    let func = self_word(base - 16).and_then(slot_function).ok_or(Miss::Frame)?;
+    let (mut ret, mut slot) = ([0u8; 8], [0u8; 8]);
+    if in_vm_code(rip)
+        || !read_two(cframe - 8, &mut ret, base - 16, &mut slot)
+        || !is_c_call_return(u64::from_le_bytes(ret) as usize)
+    {
+        return Err(Miss::Frame);
+    }
+    let func = slot_function(u64::from_le_bytes(slot)).ok_or(Miss::Frame)?;
     let mut o = [0u8; FN_CF + 8];
     if !self_read(func, &mut o) || o[OBJ_GCT] != GCT_FUNC || o[FN_FFID] == FF_LUA {
         return Err(Miss::Frame);
@@ -466,6 +501,9 @@ pub(super) unsafe fn walk_frames(
         let link = at::<u64>(frame);
         let after = frame;
         frame = if link & FRAME_TYPE == FRAME_LUA {
+            if link >> 47 != 0 || link < 4096 {
+                return Err(Miss::Frame); // no return address: not a frame link
+            }
             let call = at::<u32>(link as usize - 4);
             frame.wrapping_sub(8 * (2 + ((call >> 8) & 0xFF) as usize))
         } else {

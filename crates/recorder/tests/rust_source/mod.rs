@@ -497,7 +497,15 @@ impl Crate {
                         let here = self.matching(|g| free(g) && g.file == f.file);
                         match self.uses[&f.file].get(name) {
                             _ if !here.is_empty() => here,
-                            Some(p) => match self.module_of(file, p) {
+                            // A use names the item itself, from the crate's
+                            // root: its module is the longest prefix that
+                            // is one.
+                            Some(p) => match (0..p.len())
+                                .rev()
+                                .map(|n| p[..n].to_vec())
+                                .find(|m| !m.is_empty() && self.modules.contains(m))
+                                .or_else(|| self.module_of(file, p))
+                            {
                                 Some(m) => in_module(&m),
                                 None => Vec::new(),
                             },
