@@ -25,12 +25,13 @@
 //! withdrawn (its trace number recorded again, every trace flushed, the
 //! session's end) is freed at once: see [`free`].
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use mlua::ffi;
 
 use super::fine_map::{self, Ins, Recorded, Snap, TraceShape};
+use super::vm_states::{VMSTATE_ASM, VMSTATE_RECORD};
 use super::*;
 
 /// The recorder's log of the trace being recorded.
@@ -79,14 +80,19 @@ pub fn map_counts() -> [u64; 5] {
     [&MAPPED, &UNMAPPED, &PLACED, &AT_SNAPSHOT, &NO_MAP].map(|c| c.load(Ordering::Relaxed))
 }
 
+/// The highest trace number given a map since every map was last
+/// withdrawn: a flush (which `jit.flush` and a full trace cache make, in
+/// the program's time) clears that many slots, not the whole table.
+static HIGHEST_MAPPED: AtomicUsize = AtomicUsize::new(0);
+
 fn withdraw(t: usize) {
-    if let Some(slot) = MAPS.get(t) {
+    if let Some(slot) = MAPS.get(t).filter(|s| !s.load(Ordering::Relaxed).is_null()) {
         free(slot.swap(std::ptr::null_mut(), Ordering::AcqRel));
     }
 }
 
 fn withdraw_all() {
-    for t in 0..TRACE_CACHE {
+    for t in 0..=HIGHEST_MAPPED.swap(0, Ordering::Relaxed).min(TRACE_CACHE - 1) {
         withdraw(t);
     }
 }
@@ -243,6 +249,7 @@ fn publish(t: usize, log: &[Recorded]) {
     let map = fine_map::build(log, &shape);
     let p = Box::into_raw(Box::new(Published { tr, mcode: le(&h, TRACE_MCODE, 8) as usize, map }));
     free(MAPS[t].swap(p, Ordering::AcqRel));
+    HIGHEST_MAPPED.fetch_max(t, Ordering::Relaxed);
     MAPPED.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -264,6 +271,22 @@ unsafe fn chain(l: *mut ffi::lua_State, nargs: i32) {
     ffi::lua_call(l, nargs, 0);
 }
 
+/// Puts the VM state `state` (the compiler's) back while a handler of ours
+/// runs: LuaJIT sends `record` while recording, `stop` while assembling,
+/// `start` and `abort` from the compiler, but the event's call makes the
+/// state C, and this handler's time is the compiler's, as LuaJIT counts
+/// it, not a C function's of the program. (`flush` comes from the
+/// program's `jit.flush` too, and keeps C.)
+///
+/// # Safety
+/// On the VM thread, inside one of our event handlers.
+unsafe fn compiler_state(state: i32) {
+    let at = VMSTATE_AT.load(Ordering::Relaxed);
+    if at != 0 {
+        std::ptr::write_volatile(at as *mut i32, state);
+    }
+}
+
 /// The `record` event: (trace number, function, bytecode position, depth).
 ///
 /// # Safety
@@ -272,6 +295,7 @@ unsafe fn chain(l: *mut ffi::lua_State, nargs: i32) {
 unsafe extern "C-unwind" fn on_record(l: *mut ffi::lua_State) -> i32 {
     let nargs = ffi::lua_gettop(l);
     RECORD_EVENT_SENT.store(true, Ordering::Relaxed);
+    compiler_state(VMSTATE_RECORD);
     let j = J_AT.load(Ordering::Relaxed);
     if LOGGING.load(Ordering::Acquire) && j != 0 && nargs >= 4 {
         let t = ffi::lua_tonumber(l, 1) as usize;
@@ -312,6 +336,11 @@ unsafe extern "C-unwind" fn on_trace(l: *mut ffi::lua_State) -> i32 {
         // the stack, which is until this function returns.
         let what = if s.is_null() { &[][..] } else { std::slice::from_raw_parts(s as *const u8, len) };
         let t = if nargs >= 2 { ffi::lua_tonumber(l, 2) as usize } else { 0 };
+        match what {
+            b"stop" => compiler_state(VMSTATE_ASM),
+            b"start" | b"abort" => compiler_state(VMSTATE_RECORD),
+            _ => {}
+        }
         let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
         match what {
             b"start" => {

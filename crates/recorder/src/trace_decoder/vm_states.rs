@@ -37,6 +37,8 @@ const VMSTATE_EXIT: i32 = -4;
 const VMSTATE_JIT: std::ops::RangeInclusive<i32> = -7..=-5;
 /// `~LJ_VMST_RECORD`: the trace recorder's state.
 pub(super) const VMSTATE_RECORD: i32 = -5;
+/// `~LJ_VMST_ASM`: the assembler's state.
+pub(super) const VMSTATE_ASM: i32 = -7;
 /// `CFRAME_OFS_PC` of x86-64 GC64 builds off Windows: the interpreter's
 /// saved PC in the C frame of a VM call.
 const CFRAME_OFS_PC: usize = 24;
