@@ -12,6 +12,7 @@
 --
 -- Modes: `none`, `flush` (a bare `jit.flush()`), `jp:<mode>` (LuaJIT's
 -- profiler with that mode string and a callback that does nothing),
+-- `attach:<event>` (a handler that does nothing attached to that VM event),
 -- `ours` (a default session), `ours:keep` (`flushTraces = false`),
 -- `ours:function`, `ours:line`. ROUNDS: the rounds counted (default 100),
 -- under the mode and again after its stop (the flushes are those under
@@ -57,14 +58,19 @@ local function one(mode)
     jit.flush()
   elseif kind == "jp" then
     require("jit.profile").start(rest, function() end)
+  elseif kind == "attach" then
+    jit.attach(function() end, rest)
   elseif kind == "ours" then
     local keep = rest == "keep"
     session = require("tecs.profile").sample({ precision = (rest ~= "" and not keep) and rest or nil,
       flushTraces = not keep })
   end
+  local by_start = n.start
   for _ = 1, ROUNDS do round() end
+  local before_stop = n.start
   if kind == "jp" then require("jit.profile").stop() end
   if session then session:stop() end
+  local by_stop = n.start - before_stop
   -- What the stop changes: the traces started in as many rounds after it
   -- (the other counts are those under the mode, its stop included).
   local during = { start = n.start, side = n.side, abort = n.abort, flush = n.flush }
@@ -77,8 +83,9 @@ local function one(mode)
   local why = {}
   for r, c in pairs(reasons) do why[#why + 1] = c .. " " .. r end
   table.sort(why, function(a, b) return tonumber(a:match("^%d+")) > tonumber(b:match("^%d+")) end)
-  print(string.format("| %s | %s | %d | %d | %d | %d | %d | %s |", mode, settled, n.start, n.side, n.abort, n.flush,
-    after, table.concat(why, "; ", 1, math.min(3, #why))))
+  print(string.format("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s |", mode, settled, n.start, by_start, by_stop,
+    n.side, n.abort,
+    n.flush, after, table.concat(why, "; ", 1, math.min(3, #why))))
 end
 
 if arg[1] == "--one" then
@@ -96,8 +103,8 @@ end
 local first = 0
 while arg[first - 1] do first = first - 1 end
 local luajit = first < 0 and arg[first] or "luajit"
-print("| mode | settled after | traces started | side | aborts | flushes | started after the stop | main aborts |")
-print("|---|---:|---:|---:|---:|---:|---:|---|")
+print("| mode | settled after | traces started | by the start | by the stop | side | aborts | flushes | started after the stop | main aborts |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for _ = 1, runs do
   for _, mode in ipairs(modes) do
     local p = assert(io.popen(string.format("%q %q --one %q", luajit, arg[0], mode)))

@@ -146,6 +146,20 @@ describe("the profiler's footprint on the Lua heap", function()
     assert.equal(0, exact.strings_again, exact.out)
   end)
 
+  it("a session's stop compiles none of the profiler's own code into the program's trace cache", function()
+    if not (jit and jit.status()) then
+      pending("the JIT compiler is off")
+      return
+    end
+    -- The stop names the functions the samples met (the C functions of
+    -- the loaded modules, walked with `next` over `package.loaded` and the
+    -- globals): loops the JIT would compile, were they the program's. In a
+    -- process of its own, where no test framework's code is on the path.
+    local rc, out = proc.run(proc.luajit .. " spec/fixtures/stop_traces.lua")
+    assert.equal(0, rc, out)
+    assert.equal("0", out:match("started (%d+)"), out)
+  end)
+
   it("profile.frame() and profile.poll() allocate nothing, with or without a session", function()
     local rc, out = proc.run(proc.luajit .. " spec/support/footprint.lua frame")
     assert.equal(0, rc, out)

@@ -20,6 +20,11 @@
 
 local M = {}
 
+-- The walk is the profiler's work, not the program's: it is never
+-- compiled, so that it leaves no traces in the program's trace cache nor
+-- takes the trace numbers the program's code would have had.
+if jit then jit.off(true, true) end
+
 --- How deep below a module table the walk goes (`love` -> `graphics` ->
 -- `present` is depth 2).
 M.MAX_DEPTH = 3
