@@ -224,13 +224,15 @@ function commands.status()
     kind = channel.kind, path = last and last.answer.path }
   local s = running and running.session or last and last.session
   if s then
-    -- A stopped session's count is its profile's, as its stop answered.
-    answer.samples = running and s:stats().samples or last.answer.samples
+    -- The samples its profile holds: a running session's recorded so far
+    -- (not those taken while the channel's own work paused it), a stopped
+    -- one's as its stop answered.
+    answer.samples = running and s:stats().recordedSamples or last.answer.samples
     answer.intervalMs = s.intervalMs
     if s.bytesPerSample then
       -- An allocation session's samples are counted as bytes, as its profile counts them.
       answer.allocations, answer.bytesPerSample, answer.intervalMs = true, s.bytesPerSample, nil
-      if running then answer.samples = s:stats().samples * s.bytesPerSample end
+      if running then answer.samples = s:stats().recordedSamples * s.bytesPerSample end
     end
     answer.startedAt = s._started_at
   end
@@ -294,7 +296,7 @@ end
 -- A report's answer: its text, and which profile it describes (when its
 -- session started, how long it ran, the file written once stopped).
 local function report_answer(s, text)
-  return { ok = true, running = running ~= nil, samples = running and s:stats().samples or last.answer.samples,
+  return { ok = true, running = running ~= nil, samples = running and s:stats().recordedSamples or last.answer.samples,
     text = text, startedAt = s._started_at,
     elapsedSec = running and clock.now() - running.started or last.answer.elapsedSec,
     path = not running and last.answer.path or nil }
