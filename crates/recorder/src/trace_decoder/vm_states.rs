@@ -124,15 +124,7 @@ pub(super) unsafe fn read_state_stack(
     if at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed)) != 0 {
         return Err(StateMiss::Trace);
     }
-    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
-    let mut h = [0u8; L_STACKSIZE + 4];
-    if l == 0 || !self_read(l, &mut h) {
-        return Err(StateMiss::Frame);
-    }
-    let cframe = le(&h, L_CFRAME, 8) as usize & !CFRAME_FLAGS;
-    if cframe < rsp || cframe - rsp > CFRAME_REACH {
-        return Err(StateMiss::Frame); // no VM call of this thread is active
-    }
+    let (l, h, cframe) = vm_call(rsp).ok_or(StateMiss::Frame)?;
     let (base, stack, size) =
         (le(&h, L_BASE, 8) as usize, le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
     if base < stack + 16 || base >= stack + 8 * size || base % 8 != 0 {

@@ -410,7 +410,7 @@ pub(super) const CFRAME_REACH: usize = 64 << 20;
 ///
 /// # Safety
 /// Must run on the VM thread, with the layout armed.
-unsafe fn vm_call(rsp: usize) -> Option<(usize, [u8; L_STACKSIZE + 4], usize)> {
+pub(super) unsafe fn vm_call(rsp: usize) -> Option<(usize, [u8; L_STACKSIZE + 4], usize)> {
     let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
     let mut h = [0u8; L_STACKSIZE + 4];
     if l == 0 || !self_read(l, &mut h) {
