@@ -107,6 +107,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     ),
     entry("trace_decoder/interp.rs: in_vm_code", "atomic loads of the learned code range"),
     entry("trace_decoder/interp.rs: is_c_call_return", "atomic loads of the learned return addresses"),
+    entry("trace_decoder/interp.rs: c_calls_known", "atomic loads of the learned layout"),
     entry("trace_decoder/vm_events.rs: record_event_sent", "one relaxed atomic load"),
     entry(
         "trace_decoder/mod.rs: record_state_back",

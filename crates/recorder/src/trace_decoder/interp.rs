@@ -276,6 +276,11 @@ fn c_call_returns(lo: usize, hi: usize, d: usize) -> Result<[usize; 4], &'static
     Ok(found)
 }
 
+/// Whether the VM's calls of C functions were learned for the armed VM.
+pub(super) fn c_calls_known() -> bool {
+    ready() && C_CALL_RETURNS[0].load(Ordering::Relaxed) != 0
+}
+
 /// Whether `ret` is where a call of a C function by the VM returns.
 pub(super) fn is_c_call_return(ret: usize) -> bool {
     ret != 0 && C_CALL_RETURNS.iter().any(|r| r.load(Ordering::Relaxed) == ret)

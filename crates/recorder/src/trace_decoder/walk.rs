@@ -3,7 +3,7 @@
 
 use super::*;
 
-use super::interp::{in_vm_code, is_c_call_return, read_two};
+use super::interp::{c_calls_known, in_vm_code, is_c_call_return, read_two};
 use crate::sys::posix::running_c::self_read;
 
 pub(super) fn self_word(addr: usize) -> Option<u64> {
@@ -428,11 +428,15 @@ pub(super) unsafe fn vm_call(rsp: usize) -> Option<(usize, [u8; L_STACKSIZE + 4]
 /// runs on). The VM calls a C function from the stack pointer it keeps in
 /// its C frame, so while one runs the word below that frame is the return
 /// of such a call; the interpreter's own code, and the helpers it calls,
-/// leave another word there. None when no VM call is active.
+/// leave another word there. None when no VM call is active, or those
+/// calls were not learned for this VM.
 ///
 /// # Safety
 /// Must run on the VM thread, with the layout armed.
 pub(super) unsafe fn in_c_call(rip: usize, rsp: usize) -> Option<bool> {
+    if !c_calls_known() {
+        return None;
+    }
     let (_, _, cframe) = vm_call(rsp)?;
     let ret = self_word(cframe - 8).unwrap_or(0) as usize;
     Some(!in_vm_code(rip) && is_c_call_return(ret))
