@@ -6,7 +6,7 @@
 -- The fine map places the code of each IR instruction by fitted sizes, or,
 -- with TECS_PROFILE_PLACEMENT=decoded, where the trace's decoded machine
 -- code puts it (crates/recorder/src/trace_decoder/code_anchors.rs); the fitted sizes miss several of
--- these by 7 to 30 points
+-- these by 7 to 13 points
 -- (BENCHMARKS.md, "Inside a trace", by family). Each family is held here
 -- under the placements it met the rule with (`meets` in the fixture): the
 -- default (fitted sizes) and, with TECS_PROFILE_PLACEMENT=decoded, the

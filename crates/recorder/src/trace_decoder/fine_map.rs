@@ -129,6 +129,7 @@ const OP_ALOAD: u8 = 66;
 const OP_SLOAD: u8 = 71;
 const OP_ALEN: u8 = 73;
 const OP_CONV: u8 = 91;
+const OP_TOBIT: u8 = 92;
 const OP_STRTO: u8 = 94;
 const IRT_NUM: u8 = 14;
 const OP_GCSTEP: u8 = 15;
@@ -137,6 +138,16 @@ const IRT_GUARD: u8 = 0x80;
 const IRT_TYPE: u8 = 0x1f;
 /// `RID_NONE`: a register field with this bit set holds no register.
 const RID_NONE: u8 = 0x80;
+/// `RID_SINK` and `RID_SUNK` (`lj_target.h`): an allocation the sink pass
+/// removed from the trace, or a store into one. Neither has code in the
+/// trace: an exit that needs the object builds it from the snapshot.
+const RID_SINK: u8 = 0xfe;
+const RID_SUNK: u8 = 0xfd;
+
+/// Whether the sink pass removed `i` from the trace's code.
+fn sunk(i: &Ins) -> bool {
+    matches!(i.r, RID_SINK | RID_SUNK)
+}
 
 /// The estimated size in bytes of an instruction's machine code: 0 for
 /// markers and constants, a little for what emits nothing of its own
@@ -146,7 +157,9 @@ const RID_NONE: u8 = 0x80;
 /// of LuaJIT's benchmark programs (md5, nbody, ray, fannkuch, scimark...):
 /// the mean span is 85 bytes, the fit's mean error 20.
 pub fn weight(i: &Ins) -> u32 {
-    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI) || (OP_KPRI..=OP_KSLOT).contains(&i.op)
+    if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI)
+        || (OP_KPRI..=OP_KSLOT).contains(&i.op)
+        || sunk(i)
     {
         return 0;
     }
@@ -176,6 +189,9 @@ pub fn weight(i: &Ins) -> u32 {
         OP_ASTORE..=OP_XSTORE => 8,
         OP_TBAR..=OP_XBAR => 35,
         OP_CONV..=OP_STRTO if guard => 22,
+        // `tobit` adds a bias and moves the low word out (`addsd`, `movd`:
+        // `asm_tobit` in lj_asm_x86.h); the fit, which saw few, gave it 3.
+        OP_TOBIT => 8,
         OP_CONV..=OP_STRTO => 3,
         OP_RETF => 29,
         _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
@@ -186,7 +202,9 @@ pub fn weight(i: &Ins) -> u32 {
 /// What the code of `i` ends with: a write to the register the assembler
 /// gave it, a guard's jump to its exit, a store (see `code_anchors`).
 fn anchor(i: &Ins) -> Anchor {
-    if i.r & RID_NONE == 0 && i.r < 32 {
+    if sunk(i) {
+        Anchor::None
+    } else if i.r & RID_NONE == 0 && i.r < 32 {
         if i.t & IRT_GUARD != 0 {
             Anchor::GuardedReg(i.r)
         } else {
@@ -468,6 +486,11 @@ mod tests {
         assert_eq!(at(OP_LOOP, 0x80, 0xff), 0);
         assert_eq!(at(OP_KPRI, 0, 0xff), 0);
         assert_eq!(at(OP_CALLXS, 0, 0xff), 18);
+        assert_eq!(at(OP_TOBIT, 19, 3), 8);
+        // A sunk allocation (TDUP) and a store into it: no code in the trace.
+        assert_eq!(at(OP_SNEW + 3, 11, RID_SUNK), 0);
+        assert_eq!(weight(&Ins { op: OP_ASTORE, t: 14, r: RID_SINK, s: 4, op1: 0, op2: 0 }), 0);
+        assert_eq!(anchor(&Ins { op: OP_ASTORE, t: 14, r: RID_SINK, s: 4, op1: 0, op2: 0 }), Anchor::None);
     }
 
     #[test]
