@@ -129,6 +129,26 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("trace_decoder/walk.rs: code_offset", "checked reads of the trace's code and the C stack"),
     entry("trace_decoder/walk.rs: read_trace_stack", "checked reads into a fixed frame array"),
     entry(
+        "trace_decoder/walk.rs: scan_stack",
+        "reads the C stack through the kernel into a fixed window, a page at a time",
+    ),
+    entry(
+        "trace_decoder/walk.rs: read_trace_gc_step",
+        "reads the thread and its base slot through the kernel, then as read_trace_at",
+    ),
+    entry(
+        "trace_decoder/walk.rs: gc_step_caller",
+        "atomic loads of the handler's trace cache; a candidate trace checked before its code is read",
+    ),
+    entry(
+        "trace_decoder/walk.rs: cached_live",
+        "direct reads of the VM's trace array, which a collector step does not resize, and of a trace it holds",
+    ),
+    entry(
+        "trace_decoder/walk.rs: read_trace_at",
+        "reads the trace this thread runs, which stays as it is while it runs, into a fixed frame array",
+    ),
+    entry(
         "trace_decoder/walk.rs: snapshot_callee",
         "reads the IR of the trace this thread runs, which stays as it is while it runs",
     ),

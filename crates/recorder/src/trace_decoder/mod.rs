@@ -24,8 +24,11 @@
 //! caller first), so both kinds of sample meet in the same stack table.
 //! A C function's stack is read from the running thread's base
 //! (`read_c_stack`), interpreted code's from the interpreter's registers
-//! (`interp`). Everything else (the GC, the compiler, trace exits, and the
-//! ticks a reader cannot place) is left to LuaJIT's hook.
+//! (`interp`), the collector's and the compiler's from the frame the
+//! interpreter saved before calling them (`vm_states`), or, for a
+//! collector step a trace called, as a tick at that call. Everything else
+//! (trace exits, the compiler run from a trace, and the ticks a reader
+//! cannot place) is left to LuaJIT's hook.
 //!
 //! The layout (offsets in LuaJIT's structures) is fixed for these builds
 //! but proved at session start by a probe: a compiled loop calls a function
@@ -289,7 +292,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     } else if vm_states::is_vm_state(vmstate) {
         // SAFETY: on the VM thread, armed, in the collector's or the
         // compiler's state.
-        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, rsp, &mut half.scratch, limit) } {
+        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, regs.rip, rsp, &mut half.scratch, limit) } {
             count_state_miss(m, n);
             return false;
         }
@@ -305,6 +308,9 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
         if let Err(m) = read {
             count_missed(vmstate, m, n);
             return false;
+        }
+        if vmstate >= 0 {
+            walk::LAST_TRACE.store(vmstate as usize, Ordering::Relaxed);
         }
     }
     let state = match vmstate {

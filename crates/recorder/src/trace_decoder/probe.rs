@@ -243,6 +243,8 @@ pub fn arm(depth: usize, zones: usize) {
     for c in &CACHED {
         c[0].store(0, Ordering::Relaxed);
     }
+    LAST_TRACE.store(0, Ordering::Relaxed);
+    CACHED_MAX.store(0, Ordering::Relaxed);
     ZONES.store(zones, Ordering::Relaxed);
     READ.store(0, Ordering::Relaxed);
     for m in MISSES.iter().chain(&NAMED) {

@@ -14,9 +14,13 @@
 //! compiled, at its line. LuaJIT's hook would take the same frame at the
 //! next instruction.
 //!
-//! Left to the hook, counted by reason ([`StateMiss`]): a collector step or
-//! a compile run from a trace (`g->jit_base` set: the trace's own frames
-//! are in its registers and snapshots, not in the thread's stack), a trace
+//! A collector step a trace called (`g->jit_base` set: the trace's own
+//! frames are in its registers and snapshots, not in the thread's stack)
+//! is read as a tick at that call where the trace is proved
+//! (`walk::read_trace_gc_step`).
+//!
+//! Left to the hook, counted by reason ([`StateMiss`]): a compile run from
+//! a trace, a collector step from one not proved, a trace
 //! exit being handled (state EXIT: the stack is being rebuilt from a
 //! snapshot), a C function at `base` (a library function that allocated:
 //! its caller's PC is not the one saved), and a frame that does not
@@ -50,7 +54,8 @@ const CFRAME_FLAGS: usize = 3;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
 pub enum StateMiss {
-    /// Run from a trace (`g->jit_base` set).
+    /// Run from a trace (`g->jit_base` set): a compile run, or a collector
+    /// step whose trace was not proved.
     Trace = 0,
     /// A trace exit being handled (state EXIT).
     Exit,
@@ -111,6 +116,7 @@ pub fn reset_state_counts() {
 /// `vmstate`, one of [`is_vm_state`].
 pub(super) unsafe fn read_state_stack(
     vmstate: i32,
+    rip: usize,
     rsp: usize,
     c: &mut Captured,
     limit: usize,
@@ -122,6 +128,11 @@ pub(super) unsafe fn read_state_stack(
         return Err(StateMiss::Exit);
     }
     if at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed)) != 0 {
+        // A collector step compiled code called: read as a tick at that
+        // call, where the trace can be proved (`walk::read_trace_gc_step`).
+        if vmstate == VMSTATE_GC && super::walk::read_trace_gc_step(rip, rsp, c, limit).is_ok() {
+            return Ok(());
+        }
         return Err(StateMiss::Trace);
     }
     let (l, h, cframe) = vm_call(rsp).ok_or(StateMiss::Frame)?;

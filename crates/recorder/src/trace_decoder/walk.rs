@@ -106,6 +106,7 @@ pub(super) unsafe fn locate_trace(t: usize, rip: usize, rsp: usize) -> Result<(u
         c[0].store(tr, Ordering::Relaxed);
         c[1].store(mcode, Ordering::Relaxed);
         c[2].store(size, Ordering::Relaxed);
+        CACHED_MAX.fetch_max(t, Ordering::Relaxed);
     }
     Ok((tr, at_code))
 }
@@ -127,6 +128,17 @@ pub(super) fn code_offset(mcode: usize, size: usize, rip: usize, rsp: usize) -> 
     if rip >= mcode && rip < mcode + size {
         return Some(CodeAt::Trace(rip - mcode));
     }
+    scan_stack(rsp, |v| {
+        let inside = v > mcode + 6 && v <= mcode + size;
+        // SAFETY: `v` lies inside the trace's machine code (at least six
+        // bytes in), which stays mapped readable while it runs.
+        (inside && unsafe { follows_call(v) }).then(|| CodeAt::Call(v - 1 - mcode))
+    })
+}
+
+/// The first word on the C stack from `rsp` up (at most `STACK_SCAN`
+/// bytes, read through the kernel) for which `found` gives a result.
+fn scan_stack<R>(rsp: usize, mut found: impl FnMut(usize) -> Option<R>) -> Option<R> {
     let mut window = [0u8; 4096];
     let mut addr = rsp & !7;
     let end = addr + STACK_SCAN;
@@ -138,16 +150,88 @@ pub(super) fn code_offset(mcode: usize, size: usize, rip: usize, rsp: usize) -> 
             return None;
         }
         for w in window[..n].chunks_exact(8) {
-            let v = u64::from_le_bytes(w.try_into().unwrap()) as usize;
-            // SAFETY: `v` lies inside the trace's machine code (at least
-            // six bytes in), which stays mapped readable while it runs.
-            if v > mcode + 6 && v <= mcode + size && unsafe { follows_call(v) } {
-                return Some(CodeAt::Call(v - 1 - mcode));
+            if let Some(r) = found(u64::from_le_bytes(w.try_into().unwrap()) as usize) {
+                return Some(r);
             }
         }
         addr += n;
     }
     None
+}
+
+/// The highest trace number stored in `CACHED` since the session was armed.
+pub(super) static CACHED_MAX: AtomicUsize = AtomicUsize::new(0);
+
+/// The trace that called the collector step the thread is in, and where:
+/// the trace the handler last read a tick in when a return address into
+/// its code is on the stack, else the innermost return address into the
+/// code of any trace the handler has read a tick in, that trace still the
+/// one the VM's trace array holds under its number.
+///
+/// # Safety
+/// As [`read_trace_gc_step`].
+unsafe fn gc_step_caller(rip: usize, rsp: usize) -> Result<(usize, usize, CodeAt), Miss> {
+    let last = LAST_TRACE.load(Ordering::Relaxed);
+    if let Some((tr, mcode, size)) = cached_live(last) {
+        if let Some(at @ CodeAt::Call(_)) = code_offset(mcode, size, rip, rsp) {
+            return Ok((last, tr, at));
+        }
+    }
+    let max_t = CACHED_MAX.load(Ordering::Relaxed).min(TRACE_CACHE - 1);
+    // The span of all cached code, so that most words cost one compare.
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    for c in &CACHED[1..=max_t] {
+        if c[0].load(Ordering::Relaxed) != 0 {
+            let (mcode, size) = (c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
+            lo = lo.min(mcode);
+            hi = hi.max(mcode + size);
+        }
+    }
+    if lo >= hi {
+        return Err(Miss::Trace);
+    }
+    scan_stack(rsp, |v| {
+        if v <= lo || v > hi {
+            return None;
+        }
+        (1..=max_t).find_map(|t| {
+            let c = &CACHED[t];
+            let (mcode, size) = (c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
+            if v <= mcode + 6 || v > mcode + size {
+                return None;
+            }
+            // SAFETY: as the caller's (on the VM thread, armed, in a
+            // collector step a trace called).
+            let (tr, ..) = unsafe { cached_live(t) }?;
+            // SAFETY: `cached_live` found the trace still the VM's, so its
+            // code is mapped; `v` lies in it, six bytes in.
+            unsafe { follows_call(v) }.then(|| (t, tr, CodeAt::Call(v - 1 - mcode)))
+        })
+    })
+    .ok_or(Miss::Address)
+}
+
+/// The trace `t` of the handler's cache, its code's start and size, when
+/// the VM's trace array still holds that object with that code.
+///
+/// # Safety
+/// Must run on the VM thread, armed, in a collector step a trace called:
+/// only the recorder resizes the trace array, and it does not run there;
+/// a trace the array holds is alive, its code mapped.
+unsafe fn cached_live(t: usize) -> Option<(usize, usize, usize)> {
+    let c = CACHED.get(t)?;
+    let (tr, mcode, size) = (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
+    let j = J_AT.load(Ordering::Relaxed);
+    let arr = at::<usize>(j + J_TRACE);
+    let size_now = at::<u32>(j + J_SIZETRACE) as usize;
+    (tr != 0
+        && arr != 0
+        && t < size_now
+        && at::<usize>(arr + 8 * t) == tr
+        && at::<u8>(tr + OBJ_GCT) == GCT_TRACE
+        && at::<usize>(tr + TRACE_MCODE) == mcode
+        && at::<u32>(tr + TRACE_SZMCODE) as usize == size)
+        .then_some((tr, mcode, size))
 }
 
 /// The prototype a trace checks the function of IR reference `r` by, when
@@ -237,6 +321,72 @@ pub(super) unsafe fn read_trace_stack(
     c.by_proto = false;
     c.cut = false;
     let (tr, at_code) = locate_trace(t, rip, rsp)?;
+    read_trace_at(t, tr, at_code, None, c, limit)
+}
+
+/// The trace the handler last read a tick in (0: none since the session
+/// was armed): the one a collector step from compiled code is tried with.
+pub(super) static LAST_TRACE: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads the stack of a collector step that compiled code called
+/// (`lj_gc_step_jit`: the VM state is GC, `g->jit_base` set), as a tick in
+/// the trace at that call: frames leaf first into `c`, at most `limit`.
+///
+/// The VM state no longer names the trace, so it is proved: a trace the
+/// handler has read a tick in must have a return address on the C stack
+/// above the tick (after a call; see [`gc_step_caller`]), and the fine
+/// map must name the frames
+/// at that call with the base frame's prototype the one whose function
+/// is in the thread's stack at `g->jit_base`. Anything else is left to
+/// the hook, as before.
+///
+/// # Safety
+/// Must run on the VM thread, with the layout armed, while the VM state is
+/// GC and `g->jit_base` is set.
+pub(super) unsafe fn read_trace_gc_step(rip: usize, rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
+    c.len = 0;
+    c.by_proto = false;
+    c.cut = false;
+    let (t, tr, at_code) = gc_step_caller(rip, rsp)?;
+    // The function in the thread's stack at the trace's base, read through
+    // the kernel: the collector may be moving this stack.
+    let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
+    let mut h = [0u8; L_STACKSIZE + 4];
+    if l == 0 || !self_read(l, &mut h) {
+        return Err(Miss::Frame);
+    }
+    let (stack, size) = (le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
+    let base = at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed));
+    if base < stack + 16 || base >= stack + 8 * size || base % 8 != 0 {
+        return Err(Miss::Frame);
+    }
+    let (mut first, mut slot) = ([0u8; 8], [0u8; 8]);
+    if !super::interp::read_two(stack, &mut first, base - 16, &mut slot) {
+        return Err(Miss::Frame);
+    }
+    let func = slot_function(u64::from_le_bytes(slot)).ok_or(Miss::Frame)?;
+    let mut o = [0u8; FN_PC + 8];
+    if !self_read(func, &mut o) || o[OBJ_GCT] != GCT_FUNC || o[FN_FFID] != FF_LUA {
+        return Err(Miss::Frame);
+    }
+    read_trace_at(t, tr, at_code, Some(le(&o, FN_PC, 8) as usize), c, limit)
+}
+
+/// Reads the stack of the trace `tr` (number `t`), where the thread is at `at_code`.
+/// With `real_base` (the bytecode of the prototype whose function the
+/// thread's stack holds at the trace's base), only the fine map's frames
+/// are taken, and only when its base frame runs that prototype.
+///
+/// # Safety
+/// As [`read_trace_stack`]; `tr` is the trace the thread runs.
+unsafe fn read_trace_at(
+    t: usize,
+    tr: usize,
+    at_code: CodeAt,
+    real_base: Option<usize>,
+    c: &mut Captured,
+    limit: usize,
+) -> Result<(), Miss> {
     let (CodeAt::Trace(ofs) | CodeAt::Call(ofs)) = at_code;
     // From here the trace is the one this thread runs: it stays alive and
     // unchanged until the thread leaves it, and is read directly.
@@ -351,7 +501,7 @@ pub(super) unsafe fn read_trace_stack(
     // call).
     let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
     if let Ok(chain) = super::vm_events::chain_at(t, tr, blamed) {
-        if base_bc.is_some() && base_bc == Some(chain[0].1) {
+        if base_bc.is_some() && base_bc == Some(chain[0].1) && real_base.map_or(true, |b| base_bc == Some(b)) {
             super::vm_events::PLACED.fetch_add(1, Ordering::Relaxed);
             for &(f, bc, ins) in chain[1..].iter().rev() {
                 // A function the trace checks by prototype: named by it.
@@ -369,6 +519,9 @@ pub(super) unsafe fn read_trace_stack(
             return walk_frames(l, stack, base - 8, c, limit);
         }
         super::vm_events::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
+    }
+    if real_base.is_some() {
+        return Err(Miss::Frame);
     }
     // The frames the trace inlined, innermost first: each runs the
     // instruction its callee's link returns to. A frame that cannot be
