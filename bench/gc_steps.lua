@@ -11,21 +11,8 @@
 --                                     0.1 ms: what the session costs it
 local profile = require("tecs.profile")
 
-local ring, at = {}, 0
-local function keep(n)
-  local s = 0.5
-  for i = 1, n do
-    at = at % 4096 + 1
-    ring[at] = { s, i, tostring(i) }
-    s = s * 0.99999 + 1.5
-  end
-  return s
-end
-local function spin(n)
-  local s = 0.5
-  for _ = 1, n do s = s * 0.99999 + 1.5 end
-  return s
-end
+local work = dofile("spec/fixtures/gc_steps.lua")
+local keep, spin = work.keep, work.spin
 
 local mode = arg[1] or "stats"
 if mode == "stats" then

@@ -13,29 +13,8 @@ local sessions = require("spec.support.sessions")
 local profile = require("tecs.profile")
 local collapsed = require("spec.support.collapsed")
 
-local FILE = "spec/gc_steps_spec.lua"
-
--- A compiled loop that keeps what it allocates for a while (a ring of
--- tables), so that the collector has work at every step; and one that
--- allocates nothing.
-local ring, at = {}, 0
-local function keep(n)
-  local s = 0.5
-  for i = 1, n do
-    at = at % 4096 + 1
-    ring[at] = { s, i, "x" }
-    s = s * 0.99999 + 1.5
-  end
-  return s
-end
-local function spin(n)
-  local s = 0.5
-  for _ = 1, n do s = s * 0.99999 + 1.5 end
-  return s
-end
-
-local KEEP_FIRST = debug.getinfo(keep, "S").linedefined
-local KEEP_LAST = debug.getinfo(keep, "S").lastlinedefined
+local work = dofile("spec/fixtures/gc_steps.lua")
+local keep, spin, FILE = work.keep, work.spin, work.file
 
 -- Whether the handler reads traces in this build (x86-64 GC64 builds of
 -- LuaJIT 2.1, which all three LuaJITs of the suite are).
