@@ -67,13 +67,14 @@ describe("collector steps from compiled code", function()
       end
     end
     local why = string.format("%d samples in state GC, %d in keep, %d in spin; %d GC ticks from traces left to the "
-      .. "hook, %d in all, %d read\n%s", gc, in_keep, in_spin, st.stateMisses.trace, st.hookTicks.gc, st.stateSamples,
-      table.concat(elsewhere, "\n"))
+      .. "hook, %d in all, %d read; traces: %d mapped, %d placed, %d at a snapshot\n%s", gc, in_keep, in_spin,
+      st.stateMisses.trace, st.hookTicks.gc, st.stateSamples, st.traceMap.tracesMapped, st.traceMap.placed,
+      st.traceMap.atSnapshot, table.concat(elsewhere, "\n"))
     assert.is_true(gc >= 250, why)
     -- Each GC tick from a trace went to the hook before (all of them); a
-    -- few may still, where no tick in the trace was read yet.
-    -- (Other GC ticks may go to the hook: the driving loop's, in the
-    -- statistics' C function, `stateMisses.cFunction`.)
+    -- few may still, where no tick in the trace was read yet. (Other GC
+    -- ticks may go to the hook: the driving loop's, in the statistics' C
+    -- function, `stateMisses.cFunction`.)
     assert.is_true(st.stateMisses.trace <= 10 + gc / 50, why)
     -- The allocating loop's: `spin` allocates nothing, and the rest is the
     -- loop that drives both and reads the session's statistics (a table

@@ -145,6 +145,10 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "direct reads of the VM's trace array, which a collector step does not resize, and of a trace it holds",
     ),
     entry(
+        "trace_decoder/vm_events.rs: base_proto",
+        "reads a published map, as chain_at: maps are freed only once the handler is disarmed",
+    ),
+    entry(
         "trace_decoder/walk.rs: read_trace_at",
         "reads the trace this thread runs, which stays as it is while it runs, into a fixed frame array",
     ),

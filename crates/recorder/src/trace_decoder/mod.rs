@@ -292,7 +292,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     } else if vm_states::is_vm_state(vmstate) {
         // SAFETY: on the VM thread, armed, in the collector's or the
         // compiler's state.
-        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, regs.rip, rsp, &mut half.scratch, limit) } {
+        if let Err(m) = unsafe { vm_states::read_state_stack(vmstate, rsp, &mut half.scratch, limit) } {
             count_state_miss(m, n);
             return false;
         }

@@ -134,6 +134,21 @@ pub(super) unsafe fn chain_at(t: usize, tr: usize, ofs: usize) -> Result<&'stati
     })
 }
 
+/// The bytecode of the prototype the trace `t` (the object `tr`) runs in
+/// its base frame, as its published map has it.
+///
+/// # Safety
+/// As [`chain_at`].
+pub(super) unsafe fn base_proto(t: usize, tr: usize) -> Option<usize> {
+    let p = MAPS.get(t).map_or(std::ptr::null_mut(), |s| s.load(Ordering::Acquire));
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: published maps are freed only once the handler is disarmed.
+    let m = &*p;
+    (m.tr == tr && m.mcode == at::<usize>(tr + TRACE_MCODE)).then(|| m.map.chains.first().map(|c| c[0].1)).flatten()
+}
+
 // -- Reading a committed trace ----------------------------------------------
 
 /// GCtrace: the next IR reference.

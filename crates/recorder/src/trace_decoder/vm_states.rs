@@ -116,7 +116,6 @@ pub fn reset_state_counts() {
 /// `vmstate`, one of [`is_vm_state`].
 pub(super) unsafe fn read_state_stack(
     vmstate: i32,
-    rip: usize,
     rsp: usize,
     c: &mut Captured,
     limit: usize,
@@ -130,7 +129,7 @@ pub(super) unsafe fn read_state_stack(
     if at::<usize>(JIT_BASE_AT.load(Ordering::Relaxed)) != 0 {
         // A collector step compiled code called: read as a tick at that
         // call, where the trace can be proved (`walk::read_trace_gc_step`).
-        if vmstate == VMSTATE_GC && super::walk::read_trace_gc_step(rip, rsp, c, limit).is_ok() {
+        if vmstate == VMSTATE_GC && super::walk::read_trace_gc_step(rsp, c, limit).is_ok() {
             return Ok(());
         }
         return Err(StateMiss::Trace);

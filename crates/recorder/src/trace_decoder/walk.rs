@@ -163,20 +163,16 @@ fn scan_stack<R>(rsp: usize, mut found: impl FnMut(usize) -> Option<R>) -> Optio
 pub(super) static CACHED_MAX: AtomicUsize = AtomicUsize::new(0);
 
 /// The trace that called the collector step the thread is in, and where:
-/// the trace the handler last read a tick in when a return address into
-/// its code is on the stack, else the innermost return address into the
-/// code of any trace the handler has read a tick in, that trace still the
-/// one the VM's trace array holds under its number.
+/// the innermost word on the C stack that is a return address into the
+/// code of a trace the handler has read a tick in, that trace still the one
+/// the VM's trace array holds under its number. Innermost, not the trace
+/// read last first: a return address left higher on the stack by an
+/// earlier call is not the call running (a side trace that allocates runs
+/// after its parent, whose ticks may be the last read).
 ///
 /// # Safety
 /// As [`read_trace_gc_step`].
-unsafe fn gc_step_caller(rip: usize, rsp: usize) -> Result<(usize, usize, CodeAt), Miss> {
-    let last = LAST_TRACE.load(Ordering::Relaxed);
-    if let Some((tr, mcode, size)) = cached_live(last) {
-        if let Some(at @ CodeAt::Call(_)) = code_offset(mcode, size, rip, rsp) {
-            return Ok((last, tr, at));
-        }
-    }
+unsafe fn gc_step_caller(rsp: usize) -> Result<(usize, usize, CodeAt), Miss> {
     let max_t = CACHED_MAX.load(Ordering::Relaxed).min(TRACE_CACHE - 1);
     // The span of all cached code, so that most words cost one compare.
     let (mut lo, mut hi) = (usize::MAX, 0usize);
@@ -190,14 +186,16 @@ unsafe fn gc_step_caller(rip: usize, rsp: usize) -> Result<(usize, usize, CodeAt
     if lo >= hi {
         return Err(Miss::Trace);
     }
+    let last = LAST_TRACE.load(Ordering::Relaxed);
     scan_stack(rsp, |v| {
         if v <= lo || v > hi {
             return None;
         }
-        (1..=max_t).find_map(|t| {
-            let c = &CACHED[t];
+        // The trace read last is the likeliest: tried first for each word.
+        std::iter::once(last).chain(1..=max_t).find_map(|t| {
+            let c = CACHED.get(t)?;
             let (mcode, size) = (c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
-            if v <= mcode + 6 || v > mcode + size {
+            if t == 0 || v <= mcode + 6 || v > mcode + size {
                 return None;
             }
             // SAFETY: as the caller's (on the VM thread, armed, in a
@@ -325,7 +323,7 @@ pub(super) unsafe fn read_trace_stack(
 }
 
 /// The trace the handler last read a tick in (0: none since the session
-/// was armed): the one a collector step from compiled code is tried with.
+/// was armed): the one a collector step from compiled code tries first.
 pub(super) static LAST_TRACE: AtomicUsize = AtomicUsize::new(0);
 
 /// Reads the stack of a collector step that compiled code called
@@ -334,20 +332,19 @@ pub(super) static LAST_TRACE: AtomicUsize = AtomicUsize::new(0);
 ///
 /// The VM state no longer names the trace, so it is proved: a trace the
 /// handler has read a tick in must have a return address on the C stack
-/// above the tick (after a call; see [`gc_step_caller`]), and the fine
-/// map must name the frames
-/// at that call with the base frame's prototype the one whose function
-/// is in the thread's stack at `g->jit_base`. Anything else is left to
-/// the hook, as before.
+/// above the tick (after a call; see [`gc_step_caller`]), and the trace's
+/// fine map must have its base frame run the prototype whose function is
+/// in the thread's stack at `g->jit_base`. Anything else is left to the
+/// hook, as before.
 ///
 /// # Safety
 /// Must run on the VM thread, with the layout armed, while the VM state is
 /// GC and `g->jit_base` is set.
-pub(super) unsafe fn read_trace_gc_step(rip: usize, rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
+pub(super) unsafe fn read_trace_gc_step(rsp: usize, c: &mut Captured, limit: usize) -> Result<(), Miss> {
     c.len = 0;
     c.by_proto = false;
     c.cut = false;
-    let (t, tr, at_code) = gc_step_caller(rip, rsp)?;
+    let (t, tr, at_code) = gc_step_caller(rsp)?;
     // The function in the thread's stack at the trace's base, read through
     // the kernel: the collector may be moving this stack.
     let l = at::<usize>(CUR_L_AT.load(Ordering::Relaxed));
@@ -374,8 +371,8 @@ pub(super) unsafe fn read_trace_gc_step(rip: usize, rsp: usize, c: &mut Captured
 
 /// Reads the stack of the trace `tr` (number `t`), where the thread is at `at_code`.
 /// With `real_base` (the bytecode of the prototype whose function the
-/// thread's stack holds at the trace's base), only the fine map's frames
-/// are taken, and only when its base frame runs that prototype.
+/// thread's stack holds at the trace's base), the frames are taken only
+/// when the trace's fine map has its base frame run that prototype.
 ///
 /// # Safety
 /// As [`read_trace_stack`]; `tr` is the trace the thread runs.
@@ -520,8 +517,13 @@ unsafe fn read_trace_at(
         }
         super::vm_events::AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
     }
-    if real_base.is_some() {
-        return Err(Miss::Frame);
+    // Where the map leaves the call to the snapshot, the snapshot's frames
+    // are taken when the map says the trace's base frame runs the same
+    // prototype as the thread's stack holds there.
+    if let Some(b) = real_base {
+        if base_bc != Some(b) || super::vm_events::base_proto(t, tr) != Some(b) {
+            return Err(Miss::Frame);
+        }
     }
     // The frames the trace inlined, innermost first: each runs the
     // instruction its callee's link returns to. A frame that cannot be
