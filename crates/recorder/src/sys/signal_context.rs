@@ -180,6 +180,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
         "atomic loads of a published map, freed only once the handler is disarmed; one read of the proved trace",
     ),
     entry("trace_decoder/fine_map.rs: FineMap::at", "a binary search in a published map's arrays; no allocation"),
+    entry("trace_decoder/fine_map.rs: FineMap::at_call", "a binary search in a published map's calls; no allocation"),
     entry("trace_decoder/text.rs: Captured::push", "writes a fixed array"),
     entry("trace_decoder/text.rs: Frame::of", "builds a value; no allocation"),
     entry("trace_decoder/text.rs: Frame::by_proto", "builds a value; no allocation"),

@@ -37,6 +37,9 @@ pub struct McIns {
     /// A move from register to register, or a register zeroed (`xorps x,
     /// x`): what an operation into that register may start with.
     pub setup: bool,
+    /// A call (direct or through a register): a helper of LuaJIT's, a C
+    /// function, or the collector's step.
+    pub call: bool,
 }
 
 /// LuaJIT's number of an x86 register (`RID_*` in `lj_target_x86.h`).
@@ -83,6 +86,7 @@ pub fn decode(bytes: &[u8], base: u64) -> Vec<McIns> {
                 && u.base() != Register::RSP
                 && u.base() != Register::None
         });
+        m.call = matches!(ins.flow_control(), FlowControl::Call | FlowControl::IndirectCall);
         if ins.flow_control() == FlowControl::ConditionalBranch {
             let t = ins.near_branch_target();
             m.exit = t < base || t >= end;

@@ -98,8 +98,12 @@ pub struct TraceShape {
     /// prototypes it checks functions by, which it keeps alive).
     pub protos: Vec<usize>,
     /// The trace's machine code decoded, in address order, where it could
-    /// be (x86-64); empty elsewhere, where the fitted sizes place the code.
+    /// be (x86-64); empty elsewhere.
     pub code: Vec<McIns>,
+    /// Whether the code between two snapshots is placed by the anchors the
+    /// decoded code gives (the decoded placement) rather than by the fitted
+    /// sizes alone. The calls in the code are named either way.
+    pub anchored: bool,
 }
 
 // IR opcodes (`lj_ir.h`; the same numbers in the three LuaJITs checked).
@@ -128,6 +132,17 @@ const OP_LREF: u8 = 65;
 const OP_ALOAD: u8 = 66;
 const OP_SLOAD: u8 = 71;
 const OP_ALEN: u8 = 73;
+const OP_MOD: u8 = 45;
+const OP_POW: u8 = 46;
+const OP_DIV: u8 = 44;
+const OP_LDEXP: u8 = 49;
+const OP_FPMATH: u8 = 52;
+const OP_CNEWI: u8 = 84;
+const OP_BUFHDR: u8 = 85;
+const OP_BUFPUT: u8 = 86;
+const OP_OBAR: u8 = 89;
+const OP_TOSTR: u8 = 93;
+const OP_CALLS: u8 = 98;
 const OP_CONV: u8 = 91;
 const OP_TOBIT: u8 = 92;
 const OP_STRTO: u8 = 94;
@@ -197,6 +212,103 @@ pub fn weight(i: &Ins) -> u32 {
         _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
         _ => 6 + if guard { 8 } else { 0 },
     }
+}
+
+/// Whether the assembler emits a call for an instruction, on x86-64
+/// (`lj_asm.c`, `lj_asm_x86.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Calls {
+    /// Always one: a helper of LuaJIT's (the length of a table, a new
+    /// string, table or cdata, a number formatted, an integer modulo or a
+    /// 64-bit division, a power, a barrier) or a C function.
+    Always,
+    /// One or none, by the machine or the operands: a rounding without
+    /// SSE4.1 or another math function, a buffer's put, and the
+    /// collector's check, which the assembler places at a GCSTEP or the
+    /// LOOP (and at the trace's head) when the code after it allocates.
+    Maybe,
+    Never,
+}
+
+/// `IRFPM_SQRT`: the one math function always inline.
+const FPM_SQRT: u16 = 3;
+const IRT_I64: u8 = 21;
+const IRT_U64: u8 = 22;
+
+fn calls(i: &Ins) -> Calls {
+    if sunk(i) {
+        return Calls::Never;
+    }
+    let used = i.r & RID_NONE == 0 || i.s != 0 || matches!(i.op, OP_NEWREF | OP_OBAR | OP_CALLS | OP_CALLXS);
+    let wide = matches!(i.t & IRT_TYPE, IRT_I64 | IRT_U64);
+    match i.op {
+        OP_LOOP | OP_GCSTEP | OP_BUFHDR | OP_BUFPUT => Calls::Maybe,
+        // Unused, the assembler leaves it out.
+        _ if !used => Calls::Never,
+        OP_FPMATH if i.op2 == FPM_SQRT => Calls::Never,
+        OP_FPMATH | OP_LDEXP => Calls::Maybe,
+        OP_DIV if wide => Calls::Always,
+        OP_ALEN | OP_NEWREF | OP_OBAR | OP_TOSTR | OP_STRTO | OP_MOD | OP_POW | OP_BUFSTR => Calls::Always,
+        _ if (OP_SNEW..=OP_CNEWI).contains(&i.op) || (OP_CALLN..=OP_CALLXS).contains(&i.op) => Calls::Always,
+        _ => Calls::Never,
+    }
+}
+
+/// Whether `i` allocates an object the collector's check steps for.
+fn allocates(i: &Ins) -> bool {
+    !sunk(i) && ((OP_SNEW..=OP_CNEWI).contains(&i.op) || matches!(i.op, OP_BUFSTR | OP_TOSTR))
+}
+
+/// The IR instruction (its index in `ins`) whose frames each call of the
+/// code between `m0` and `m1` is charged to, paired in order with the
+/// instructions of `span` that make calls: calls and instructions both
+/// follow the IR's order there. Paired only where the count of calls
+/// leaves no doubt: it equals the instructions that always call, or those
+/// and all that may (`head`: the trace's first span, where the
+/// collector's check may open the code). A call is its instruction's; the
+/// collector's check is the first allocation it steps for: after it, up
+/// to the loop for the head's. Each pair is (the offset of the call's last
+/// byte, the instruction).
+fn call_sites(
+    code: &[McIns],
+    m0: u32,
+    m1: u32,
+    ins: &[Ins],
+    span: std::ops::Range<usize>,
+    head: bool,
+) -> Vec<(u32, usize)> {
+    let lo = code.partition_point(|c| c.ofs < m0);
+    let hi = code.partition_point(|c| c.ofs < m1);
+    let sites: Vec<u32> =
+        (lo..hi).filter(|&j| code[j].call).map(|j| code.get(j + 1).map_or(m1, |c| c.ofs.min(m1)) - 1).collect();
+    if sites.is_empty() {
+        return Vec::new();
+    }
+    let always: Vec<usize> = span.clone().filter(|&r| calls(&ins[r]) == Calls::Always).collect();
+    let may: Vec<Option<usize>> = span.filter(|&r| calls(&ins[r]) != Calls::Never).map(Some).collect();
+    let makers: Vec<Option<usize>> = if sites.len() == always.len() {
+        always.into_iter().map(Some).collect()
+    } else if sites.len() == may.len() {
+        may
+    } else if head && sites.len() == may.len() + 1 {
+        std::iter::once(None).chain(may).collect()
+    } else {
+        return Vec::new();
+    };
+    let loop_at = ins.iter().position(|i| i.op == OP_LOOP).unwrap_or(ins.len());
+    let first_allocation = |from: usize, to: usize| (from..to).find(|&r| allocates(&ins[r]));
+    sites
+        .into_iter()
+        .zip(makers)
+        .filter_map(|(at, r)| {
+            let named = match r {
+                None => first_allocation(0, loop_at),
+                Some(r) if matches!(ins[r].op, OP_LOOP | OP_GCSTEP) => first_allocation(r + 1, ins.len()),
+                Some(r) => Some(r),
+            };
+            named.map(|r| (at, r))
+        })
+        .collect()
 }
 
 /// What the code of `i` ends with: a write to the register the assembler
@@ -345,6 +457,11 @@ pub struct FineMap {
     pub chain_of: Vec<u32>,
     /// The chains, outermost first.
     pub chains: Vec<Chain>,
+    /// The calls the trace makes for an instruction that always calls,
+    /// by the offset of the call's last byte, ascending: the chain of the
+    /// instruction that made it (or `SNAPSHOT`). A tick inside the called
+    /// function is that instruction's, wherever the ranges put the call.
+    pub calls: Vec<(u32, u32)>,
 }
 
 /// No chain: the snapshot's frames stand.
@@ -358,27 +475,41 @@ impl FineMap {
         (c != SNAPSHOT).then(|| &self.chains[c as usize])
     }
 
+    /// For a tick inside a function the trace called, the return address
+    /// less one being `ofs`: the chain of the instruction that made the
+    /// call (None: the snapshot's frames), or None where the call is not
+    /// known.
+    pub fn at_call(&self, ofs: u32) -> Option<Option<&Chain>> {
+        let i = self.calls.binary_search_by_key(&ofs, |c| c.0).ok()?;
+        let c = self.calls[i].1;
+        Some((c != SNAPSHOT).then(|| &self.chains[c as usize]))
+    }
+
     /// How many ranges name a chain, of all ranges.
     pub fn named(&self) -> (usize, usize) {
         (self.chain_of.iter().filter(|&&c| c != SNAPSHOT).count(), self.chain_of.len())
     }
 }
 
-/// Whether `chain` can stand for the frames of `snap`: the same functions
-/// at every level both have (the same prototype where the snapshot's
-/// function is checked by its prototype only), and every inlined function
-/// deeper than the snapshot's a constant of the trace or of a prototype
-/// that is one (kept alive by it).
+/// Whether `chain` can stand for the frames of `snap`: the same base
+/// function, and at every inlined level the snapshot's function (or the
+/// prototype the snapshot checks it by), or else a function the trace
+/// knows: a constant of the trace or of a prototype that is one (kept
+/// alive by it). The code after a snapshot may have returned from the
+/// snapshot's innermost frames and called others before the next guard
+/// (a call of a method the trace already checked, a tail call): those
+/// frames are the recorder's, not the snapshot's.
 fn agrees(chain: &Chain, snap: &Snap, shape: &TraceShape) -> bool {
     if snap.base != 0 && chain[0].0 != snap.base {
         return false;
     }
     for (level, &(func, bc, _)) in chain.iter().enumerate().skip(1) {
-        let ok = match snap.inlined.get(level - 1) {
+        let same = match snap.inlined.get(level - 1) {
             Some(&f) if f != 0 => f == func,
             Some(_) => bc != 0 && snap.checked.get(level - 1) == Some(&bc),
-            None => shape.functions.contains(&func) || (bc != 0 && shape.protos.contains(&bc)),
+            None => false,
         };
+        let ok = same || shape.functions.contains(&func) || (bc != 0 && shape.protos.contains(&bc));
         if !ok {
             return false;
         }
@@ -429,7 +560,19 @@ pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
         // fitted sizes alone.
         let span = from as usize..to as usize;
         let irs: Vec<(Anchor, u64)> = span.clone().map(|r| (anchor(&shape.ins[r]), weights[r])).collect();
-        let measured = if shape.code.is_empty() { None } else { code_anchors::starts(&shape.code, m0, m1, &irs) };
+        let measured = if shape.anchored && !shape.code.is_empty() {
+            code_anchors::starts(&shape.code, m0, m1, &irs)
+        } else {
+            None
+        };
+        let chain_of = |r: usize, map: &FineMap| match own[r] {
+            Some(c) if agrees(&map.chains[c as usize], snap, shape) => c,
+            _ => SNAPSHOT,
+        };
+        for (at, r) in call_sites(&shape.code, m0, m1, &shape.ins, span.clone(), k == 0) {
+            let chain = chain_of(r, &map);
+            map.calls.push((at, chain));
+        }
         let mut cum = 0u64;
         for r in from..to {
             let w = weights[r as usize];
@@ -441,13 +584,12 @@ pub fn build(log: &[Recorded], shape: &TraceShape) -> FineMap {
                 None => m0 + ((m1 - m0) as u64 * cum / total) as u32,
             };
             cum += w;
-            let chain = match own[r as usize] {
-                Some(c) if agrees(&map.chains[c as usize], snap, shape) => c,
-                _ => SNAPSHOT,
-            };
+            let chain = chain_of(r as usize, &map);
             push(&mut map, at, chain);
         }
     }
+    map.calls.sort_unstable_by_key(|c| c.0);
+    map.calls.dedup_by_key(|c| c.0);
     // The function the log saw in a frame the trace checks by prototype
     // may be another object's closure, which the trace does not keep: such
     // a frame is named by its prototype.
@@ -505,6 +647,7 @@ mod tests {
             functions: vec![G],
             protos: vec![],
             code: vec![],
+            anchored: false,
         };
         let log = [rec(F, 3, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 4, 0, 0x8005)];
         let map = build(&log, &shape);
@@ -526,8 +669,11 @@ mod tests {
             functions: vec![G],
             protos: vec![],
             code: vec![],
+            anchored: false,
         };
-        let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8001)];
+        // The snapshot's inlined frame runs F; the log says a function the
+        // trace does not know (0x3000) emitted the code: not named.
+        let log = [rec(F, 1, 0, 0x8001), rec(0x3000, 0, 1, 0x8001)];
         assert_eq!(build(&log, &shape).at(5), None);
         // A callee no constant keeps alive is not named either.
         let shape = TraceShape { functions: vec![], ..shape };
@@ -549,16 +695,22 @@ mod tests {
             functions: vec![],
             protos: vec![H + 8],
             code: vec![],
+            anchored: false,
         };
         let log = [rec(F, 1, 0, 0x8001), rec(H, 0, 1, 0x8001)];
         let chain = build(&log, &shape).at(5).cloned().unwrap();
         assert_eq!(chain.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(), vec![(F, F + 8), (0, H + 8)]);
-        // Checked against another prototype: the snapshot's frames stand.
+        // Checked against another prototype, and H's not kept by the
+        // trace: the snapshot's frames stand. Kept, H may have been called
+        // since the snapshot (after G returned): named by it.
         let other = TraceShape {
             snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![0], checked: vec![G + 8] }],
+            protos: vec![G + 8],
             ..shape.clone()
         };
         assert_eq!(build(&log, &other).at(5), None);
+        let both = TraceShape { protos: vec![G + 8, H + 8], ..other };
+        assert_eq!(build(&log, &both).at(5).map(|c| c[1].1), Some(H + 8));
         // Deeper than the snapshot: a prototype the trace holds names it.
         let deeper = TraceShape { snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, ..Snap::default() }], ..shape.clone() };
         assert_eq!(build(&log, &deeper).at(5).map(|c| c[1].0), Some(0));
@@ -581,10 +733,103 @@ mod tests {
             functions: vec![G],
             protos: vec![],
             code: vec![],
+            anchored: false,
         };
         let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 2, 0, 0x8003)];
         let map = build(&log, &shape);
         assert_eq!(map.at(31).unwrap().len(), 2, "the copied ADD is the callee's");
         assert_eq!(map.at(49).unwrap().len(), 1, "the copied MUL is the caller's");
+    }
+
+    #[test]
+    fn code_after_a_return_and_a_call_is_the_callee_s_not_the_snapshot_s() {
+        // The snapshot was taken inside E (a guard of its store); E
+        // returned and the trace called S, a constant of the trace, with
+        // no guard between: S's code is S's, not E's.
+        const E: usize = 0x3000;
+        const S: usize = 0x4000;
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(41), ins(41), ins(41)],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![E], checked: vec![] }],
+            szmcode: 30,
+            functions: vec![E, S],
+            protos: vec![],
+            code: vec![],
+            anchored: false,
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(E, 0, 1, 0x8001), rec(F, 2, 0, 0x8002), rec(S, 0, 1, 0x8002)];
+        assert_eq!(build(&log, &shape).at(0).unwrap()[1].0, E);
+        assert_eq!(build(&log, &shape).at(25).unwrap()[1].0, S);
+    }
+
+    #[test]
+    fn a_call_is_named_by_the_instruction_that_made_it() {
+        // A guard of the caller's (F), then the callee's (G) length of a
+        // table, a call of 5 bytes the fitted sizes place in the guard's
+        // range, then a conversion.
+        let guard = Ins { op: 0, t: 0x80 | IRT_NUM, r: RID_NONE, s: 0, op1: 0, op2: 0 };
+        let alen = Ins { op: OP_ALEN, t: 19, r: 1, s: 0, op1: 0, op2: 0 };
+        let conv = Ins { op: OP_CONV, t: IRT_NUM, r: 17, s: 0, op1: 0, op2: 0 };
+        let m = |ofs, call| McIns { ofs, call, ..McIns::default() };
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![guard, alen, conv],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![], checked: vec![] }],
+            szmcode: 30,
+            functions: vec![G],
+            protos: vec![],
+            code: vec![m(0, false), m(4, true), m(9, false), m(13, false), m(18, false)],
+            anchored: false,
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002)];
+        let map = build(&log, &shape);
+        assert_eq!(map.at(8).unwrap().len(), 1, "the fitted sizes put the call in the guard's range");
+        assert_eq!(map.at_call(8).unwrap().unwrap().len(), 2, "the call is the callee's");
+        assert_eq!(map.at_call(7), None, "no call ends there");
+        // More calls than the instructions that make them: none is named.
+        let twice = TraceShape { code: vec![m(0, true), m(4, true), m(9, true), m(13, false)], ..shape.clone() };
+        assert!(build(&log, &twice).calls.is_empty());
+        // A call that may be the collector's check at the trace's head.
+        let head = TraceShape { code: vec![m(0, true), m(2, false), m(4, true), m(9, false)], ..shape };
+        assert_eq!(build(&log, &head).calls.iter().map(|c| c.0).collect::<Vec<_>>(), vec![8]);
+    }
+
+    #[test]
+    fn the_collector_s_check_is_charged_to_the_allocation_it_steps_for() {
+        // F's add, G's allocation; LOOP (where the assembler puts the
+        // collector's check for the loop's allocations); the copies.
+        let tnew = Ins { op: OP_SNEW + 2, t: 11, r: 0, s: 0, op1: 0, op2: 0 };
+        let lp = Ins { op: OP_LOOP, t: 0x80, r: RID_NONE, s: 0, op1: 0, op2: 0 };
+        let m = |ofs, call| McIns { ofs, call, ..McIns::default() };
+        let shape = TraceShape {
+            first: 0x8001,
+            ins: vec![ins(41), tnew, lp, ins(41), tnew],
+            snaps: vec![Snap { ir_ref: 0x8001, mcofs: 0, base: 0, inlined: vec![], checked: vec![] }],
+            szmcode: 60,
+            functions: vec![G],
+            protos: vec![],
+            code: vec![m(0, false), m(4, true), m(9, false), m(20, true), m(25, false), m(30, true), m(35, false)],
+            anchored: false,
+        };
+        let log = [rec(F, 1, 0, 0x8001), rec(G, 0, 1, 0x8002), rec(F, 2, 0, 0x8003)];
+        let map = build(&log, &shape);
+        let named: Vec<(u32, usize)> = map.calls.iter().map(|&(at, c)| (at, map.chains[c as usize].len())).collect();
+        assert_eq!(named, vec![(8, 2), (24, 2), (34, 2)], "the check at the loop is the allocating callee's");
+        // With the check at the trace's head too.
+        let head = TraceShape {
+            code: vec![
+                m(0, true),
+                m(3, false),
+                m(4, true),
+                m(9, false),
+                m(20, true),
+                m(25, false),
+                m(30, true),
+                m(35, false),
+            ],
+            ..shape
+        };
+        assert_eq!(build(&log, &head).calls.len(), 4);
     }
 }

@@ -111,13 +111,15 @@ fn free(p: *mut Published) {
 }
 
 /// The chain of frames (outermost first) the map of trace `t` names for
-/// the code at `ofs`, when `t` has a map for the object `tr` with its
-/// current machine code.
+/// the code at `ofs` (with `call`, the last byte of a call the thread is
+/// inside: named by the instruction that made it where the map knows the
+/// call), when `t` has a map for the object `tr` with its current machine
+/// code.
 ///
 /// # Safety
 /// On the VM thread, in the tick handler, with `tr` proved to be the trace
 /// `t` this thread runs.
-pub(super) unsafe fn chain_at(t: usize, tr: usize, ofs: usize) -> Result<&'static fine_map::Chain, ()> {
+pub(super) unsafe fn chain_at(t: usize, tr: usize, ofs: usize, call: bool) -> Result<&'static fine_map::Chain, ()> {
     let p = MAPS.get(t).map_or(std::ptr::null_mut(), |s| s.load(Ordering::Acquire));
     if p.is_null() {
         NO_MAP.fetch_add(1, Ordering::Relaxed);
@@ -129,7 +131,8 @@ pub(super) unsafe fn chain_at(t: usize, tr: usize, ofs: usize) -> Result<&'stati
         NO_MAP.fetch_add(1, Ordering::Relaxed);
         return Err(());
     }
-    m.map.at(ofs as u32).ok_or_else(|| {
+    let found = if call { m.map.at_call(ofs as u32) } else { None };
+    found.unwrap_or_else(|| m.map.at(ofs as u32)).ok_or_else(|| {
         AT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
     })
 }
@@ -229,8 +232,11 @@ unsafe fn shape_of(tr: usize) -> TraceShape {
         }
         shape.snaps.push(snap);
     }
-    // The machine code, decoded where the decoder reads it (x86-64).
-    if cfg!(target_arch = "x86_64") && DECODED.load(Ordering::Relaxed) {
+    // The machine code, decoded where the decoder reads it (x86-64): its
+    // calls are named by the instructions that made them, and with the
+    // decoded placement its anchors place the rest.
+    shape.anchored = DECODED.load(Ordering::Relaxed);
+    if cfg!(target_arch = "x86_64") {
         let mcode = at::<usize>(tr + TRACE_MCODE);
         if mcode != 0 && shape.szmcode > 0 {
             // SAFETY: a committed trace's machine code, `szmcode` bytes at

@@ -497,7 +497,7 @@ unsafe fn read_trace_at(
     // is that instruction's (a call's return address already names the
     // call).
     let blamed = if matches!(at_code, CodeAt::Trace(_)) { ofs.saturating_sub(1) } else { ofs };
-    if let Ok(chain) = super::vm_events::chain_at(t, tr, blamed) {
+    if let Ok(chain) = super::vm_events::chain_at(t, tr, blamed, matches!(at_code, CodeAt::Call(_))) {
         if base_bc.is_some() && base_bc == Some(chain[0].1) && real_base.map_or(true, |b| base_bc == Some(b)) {
             super::vm_events::PLACED.fetch_add(1, Ordering::Relaxed);
             for &(f, bc, ins) in chain[1..].iter().rev() {
