@@ -126,6 +126,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("trace_decoder/walk.rs: follows_call", "reads code bytes the caller proved readable"),
     entry("trace_decoder/walk.rs: trace_header", "reads through process_vm_readv, which fails instead of faulting"),
     entry("trace_decoder/walk.rs: locate_trace", "checked reads of the trace the VM state names"),
+    entry("trace_decoder/walk.rs: entered_trace", "address compares over the handler's cache, then checked reads of the trace array"),
     entry("trace_decoder/walk.rs: code_offset", "checked reads of the trace's code and the C stack"),
     entry("trace_decoder/walk.rs: read_trace_stack", "checked reads into a fixed frame array"),
     entry(

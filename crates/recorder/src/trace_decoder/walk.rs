@@ -213,9 +213,9 @@ unsafe fn gc_step_caller(rsp: usize) -> Result<(usize, usize, CodeAt), Miss> {
 /// the VM's trace array still holds that object with that code.
 ///
 /// # Safety
-/// Must run on the VM thread, armed, in a collector step a trace called:
-/// only the recorder resizes the trace array, and it does not run there;
-/// a trace the array holds is alive, its code mapped.
+/// Must run on the VM thread, armed, in a collector step a trace called
+/// or in compiled code: only the recorder resizes the trace array, and it
+/// does not run there; a trace the array holds is alive, its code mapped.
 unsafe fn cached_live(t: usize) -> Option<(usize, usize, usize)> {
     let c = CACHED.get(t)?;
     let (tr, mcode, size) = (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
@@ -318,8 +318,39 @@ pub(super) unsafe fn read_trace_stack(
     c.len = 0;
     c.by_proto = false;
     c.cut = false;
-    let (tr, at_code) = locate_trace(t, rip, rsp)?;
+    let (t, tr, at_code) = match locate_trace(t, rip, rsp) {
+        Ok((tr, at_code)) => (t, tr, at_code),
+        Err(Miss::Address) => entered_trace(rip).ok_or(Miss::Address)?,
+        Err(e) => return Err(e),
+    };
     read_trace_at(t, tr, at_code, None, c, limit)
+}
+
+/// Bytes at the start of a trace's code before it stores its own number
+/// as the VM state (its first instruction, with room to spare).
+const ENTRY_BYTES: usize = 16;
+
+/// The trace whose first bytes the thread is at, when the VM state still
+/// names the trace that jumped there (a trace linked to another, or an
+/// exit patched to a side trace: the target stores its number first): a
+/// trace the handler has read a tick in, still the one the VM's trace
+/// array holds under its number.
+///
+/// # Safety
+/// As [`read_trace_stack`]: the VM state names a trace, so the recorder,
+/// which alone resizes the trace array, is not running.
+unsafe fn entered_trace(rip: usize) -> Option<(usize, usize, CodeAt)> {
+    let max_t = CACHED_MAX.load(Ordering::Relaxed).min(TRACE_CACHE - 1);
+    (1..=max_t).find_map(|t| {
+        let mcode = CACHED.get(t)?[1].load(Ordering::Relaxed);
+        if mcode == 0 || rip < mcode || rip >= mcode + ENTRY_BYTES {
+            return None;
+        }
+        // SAFETY: as this function's (on the VM thread, armed, a trace
+        // running, so the trace array is not being resized).
+        let (tr, mcode, size) = unsafe { cached_live(t) }?;
+        (rip >= mcode && rip < mcode + size).then_some((t, tr, CodeAt::Trace(rip - mcode)))
+    })
 }
 
 /// The trace the handler last read a tick in (0: none since the session
