@@ -24,6 +24,7 @@ use mlua::{Lua, Table};
 use super::NativeSession;
 use crate::profile::frames::FrameIdentity;
 use crate::record::alloc_hook;
+use crate::session::state::StrippedFunction;
 use crate::sys;
 
 /// The registry field holding the state's path finder.
@@ -50,8 +51,9 @@ impl NativeSession {
         }
         let paths = &self.state.paths;
         let c_new = self.session.sampler().with(|s| paths.c_addresses_not_looked_for(&s.table));
-        let lua_new = paths.lua_functions_not_looked_for(&self.session.sampler().with(|s| s.identities.snapshot()));
-        if c_new.is_empty() && lua_new.is_empty() {
+        let ids = self.session.sampler().with(|s| s.identities.snapshot());
+        let (lua_new, stripped_new) = (paths.lua_functions_not_looked_for(&ids), paths.stripped_not_looked_for(&ids));
+        if c_new.is_empty() && lua_new.is_empty() && stripped_new.is_empty() {
             return;
         }
         // While an allocation session records in this state, the walk's own
@@ -76,7 +78,7 @@ impl NativeSession {
                 let _ = self.name_lua_functions(list);
             }
         }
-        self.state.paths.looked_for(c_new, lua_new);
+        self.state.paths.looked_for(c_new, lua_new, stripped_new);
     }
 
     /// Asks the path finder for every C function reachable now, recorded
@@ -122,11 +124,14 @@ impl NativeSession {
     }
 
     /// Records the Lua paths of Lua functions: `list` is `{ {path,
-    /// short_src, linedefined, lastlinedefined}, ... }`, first path wins.
-    /// (They name the recorded functions, not the profile's frames: a kept
-    /// profile stays.)
+    /// short_src, linedefined, lastlinedefined}, ... }`, first path wins;
+    /// a function of bytecode without lines comes with itself, `{path or
+    /// false, short_src, first, last, fn}` (its lines in its source file),
+    /// and is known by its prototype. (They name the recorded functions,
+    /// not the profile's frames: a kept profile stays.)
     fn name_lua_functions(&mut self, list: Table) -> mlua::Result<()> {
         let mut found = Vec::new();
+        let mut stripped = Vec::new();
         let mut failed = Ok(());
         for entry in list.sequence_values::<Table>() {
             let entry = match entry {
@@ -136,6 +141,15 @@ impl NativeSession {
                     break;
                 }
             };
+            if let Ok(f) = entry.raw_get::<mlua::Function>(5) {
+                if let (Some(pt), Ok(first), Ok(last)) =
+                    (sys::stripped_proto(&f), entry.raw_get::<u32>(3), entry.raw_get::<u32>(4))
+                {
+                    let path = entry.raw_get::<Option<String>>(1).ok().flatten();
+                    stripped.push((pt as u64, StrippedFunction { path, first, last }));
+                }
+                continue;
+            }
             if let (Ok(path), Ok(src), Ok(first), Ok(last)) = (
                 entry.raw_get::<String>(1),
                 entry.raw_get::<String>(2),
@@ -146,6 +160,7 @@ impl NativeSession {
             }
         }
         self.state.paths.name_lua_functions(found);
+        self.state.paths.name_stripped(stripped);
         failed
     }
 

@@ -188,15 +188,73 @@ function M.collect_builtins()
   return walk(function(f) return type(f) == "function" and tostring(f):find("builtin#", 1, true) ~= nil end)
 end
 
+--- Upvalues of a function read at most, over one walk's functions of
+-- bytecode without lines.
+M.MAX_UPVALUES = 20000
+
+-- Whether `info` (debug.getinfo "S") is a function of bytecode loaded
+-- without its debug information: defined at line 0, spanning none.
+local function is_stripped(info)
+  return info.what == "Lua" and info.linedefined == 0 and info.lastlinedefined == 0
+end
+
 --- Lists the Lua functions reachable the same way, each with where it is
 -- defined, to name the functions a session recorded (`love.update` rather
 -- than the `update` its caller used).
--- @treturn table an array of `{ path, short_src, linedefined, lastlinedefined }`
+--
+-- A function of bytecode without lines (Neovim 0.12's runtime) is listed
+-- with the function itself, its frames being its prototype's
+-- (`vim/shared.lua:@0x...`): reached by a path, or only as an upvalue of
+-- such a function (a module's local functions), and placed in its source
+-- file by its bytecode where that file can be read
+-- (`tecs.profile.funcmap.stripped_spans`), at lines 0-0 where not.
+-- @treturn table an array of `{ path, short_src, linedefined,
+--   lastlinedefined }`, and `{ path or false, short_src, first, last, fn }`
+--   for a function without lines
 function M.collect_lua()
-  local list = {}
+  local list, stripped, by_file = {}, {}, {}
+  local function add_stripped(path, fn, info)
+    stripped[#stripped + 1] = { path or false, info.short_src, 0, 0, fn }
+    local fns = by_file[info.short_src] or {}
+    by_file[info.short_src] = fns
+    fns[#fns + 1] = fn
+  end
+  local seen = {}
   for _, entry in ipairs(walk(is_lua_function)) do
     local info = debug.getinfo(entry[2], "S")
-    list[#list + 1] = { entry[1], info.short_src, info.linedefined, info.lastlinedefined }
+    if is_stripped(info) then
+      seen[entry[2]] = true
+      add_stripped(entry[1], entry[2], info)
+    else
+      list[#list + 1] = { entry[1], info.short_src, info.linedefined, info.lastlinedefined }
+    end
+  end
+  -- A module's local functions are upvalues of the functions it exports.
+  local budget, i = M.MAX_UPVALUES, 1
+  while stripped[i] and budget > 0 do
+    local fn = stripped[i][5]
+    for u = 1, 255 do
+      budget = budget - 1
+      local name, v = debug.getupvalue(fn, u)
+      if name == nil or budget <= 0 then break end
+      if type(v) == "function" and not seen[v] then
+        seen[v] = true
+        local info = is_lua_function(v) and debug.getinfo(v, "S")
+        if info and is_stripped(info) then add_stripped(nil, v, info) end
+      end
+    end
+    i = i + 1
+  end
+  if next(by_file) then
+    local ok, funcmap = pcall(require, "tecs.profile.funcmap")
+    for file, fns in pairs(by_file) do
+      local spans = ok and funcmap.stripped_spans(file, fns) or {}
+      for _, entry in ipairs(stripped) do
+        local span = entry[2] == file and spans[entry[5]]
+        if span then entry[3], entry[4] = span[1], span[2] end
+      end
+    end
+    for _, entry in ipairs(stripped) do list[#list + 1] = entry end
   end
   return list
 end

@@ -85,22 +85,30 @@ function M.name_from_source(line)
   return nil
 end
 
--- Collects the info of `fn` and of every prototype nested in it, and marks
--- in `code` the lines that have bytecode.
-local function walk(fn, out, code)
-  local info = util.funcinfo(fn)
-  out[#out + 1] = info
-  for pc = 1, (info.bytecodes or 0) - 1 do
-    local line = util.funcinfo(fn, pc).currentline
-    if line then code[line] = true end
-  end
+-- Calls `visit(proto)` for `fn` and every prototype nested in it, outer
+-- first.
+local function each_proto(fn, visit)
+  visit(fn)
   local i = -1
   while true do
     local k = util.funck(fn, i)
     if k == nil then break end
-    if type(k) == "proto" then walk(k, out, code) end
+    if type(k) == "proto" then each_proto(k, visit) end
     i = i - 1
   end
+end
+
+-- Collects the info of `chunk` and of every prototype nested in it, and
+-- marks in `code` the lines that have bytecode.
+local function walk(chunk, out, code)
+  each_proto(chunk, function(fn)
+    local info = util.funcinfo(fn)
+    out[#out + 1] = info
+    for pc = 1, (info.bytecodes or 0) - 1 do
+      local line = util.funcinfo(fn, pc).currentline
+      if line then code[line] = true end
+    end
+  end)
 end
 
 -- The keys of a set of line numbers, sorted.
@@ -137,6 +145,83 @@ function M.for_file(file)
     end
   end
   return entry
+end
+
+-- Opcodes the VM rewrites in place as code gets hot, compiled or
+-- blacklisted (`IFORL`, `JFORI`, a `JITERL` or `JLOOP` holding its trace's
+-- number, an `ITERN` whose trace makes it a `JLOOP`), or despecializes
+-- (`ITERN` to `ITERC`, `ISNEXT` to `JMP`), operands included: each is
+-- known by its family alone.
+local REWRITTEN = {
+  FORI = "FORI", JFORI = "FORI", FORL = "FORL", IFORL = "FORL", JFORL = "FORL",
+  ITERL = "ITERL", IITERL = "ITERL", JITERL = "ITERL",
+  LOOP = "LOOP", ILOOP = "LOOP", JLOOP = "LOOP", ITERN = "LOOP", ITERC = "LOOP",
+  ISNEXT = "JMP", JMP = "JMP",
+}
+
+-- What tells a function's bytecode from the others of its file: its
+-- instructions and constants, the same whether the chunk was compiled from
+-- the source or loaded from bytecode without its debug information, and
+-- however the VM has rewritten its hot loops since.
+local function fingerprint(fn, names)
+  local info = util.funcinfo(fn)
+  local parts = { info.params or 0, info.stackslots or 0, info.upvalues or 0, info.isvararg and 1 or 0 }
+  for pc = 1, (info.bytecodes or 0) - 1 do
+    local ins = util.funcbc(fn, pc) or 0
+    local op = ins % 256
+    local family = REWRITTEN[names:sub(op * 6 + 1, op * 6 + 6):match("^%S+")]
+    parts[#parts + 1] = family or ins
+  end
+  for i = 0, (info.nconsts or 0) - 1 do parts[#parts + 1] = tostring(util.funck(fn, i)) end
+  for i = -1, -(info.gcconsts or 0), -1 do
+    local k = util.funck(fn, i)
+    parts[#parts + 1] = type(k) == "string" and string.format("%q", k) or type(k)
+  end
+  return table.concat(parts, ",")
+end
+
+-- A file's prototypes by fingerprint, for `stripped_spans` (a file read and
+-- compiled once): fingerprint -> { first, last }, false where two
+-- prototypes share one.
+local spans_by_file = {}
+
+--- Where functions loaded from bytecode without lines (Neovim 0.12's
+-- runtime, `string.dump(f, true)`) are defined in their source file, if it
+-- can be read: each function's bytecode is matched with the prototypes of
+-- the file compiled (never run). A function two prototypes could be is not
+-- matched.
+-- @tparam string file the chunk's short name
+-- @tparam {function,...} fns functions of that chunk
+-- @treturn table `{ [fn] = { first, last } }` for the functions matched
+function M.stripped_spans(file, fns)
+  local found = {}
+  local ok_vmdef, vmdef = pcall(require, "jit.vmdef")
+  local names = ok_vmdef and type(vmdef) == "table" and vmdef.bcnames
+  if not ok_util or type(names) ~= "string" then return found end
+  local spans = spans_by_file[file]
+  if spans == nil then
+    spans = false
+    local text = read_source(file)
+    local chunk = text and text:byte(1) ~= 27 and loadstring(text, "@" .. file)
+    if chunk then
+      spans = {}
+      each_proto(chunk, function(proto)
+        local info = util.funcinfo(proto)
+        if info.linedefined and info.linedefined > 0 then
+          local key = fingerprint(proto, names)
+          spans[key] = spans[key] == nil and { info.linedefined, info.lastlinedefined or info.linedefined } or false
+        end
+      end)
+    end
+    spans_by_file[file] = spans
+  end
+  if spans then
+    for _, fn in ipairs(fns) do
+      local span = spans[fingerprint(fn, names)]
+      if span then found[fn] = span end
+    end
+  end
+  return found
 end
 
 --- Function map for a list of files; a file that cannot be read or

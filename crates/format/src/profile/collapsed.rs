@@ -202,7 +202,8 @@ pub fn looks_like_code(frame: &str) -> bool {
     match frame.rfind(':') {
         Some(i) => {
             let digits = &frame[i + 1..];
-            !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                || crate::profile::frames::file_proto(frame).is_some()
         }
         None => BASE_BUILTINS.contains(&frame) || (!frame.contains(' ') && is_builtin_like(frame)),
     }

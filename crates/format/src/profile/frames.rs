@@ -74,9 +74,27 @@ pub fn file_span(frame: &str) -> Option<(&str, u32, u32)> {
     Some((file, a.parse().ok()?, b.parse().ok()?))
 }
 
+/// Splits the frame of a function whose bytecode has no lines
+/// (`file:@0xADDR`, see `trace_decoder::text::write_frame`): its file and
+/// the address of its prototype, which tells it from the chunk's others.
+pub fn file_proto(frame: &str) -> Option<(&str, u64)> {
+    if frame.starts_with('[') || frame.starts_with('<') {
+        return None;
+    }
+    let i = frame.rfind(':')?;
+    let (file, hex) = (&frame[..i], frame[i + 1..].strip_prefix("@0x")?);
+    if file.is_empty() || hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some((file, u64::from_str_radix(hex, 16).ok()?))
+}
+
 /// The source file of a line or function frame.
 pub fn file_of(frame: &str) -> Option<&str> {
-    file_line(frame).map(|(f, _)| f).or_else(|| file_span(frame).map(|(f, _, _)| f))
+    file_line(frame)
+        .map(|(f, _)| f)
+        .or_else(|| file_span(frame).map(|(f, _, _)| f))
+        .or_else(|| file_proto(frame).map(|(f, _)| f))
 }
 
 pub fn kind(frame: &str) -> FrameKind {
@@ -271,6 +289,12 @@ mod tests {
         assert_eq!(file_span("a/b.lua:12-40"), Some(("a/b.lua", 12, 40)));
         assert_eq!(file_span("a/b.lua:12"), None);
         assert_eq!(kind("a/b.lua:0-9"), FrameKind::Lua);
+        assert_eq!(file_proto("vim/shared.lua:@0x7f60a0"), Some(("vim/shared.lua", 0x7f60a0)));
+        assert_eq!(file_proto("vim/shared.lua:0"), None);
+        assert_eq!(file_proto("@0x7f60a0"), None);
+        assert_eq!(kind("vim/shared.lua:@0x7f60a0"), FrameKind::Lua);
+        assert_eq!(module("vim/shared.lua:@0x7f60a0"), "vim/shared.lua");
+        assert_eq!(kind("@0x7f60a0"), FrameKind::C);
         assert_eq!(module("a/b.lua:3-5"), "a/b.lua");
     }
 

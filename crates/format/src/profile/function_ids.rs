@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::frames::FrameIdentity;
-use crate::profile::frames::{file_line, file_span, FuncRange, FunctionMap, KnownFrame};
+use crate::profile::frames::{file_line, file_proto, file_span, FuncRange, FunctionMap, KnownFrame};
 
 /// Functions of one file as the VM recorded them: span -> (name, chunk).
 type RecordedFunctions<'a> = BTreeMap<(u32, u32), (Option<&'a str>, &'a str)>;
@@ -27,6 +27,12 @@ fn frame_file(frame: &str) -> Option<&str> {
     (i > 0).then(|| &frame[..i])
 }
 
+/// Whether `frame` is a function of bytecode without lines (`file:@0xADDR`)
+/// that no source file placed: its lines, 0-0, are the main chunk's.
+fn unplaced(frame: &str, id: &FrameIdentity) -> bool {
+    id.first == 0 && file_proto(frame).is_some()
+}
+
 impl FunctionMap {
     /// Uses the functions recorded while sampling, by frame text.
     pub fn apply_identities(&mut self, ids: &HashMap<String, FrameIdentity>) {
@@ -34,7 +40,7 @@ impl FunctionMap {
         let mut by_file: BTreeMap<&str, RecordedFunctions> = BTreeMap::new();
         for (frame, id) in ids {
             let Some(file) = frame_file(frame) else { continue };
-            if id.ambiguous {
+            if id.ambiguous || unplaced(frame, id) {
                 continue;
             }
             let e = by_file.entry(file).or_default().entry((id.first, id.last)).or_insert((None, &id.source));
@@ -88,6 +94,14 @@ impl FunctionMap {
                 // As the profile was named when it was written.
                 let range = (id.first > 0).then(|| (file.to_string(), id.first, id.last));
                 self.frames.insert(frame.clone(), KnownFrame { label: label.clone(), range });
+                continue;
+            }
+            if unplaced(frame, id) {
+                // Named by its path alone, or by its prototype: a row of
+                // its own, not the chunk's.
+                let shown = if file.starts_with('[') { id.source.as_str() } else { file };
+                let label = id.name.as_ref().map_or_else(|| frame.clone(), |name| format!("{} ({})", name, shown));
+                self.frames.insert(frame.clone(), KnownFrame { label, range: None });
                 continue;
             }
             let known = match labels.get(&(file, id.first, id.last)) {
@@ -212,6 +226,27 @@ mod tests {
         m.apply_identities(&ids);
         assert_eq!(m.function_of("g.lua:5"), "love.update (g.lua:3)");
         assert_eq!(m.function_of("g.lua:12"), "draw (g.lua:11)");
+        assert!(m.notes.is_empty(), "{:?}", m.notes);
+    }
+
+    #[test]
+    fn functions_without_lines_are_placed_by_their_source_or_kept_apart() {
+        let mut m = source_map();
+        let ids = HashMap::from([
+            // Placed in the source by a walk: named as the source names it.
+            ("g.lua:@0x10".to_string(), id(3, 9, Some("update"))),
+            // Not placed: by its path, or by its prototype, never the chunk.
+            ("g.lua:@0x20".to_string(), id(0, 0, Some("g.helper"))),
+            ("g.lua:@0x30".to_string(), id(0, 0, None)),
+            ("g.lua:0-30".to_string(), id(0, 30, None)),
+        ]);
+        m.apply_identities(&ids);
+        assert_eq!(m.function_of("g.lua:@0x10"), "love.update (g.lua:3)");
+        assert_eq!(m.function_of("g.lua:@0x20"), "g.helper (g.lua)");
+        assert_eq!(m.function_of("g.lua:@0x30"), "g.lua:@0x30");
+        assert_eq!(m.function_of("g.lua:0-30"), "(main chunk) g.lua");
+        assert_eq!(m.range_of("g.lua:@0x10"), Some(("g.lua", 3, 9)));
+        assert_eq!(m.range_of("g.lua:@0x20"), None);
         assert!(m.notes.is_empty(), "{:?}", m.notes);
     }
 

@@ -216,10 +216,14 @@ pub fn sanitize(raw: &[u8]) -> String {
 /// `.../tecs/profile/<module>.lua:N`, as any path the package was loaded
 /// from writes them).
 /// Whether a frame is a line or a span of Lua code (`file:N`,
-/// `file:N-M`, `[string "..."]:N`): its name ends in a line number.
+/// `file:N-M`, `[string "..."]:N`): its name ends in a line number; or a
+/// function of bytecode without lines (`file:@0xADDR`).
 fn is_lua_frame(name: &[u8]) -> bool {
     let Some(colon) = memchr::memrchr(b':', name) else { return false };
     let tail = &name[colon + 1..];
+    if let Some(hex) = tail.strip_prefix(b"@0x") {
+        return colon > 0 && !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit);
+    }
     let mut parts = tail.splitn(2, |&b| b == b'-');
     let number = |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
     let first = parts.next();

@@ -165,10 +165,15 @@ impl FrameIdentities {
 }
 
 /// Whether a frame's text can show function `f`: `file:line` with the line
-/// the VM reports, or `file:first-last` with its span (a compiled leaf).
+/// the VM reports, `file:first-last` with its span (a compiled leaf), or
+/// `file:@0xADDR` for a function of bytecode without lines (defined at
+/// line 0, with no line to report).
 fn shows(text: &[u8], f: &FrameFunction<'_>) -> bool {
     let Some(colon) = memchr::memrchr(b':', text) else { return false };
     let tail = &text[colon + 1..];
+    if tail.starts_with(b"@0x") {
+        return f.first == 0 && f.last <= 0 && f.line <= 0;
+    }
     let num = |t: &[u8]| std::str::from_utf8(t).ok().and_then(|s| s.parse::<i64>().ok());
     match memchr::memchr(b'-', tail) {
         Some(dash) => {
@@ -184,6 +189,14 @@ mod tests {
 
     fn func(first: i32, last: i32, line: i32, name: Option<&'static str>) -> FrameFunction<'static> {
         FrameFunction::new(first, last, line, name.map(str::as_bytes), b"a.lua")
+    }
+
+    #[test]
+    fn a_prototype_frame_shows_only_a_function_without_lines() {
+        assert!(shows(b"m.lua:@0x7f10", &func(0, 0, -1, None)));
+        assert!(shows(b"m.lua:@0x7f10", &func(0, 0, 0, None)));
+        assert!(!shows(b"m.lua:@0x7f10", &func(3, 9, 5, None)));
+        assert!(!shows(b"m.lua:0", &func(3, 9, 5, None)));
     }
 
     #[test]

@@ -321,6 +321,7 @@ impl SampleSink for Sampler {
         // One frame more than kept: its presence says the stack was cut.
         vm.dump(&self.fmt, -(self.depth + 1), key);
         mark_truncated(key, stack_start, self.depth);
+        name_stripped_frames(key, stack_start, vm);
         let leaf = leaf_start(key, stack_start);
         if vmstate != b'I' && self.precision != Precision::Line {
             if let Some((first, last)) = vm.leaf_span() {
@@ -532,6 +533,39 @@ fn make_room_for_leaf(key: &mut Vec<u8>, stack_start: usize, depth: i32) {
         key.drain(from..to);
     } else {
         mark_truncated(key, stack_start, depth - 1);
+    }
+}
+
+/// Rewrites each frame of the dumped stack (from `stack_start`, caller
+/// first) that LuaJIT wrote as `file:0` and that runs bytecode without
+/// lines as the tick handler writes it, `file:@0xADDR` (its prototype):
+/// else every function of such a chunk would be one frame. Asks the VM
+/// only about frames at line 0, which a chunk with lines rarely shows.
+fn name_stripped_frames(key: &mut Vec<u8>, stack_start: usize, vm: &VmStack) {
+    let ends_at_zero = |key: &[u8], end: usize| key[..end].ends_with(b":0");
+    let stack = &key[stack_start..];
+    if !memchr::memmem::find_iter(stack, b":0").any(|at| at + 2 == stack.len() || stack[at + 2] == FRAME_SEP) {
+        return;
+    }
+    let frames = memchr::memchr_iter(FRAME_SEP, stack).count() + 1;
+    // From the root (level frames - 1) to the leaf (level 0); a rewrite
+    // moves only what follows it.
+    let mut start = stack_start;
+    for level in (0..frames).rev() {
+        let end = memchr::memchr(FRAME_SEP, &key[start..]).map_or(key.len(), |i| start + i);
+        let mut next = end + 1;
+        if ends_at_zero(key, end) {
+            if let Some(pt) = vm.stripped_proto(level as i32) {
+                let mut digits = [0u8; 16];
+                let n = crate::sys::pointer_digits(pt, &mut digits);
+                let mut with = [0u8; 19];
+                with[..3].copy_from_slice(b"@0x");
+                with[3..3 + n].copy_from_slice(&digits[..n]);
+                key.splice(end - 1..end, with[..3 + n].iter().copied());
+                next += 2 + n;
+            }
+        }
+        start = next;
     }
 }
 

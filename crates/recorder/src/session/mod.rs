@@ -492,6 +492,10 @@ fn stalled_seconds(refused: u64, passed: u64, seconds: Option<f64>, interval_ns:
 /// this build's traces are proved readable in the tick handler, else
 /// `Function`. Returns why compiled code is not read in the handler.
 fn settle_precision(lua: &Lua, plan: &mut Plan) -> Result<(), &'static str> {
+    // The layout is learned whatever the session reads with it: a function
+    // of bytecode without lines is then written by its prototype in
+    // LuaJIT's mode too (`file:@0xADDR`), whatever sessions ran before.
+    let proved = platform::prove_compiled(lua);
     if plan.precision != Precision::Auto {
         return Err("the precision option asks for LuaJIT's own mode");
     }
@@ -502,7 +506,7 @@ fn settle_precision(lua: &Lua, plan: &mut Plan) -> Result<(), &'static str> {
     if !plan.own_ticks {
         return Err("the tick source is LuaJIT's own timer");
     }
-    platform::prove_compiled(lua)?;
+    proved?;
     plan.precision = Precision::Exact;
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tecs_profile_format::profile::frames::FrameIdentity;
+use tecs_profile_format::profile::frames::{file_proto, FrameIdentity};
 use tecs_profile_format::profile::stack_table::{CountsMark, Key, StackTable, FRAME_SEP};
 use tecs_profile_format::profile::{c_address, collapsed, Profile};
 
@@ -36,6 +36,19 @@ pub struct FunctionPaths {
     c_shared: HashSet<usize>,
     /// Lua functions -> Lua paths, None where a walk found none.
     lua_paths: HashMap<SpanKey, Option<String>>,
+    /// Functions of bytecode without lines (frames `file:@0xADDR`), by
+    /// prototype address -> what a walk found, None where it found none.
+    stripped: HashMap<u64, Option<StrippedFunction>>,
+}
+
+/// What a walk found of a function of bytecode without lines: the path
+/// that reaches it, if one does (else it was an upvalue of one), and the
+/// lines its source file defines it on (0-0 where that file was not read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StrippedFunction {
+    pub path: Option<String>,
+    pub first: u32,
+    pub last: u32,
 }
 
 impl FunctionPaths {
@@ -73,14 +86,30 @@ impl FunctionPaths {
         keys
     }
 
+    /// The prototypes of the functions of bytecode without lines among
+    /// `ids` (frames `file:@0xADDR`) that no walk looked for, sorted.
+    pub fn stripped_not_looked_for(&self, ids: &HashMap<String, FrameIdentity>) -> Vec<u64> {
+        let mut protos: Vec<u64> = ids
+            .keys()
+            .filter_map(|text| file_proto(text).map(|(_, pt)| pt))
+            .filter(|pt| !self.stripped.contains_key(pt))
+            .collect();
+        protos.sort_unstable();
+        protos.dedup();
+        protos
+    }
+
     /// A walk looked for these functions: those it did not name stay
     /// unnamed until [`FunctionPaths::forget_unnamed`].
-    pub fn looked_for(&mut self, c: Vec<usize>, lua: Vec<SpanKey>) {
+    pub fn looked_for(&mut self, c: Vec<usize>, lua: Vec<SpanKey>, stripped: Vec<u64>) {
         for addr in c {
             self.c_paths.entry(addr).or_insert(None);
         }
         for key in lua {
             self.lua_paths.entry(key).or_insert(None);
+        }
+        for pt in stripped {
+            self.stripped.entry(pt).or_insert(None);
         }
     }
 
@@ -89,6 +118,18 @@ impl FunctionPaths {
     pub fn forget_unnamed(&mut self) {
         self.c_paths.retain(|_, path| path.is_some());
         self.lua_paths.retain(|_, path| path.is_some());
+        self.stripped.retain(|_, found| found.is_some());
+    }
+
+    /// Records what a walk found of functions of bytecode without lines,
+    /// by prototype address; the first found of a prototype wins.
+    pub fn name_stripped(&mut self, list: impl IntoIterator<Item = (u64, StrippedFunction)>) {
+        for (pt, found) in list {
+            let named = self.stripped.entry(pt).or_insert(None);
+            if named.is_none() {
+                *named = Some(found);
+            }
+        }
     }
 
     /// Records the Lua paths of C functions, one walk's list in its order:
@@ -134,13 +175,24 @@ impl FunctionPaths {
 
     /// Names the recorded functions `ids` by their Lua paths where a walk
     /// found one.
+    ///
+    /// A function of bytecode without lines takes the lines its source
+    /// file defines it on, where a walk found them, so that it is named
+    /// and placed as a function compiled from that file would be.
     pub fn name_identities(&self, ids: &mut HashMap<String, FrameIdentity>) {
-        if self.lua_paths.is_empty() {
+        if self.lua_paths.is_empty() && self.stripped.is_empty() {
             return;
         }
-        for id in ids.values_mut() {
+        for (text, id) in ids.iter_mut() {
             if let Some(Some(path)) = self.lua_paths.get(&span_key(&id.source, id.first, id.last)) {
                 id.name = Some(path.clone());
+            }
+            let Some((_, pt)) = file_proto(text) else { continue };
+            if let Some(Some(found)) = self.stripped.get(&pt) {
+                (id.first, id.last) = (found.first, found.last.max(found.first));
+                if let Some(path) = &found.path {
+                    id.name = Some(path.clone());
+                }
             }
         }
     }

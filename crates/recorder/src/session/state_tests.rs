@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use tecs_profile_format::profile::frames::FrameIdentity;
 use tecs_profile_format::profile::stack_table::{Key, StackTable, FRAME_SEP};
 
-use super::{frames_window, span_key, CallSiteFixes, FunctionPaths, SessionState};
+use super::{frames_window, span_key, CallSiteFixes, FunctionPaths, SessionState, StrippedFunction};
 use crate::record::timeline::{FrameSpan, Timeline};
 
 /// A table holding one sample of each stack (frames root first).
@@ -36,7 +36,7 @@ fn c_addresses_are_whole_frames_not_looked_for_yet() {
     let mut paths = FunctionPaths::default();
     // `x@0x30` is a frame whose text holds an `@`, not a C function.
     assert_eq!(sorted(paths.c_addresses_not_looked_for(&t)), vec![0x10, 0x20]);
-    paths.looked_for(vec![0x10], Vec::new());
+    paths.looked_for(vec![0x10], Vec::new(), Vec::new());
     assert_eq!(paths.c_addresses_not_looked_for(&t), vec![0x20]);
     // Looked for and not found: asked again once forgotten.
     paths.forget_unnamed();
@@ -52,8 +52,32 @@ fn lua_functions_not_looked_for_are_sorted_once_each() {
     let mut paths = FunctionPaths::default();
     let keys = paths.lua_functions_not_looked_for(&ids);
     assert_eq!(keys, vec![span_key("a.lua", 0, 0), span_key("b.lua", 4, 9)]);
-    paths.looked_for(Vec::new(), vec![span_key("a.lua", 0, 0)]);
+    paths.looked_for(Vec::new(), vec![span_key("a.lua", 0, 0)], Vec::new());
     assert_eq!(paths.lua_functions_not_looked_for(&ids), vec![span_key("b.lua", 4, 9)]);
+}
+
+#[test]
+fn functions_without_lines_are_named_by_their_prototype() {
+    let mut ids = HashMap::new();
+    ids.insert("m.lua:@0x10".to_string(), identity("m.lua", 0, 0));
+    ids.insert("m.lua:@0x20".to_string(), identity("m.lua", 0, 0));
+    ids.insert("m.lua:0".to_string(), identity("m.lua", 0, 0));
+    let mut paths = FunctionPaths::default();
+    assert_eq!(paths.stripped_not_looked_for(&ids), vec![0x10, 0x20]);
+    paths.looked_for(Vec::new(), Vec::new(), vec![0x10, 0x20]);
+    assert!(paths.stripped_not_looked_for(&ids).is_empty());
+    paths.name_stripped([
+        (0x10, StrippedFunction { path: Some("m.f".into()), first: 3, last: 9 }),
+        (0x10, StrippedFunction { path: Some("m.g".into()), first: 0, last: 0 }),
+    ]);
+    paths.name_identities(&mut ids);
+    assert_eq!((ids["m.lua:@0x10"].first, ids["m.lua:@0x10"].last), (3, 9));
+    assert_eq!(ids["m.lua:@0x10"].name.as_deref(), Some("m.f"), "the first found wins");
+    assert_eq!((ids["m.lua:@0x20"].first, ids["m.lua:@0x20"].name.as_deref()), (0, None));
+    assert_eq!((ids["m.lua:0"].first, ids["m.lua:0"].name.as_deref()), (0, None));
+    // Not found: asked again once forgotten.
+    paths.forget_unnamed();
+    assert_eq!(paths.stripped_not_looked_for(&ids), vec![0x20]);
 }
 
 #[test]
@@ -101,7 +125,7 @@ fn lua_paths_name_identities_first_path_wins() {
         ("love.update".to_string(), "g.lua".to_string(), 9, 20),
         ("game.update".to_string(), "g.lua".to_string(), 9, 20),
     ]);
-    paths.looked_for(Vec::new(), vec![span_key("g.lua", 29, 31)]);
+    paths.looked_for(Vec::new(), vec![span_key("g.lua", 29, 31)], Vec::new());
     paths.name_identities(&mut ids);
     assert_eq!(ids["g.lua:10"].name.as_deref(), Some("love.update"));
     assert_eq!(ids["g.lua:30"].name, None);

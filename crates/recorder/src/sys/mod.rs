@@ -231,6 +231,28 @@ impl VmStack {
         self.l as usize
     }
 
+    /// The prototype of the Lua function at stack `level` when its bytecode
+    /// has no lines (see [`stripped_proto`]), or None. Asked only of a
+    /// frame LuaJIT's dump wrote as `file:0`.
+    pub fn stripped_proto(&self, level: i32) -> Option<usize> {
+        // SAFETY: `l` is the running callback's thread; lua_getinfo "f"
+        // pushes the frame's function after lua_checkstack made room, and
+        // it is popped before returning, the stack as it was; the function
+        // is live while on the stack, where its header is read.
+        unsafe {
+            let mut ar = std::mem::MaybeUninit::<ffi::lua_Debug>::zeroed().assume_init();
+            if ffi::lua_getstack(self.l, level, &mut ar) == 0 || ffi::lua_checkstack(self.l, 1) == 0 {
+                return None;
+            }
+            if ffi::lua_getinfo(self.l, c"f".as_ptr(), &mut ar) == 0 {
+                return None;
+            }
+            let pt = crate::trace_decoder::stripped_proto(ffi::lua_topointer(self.l, -1));
+            ffi::lua_settop(self.l, -2);
+            pt
+        }
+    }
+
     /// First and last line of the Lua function running at level 0 (the main
     /// chunk starts at line 0), or None when that frame is not Lua code.
     #[inline]
@@ -452,6 +474,16 @@ pub fn c_function_address(lua: &Lua, f: &mlua::Function) -> mlua::Result<Option<
         })?;
     }
     Ok((out != 0).then_some(out))
+}
+
+/// The prototype of the Lua function `f` when its bytecode has no lines:
+/// the address its frames are written by (`file:@0xADDR`). None for other
+/// functions, and where the tick handler does not read the VM's stack.
+pub fn stripped_proto(f: &mlua::Function) -> Option<usize> {
+    // SAFETY: `f` is a live function of this state, which its reference
+    // keeps alive for the call; the decoder reads its header and its
+    // prototype's only once it learned this build's layout.
+    unsafe { crate::trace_decoder::stripped_proto(f.to_pointer()) }
 }
 
 /// Whether `addr` lies in this library (the profiler's own C functions).

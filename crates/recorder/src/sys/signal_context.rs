@@ -193,6 +193,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("trace_decoder/text.rs: write_identities", "writes frames' identities into a fixed buffer"),
     entry("trace_decoder/text.rs: write_identity", "writes a frame's identity into a fixed buffer"),
     entry("trace_decoder/text.rs: line_of", "reads a live prototype's line table"),
+    entry("trace_decoder/text.rs: is_stripped", "reads two fields of a live prototype"),
     entry("trace_decoder/text.rs: uleb128", "reads a live prototype's debug info"),
     entry("trace_decoder/text.rs: cstr", "borrows a string of live VM memory, copies nothing"),
     entry("trace_decoder/text.rs: local_name", "reads a live prototype's debug info"),

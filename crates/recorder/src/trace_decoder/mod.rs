@@ -124,6 +124,21 @@ pub fn counts() -> (u64, [u64; MISS_KINDS]) {
     (READ.load(Ordering::Relaxed), m)
 }
 
+/// The prototype of the Lua function `f` (as `lua_topointer` gives it), if
+/// its bytecode was loaded without lines: what the handler writes its
+/// frames by (`file:@0xADDR`, [`text::write_frame`]). None while no VM's
+/// layout was learned, where the frames are LuaJIT's (`file:0`).
+///
+/// # Safety
+/// `f` must be a live function object of a VM of this process.
+pub unsafe fn stripped_proto(f: *const c_void) -> Option<usize> {
+    if LEARNED_FOR.load(Ordering::Acquire) == 0 || f.is_null() {
+        return None;
+    }
+    let pt = lua_proto(Frame::of(f as usize, 0))?;
+    is_stripped(pt).then_some(pt)
+}
+
 /// Names of the `Miss` kinds, in order, for `stats()`.
 pub const MISS_NAMES: [&str; MISS_KINDS] = ["trace", "address", "frame", "function", "full"];
 

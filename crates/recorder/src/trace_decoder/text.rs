@@ -128,7 +128,17 @@ pub(super) unsafe fn line_of(pt: usize, ins: usize) -> i64 {
         }
 }
 
-/// Writes one frame as LuaJIT's stack dump does with the `pl` format.
+/// Whether the prototype `pt` was loaded from bytecode without its debug
+/// information: no line of any instruction, its definition at line 0.
+///
+/// # Safety
+/// `pt` must be a live prototype.
+pub(super) unsafe fn is_stripped(pt: usize) -> bool {
+    at::<usize>(pt + PROTO_LINEINFO) == 0 && at::<i32>(pt + PROTO_FIRSTLINE) == 0
+}
+
+/// Writes one frame as LuaJIT's stack dump does with the `pl` format, but
+/// for a prototype without lines (see [`is_stripped`]): `file:@0xADDR`.
 ///
 /// # Safety
 /// As [`lua_proto`].
@@ -144,6 +154,14 @@ pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
             Some(b'=') | Some(b'@') => out.bytes(&text[1..]),
             _ => out.bytes(b"[string]"),
         };
+        if is_stripped(pt) {
+            // Bytecode without its lines (`string.dump(f, true)`, Neovim
+            // 0.12's runtime): every function of the chunk would be
+            // `file:0`, so the frame names the prototype.
+            let mut d = [0u8; 16];
+            let n = pointer_digits(pt, &mut d);
+            return ok && out.bytes(b":@0x") && out.bytes(&d[..n]);
+        }
         ok && out.bytes(b":") && out.int(line_of(pt, f.ins))
     } else if at::<u8>(f.func + FN_FFID) == FF_C {
         let mut d = [0u8; 16];
