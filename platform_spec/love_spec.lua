@@ -209,6 +209,21 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.matches("wrapped again=false\n", out)
   end)
 
+  it("says where a frame waited on the wall clock: love.timer.sleep is a sleep, a busy frame no wait", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_waits", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    -- 150 ms asleep at 1 ms of real time: about 150 samples (about 40 on
+    -- a clock of the kernel's tick), nearly all in love.timer.sleep.
+    local samples, kind, share = out:match("sleep_frame samples=(%d+) wait=(%S+) share=([%d.]+)\n")
+    assert.equal("sleep", kind, out)
+    assert.is_true(tonumber(share) >= 0.5, out)
+    local _, busy_kind, busy_share = out:match("busy_frame samples=(%d+) wait=(%S+) share=([%d.]+)\n")
+    assert.is_true(busy_kind ~= "sleep" or tonumber(busy_share) < 0.2, out)
+    assert.is_true(tonumber(samples) >= 10, out)
+    assert.matches("love.timer.sleep[^\n]*; waits: sleep %d+%%", out)
+  end)
+
   it("runs each LÖVE callback in a zone named after it, the game's own zones inside", function()
     local env = { LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" }
     local rc, out = love(root .. "/platform_spec/fixtures/love_zones", "", env)

@@ -223,6 +223,40 @@ describe("the time axis", function()
     assert.is_true(tonumber(waited) >= 140, text)
   end)
 
+  it("on the wall clock, says where a frame waited: another process, I/O, the collector", function()
+    local s = profile.sample({ clock = "wall", intervalMs = 1 })
+    profile.frame()
+    os.execute("sleep 0.1") -- frame 1: waits for a child process
+    profile.frame()
+    local pipe = assert(io.popen("sleep 0.1; echo done")) -- frame 2: waits reading its pipe
+    assert.equal("done\n", pipe:read("*a"))
+    pipe:close()
+    profile.frame()
+    local began = os.clock() -- frame 3: CPU only
+    local x = 0
+    while os.clock() - began < 0.05 do x = (x + 1) % 7 end
+    profile.frame()
+    s:stop()
+    local by_index = {}
+    for _, h in ipairs(s:hitches(4)) do by_index[h.index] = h end
+    local function first_wait(h)
+      local w = h.waits[1] or {}
+      return w.kind, w.share or 0, string.format("%s %.2f of %d samples", tostring(w.kind), w.share or 0, h.samples)
+    end
+    -- About 100 samples each (25 on a clock of the kernel's tick): nearly
+    -- all in the function the frame waited in.
+    local kind, share, said = first_wait(by_index[1])
+    assert.is_true(kind == "process" and share >= 0.5, said)
+    kind, share, said = first_wait(by_index[2])
+    assert.is_true(kind == "I/O" and share >= 0.5, said)
+    for _, w in ipairs(by_index[3].waits) do
+      assert.is_true(w.kind == "collector" or w.share < 0.2, select(3, first_wait(by_index[3])))
+    end
+    local text = require("tecs.profile.timeline").hitches_text(s:hitches(4), #s:frames())
+    assert.matches("; waits: process %d+%%", text)
+    assert.matches("; waits: I/O %d+%%", text)
+  end)
+
   it("keeps frames but no samples with timelineSamples = 0", function()
     local s = profile.sample({ intervalMs = 1, timelineSamples = 0 })
     profile.frame()

@@ -286,6 +286,13 @@ pub(super) fn hitches_text(_: &Lua, (hitches, frames): (Table, u64)) -> mlua::Re
                 top.push((f.get::<String>("name")?, f.get::<f64>("share")?));
             }
         }
+        let mut waits = Vec::new();
+        if let Some(t) = h.get::<Option<Table>>("waits")? {
+            for w in t.sequence_values::<Table>() {
+                let w = w?;
+                waits.push((w.get::<String>("kind")?, w.get::<f64>("share")?));
+            }
+        }
         list.push(crate::views::timeline::Hitch {
             index: h.get::<f64>("index")? as u64,
             ms: h.get("ms")?,
@@ -294,6 +301,7 @@ pub(super) fn hitches_text(_: &Lua, (hitches, frames): (Table, u64)) -> mlua::Re
             allocated_bytes: h.get("allocatedBytes")?,
             cpu_ms: h.get("cpuMs")?,
             top,
+            waits,
         });
     }
     Ok(crate::views::timeline::hitches_text(&list, frames))

@@ -126,7 +126,7 @@ local function slowest_frames(session, n)
       top[j] = { name = f.name, share = f.share }
     end
     slow[i] = { index = h.index, startMs = h.startMs, ms = h.ms, samples = h.samples, gcSamples = h.gcSamples,
-      cpuMs = h.cpuMs, top = top }
+      cpuMs = h.cpuMs, top = top, waits = #h.waits > 0 and h.waits or nil }
   end
   return slow, #frames
 end

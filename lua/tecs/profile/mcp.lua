@@ -126,7 +126,10 @@ M.TOOLS = {
         top = { type = "array", items = SHARE },
         zones = { type = "array", items = SHARE },
         slowest = { type = "array", items = { type = "object", properties = {
-          index = { type = "integer" }, ms = { type = "number" }, top = { type = "array", items = SHARE } } } },
+          index = { type = "integer" }, ms = { type = "number" }, top = { type = "array", items = SHARE },
+          waits = { type = "array", description = "where the frame waited, by kind (present, sleep, process, "
+            .. "I/O, collector), with its share of the frame's samples", items = { type = "object", properties = {
+            kind = { type = "string" }, share = { type = "number" } } } } } } },
       },
       required = { "samples", "path", "top" },
     },
@@ -286,7 +289,7 @@ local function stopped(target, a)
     slowest = {}
     for i, f in ipairs(a.hitches) do
       lines[#lines + 1] = "  " .. attach.slow_frame_text(f)
-      slowest[i] = { index = f.index, ms = f.ms, top = f.top }
+      slowest[i] = { index = f.index, ms = f.ms, top = f.top, waits = f.waits and #f.waits > 0 and f.waits or nil }
     end
   end
   lines[#lines + 1] = "Next: report with by = \"zone\" or \"line\", then = \"caller\", or hitches = N for other "

@@ -29,6 +29,50 @@ function M.hitches_text(hitches, frames)
   return require("tecs.profile.native").hitchesText(hitches, frames)
 end
 
+--- Where a frame's time went that was not its Lua code's own: the kinds
+-- of wait a sample's function says, by its name as the views give it
+-- (exact, or a prefix). On the wall clock (`clock = "wall"`) a frame's
+-- samples fall in these functions while the thread waits in them; on the
+-- CPU clock only their CPU time is sampled (`cpuMs` says the rest).
+M.WAITS = {
+  { kind = "present", names = { "love.graphics.present", "love.window.updateMode" } },
+  { kind = "sleep", names = { "love.timer.sleep", "socket.sleep", "ngx.sleep", "vim.wait", "vim.uv.sleep",
+    "vim.loop.sleep" } },
+  { kind = "process", names = { "os.execute", "io.popen", "vim.fn.system", "vim.fn.systemlist" } },
+  { kind = "I/O", prefixes = { "io.", "file:", "love.filesystem.", "socket.", "ngx.socket." } },
+}
+
+-- The wait kind of a function named `name`, or nil.
+local function wait_kind(name)
+  for _, w in ipairs(M.WAITS) do
+    for _, n in ipairs(w.names or {}) do
+      if name == n then return w.kind end
+    end
+    for _, p in ipairs(w.prefixes or {}) do
+      if name:sub(1, #p) == p then return w.kind end
+    end
+  end
+end
+
+-- The waits of a frame whose samples ran in `top` (shares by function),
+-- `gc` of its `samples` in the collector: `{ { kind, share }, ... }`,
+-- largest first.
+local function waits_of(top, samples, gc)
+  local by_kind = {}
+  for _, t in ipairs(top) do
+    local kind = wait_kind(t.name)
+    if kind then by_kind[kind] = (by_kind[kind] or 0) + t.share end
+  end
+  if samples > 0 and gc > 0 then by_kind.collector = gc / samples end
+  local list = {}
+  for kind, share in pairs(by_kind) do list[#list + 1] = { kind = kind, share = share } end
+  table.sort(list, function(a, b)
+    if a.share ~= b.share then return a.share > b.share end
+    return a.kind < b.kind
+  end)
+  return list
+end
+
 --- The `n` slowest of `frames` (records as `SampleSession:frames` gives
 -- them), slowest first, as `SampleSession:hitches` returns them.
 -- @tparam table frames
@@ -56,7 +100,8 @@ function M.slowest(frames, n, functions_of)
       top[j] = { name = r.name, share = r.samples / total }
     end
     out[i] = { index = f.index, ms = f.ms, startMs = f.startMs, samples = f.samples, gcSamples = f.gcSamples,
-      cpuMs = f.cpuMs, allocatedBytes = f.allocatedBytes, top = top }
+      cpuMs = f.cpuMs, allocatedBytes = f.allocatedBytes, top = top,
+      waits = waits_of(top, f.samples or 0, f.gcSamples or 0) }
   end
   return out
 end

@@ -19,6 +19,10 @@ pub struct Hitch {
     pub cpu_ms: Option<f64>,
     /// What ran in it, heaviest first: name and share of its samples.
     pub top: Vec<(String, f64)>,
+    /// Where it waited, largest first: the kind of wait its samples' functions
+    /// say (`present`, `sleep`, `process`, `I/O`, `collector`) and their share
+    /// of its samples (see `tecs.profile.timeline.WAITS`).
+    pub waits: Vec<(String, f64)>,
 }
 
 /// What is said when no frame was marked.
@@ -46,7 +50,11 @@ pub fn hitches_text(hitches: &[Hitch], frames: u64) -> String {
     for h in hitches {
         let top: Vec<String> =
             h.top.iter().take(3).map(|(name, share)| format!("{:.0}% {}", share * 100.0, name)).collect();
-        let what = if !top.is_empty() {
+        let waits: Vec<String> =
+            h.waits.iter().take(3).map(|(kind, share)| format!("{} {:.0}%", kind, share * 100.0)).collect();
+        let what = if !top.is_empty() && !waits.is_empty() {
+            format!("{}; waits: {}", top.join(", "), waits.join(", "))
+        } else if !top.is_empty() {
             top.join(", ")
         } else if h.samples > 0 {
             "(samples not kept: a fast frame, see slowFrameMs)".to_string()
@@ -118,6 +126,7 @@ mod tests {
             allocated_bytes: None,
             cpu_ms: None,
             top: top.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
+            waits: Vec::new(),
         };
         let text = hitches_text(
             &[h(7, 52.25, 50, &[("a", 0.6), ("b", 0.3), ("c", 0.05), ("d", 0.05)]), h(3, 2.0, 0, &[])],
@@ -136,6 +145,13 @@ mod tests {
             hitches_text(&[waited, h(4, 2.0, 0, &[])], 10),
             "Slowest 2 of 10 frames:\n   frame        ms    on CPU   waiting  samples    gc  what ran (share of its samples)\n       9    120.00      3.50    116.50        3     1  100% a\n       4      2.00         ?         ?        0     1  (no samples)\n"
         );
+        // On the wall clock: where it waited, by kind, after what ran.
+        let slept = Hitch {
+            waits: vec![("sleep".into(), 0.9), ("collector".into(), 0.02)],
+            ..h(5, 110.0, 100, &[("love.timer.sleep", 0.9), ("a", 0.1)])
+        };
+        let text = hitches_text(&[slept], 10);
+        assert!(text.contains("  90% love.timer.sleep, 10% a; waits: sleep 90%, collector 2%\n"), "{}", text);
     }
 
     #[test]

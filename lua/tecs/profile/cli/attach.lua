@@ -123,8 +123,14 @@ function M.slow_frame_text(f)
   for i, t in ipairs(f.top or {}) do parts[i] = string.format("%s %.0f%%", t.name, t.share * 100) end
   local cpu = f.cpuMs and string.format(" (%.1f ms on CPU, %.1f ms waiting)", f.cpuMs, math.max(0, f.ms - f.cpuMs))
     or ""
-  return string.format("frame %d: %.1f ms%s%s", f.index, f.ms, cpu,
-    #parts > 0 and ("  " .. table.concat(parts, ", ")) or "")
+  local waits = {}
+  for i, w in ipairs(f.waits or {}) do
+    if i > 3 then break end
+    waits[i] = string.format("%s %.0f%%", w.kind, w.share * 100)
+  end
+  return string.format("frame %d: %.1f ms%s%s%s", f.index, f.ms, cpu,
+    #parts > 0 and ("  " .. table.concat(parts, ", ")) or "",
+    #waits > 0 and ("; waits: " .. table.concat(waits, ", ")) or "")
 end
 
 -- The answer of `cmd` as text.
