@@ -247,7 +247,7 @@ impl VmStack {
             if ffi::lua_getinfo(self.l, c"f".as_ptr(), &mut ar) == 0 {
                 return None;
             }
-            let pt = crate::trace_decoder::stripped_proto(ffi::lua_topointer(self.l, -1));
+            let pt = stripped_proto_at(ffi::lua_topointer(self.l, -1));
             ffi::lua_settop(self.l, -2);
             pt
         }
@@ -481,9 +481,24 @@ pub fn c_function_address(lua: &Lua, f: &mlua::Function) -> mlua::Result<Option<
 /// functions, and where the tick handler does not read the VM's stack.
 pub fn stripped_proto(f: &mlua::Function) -> Option<usize> {
     // SAFETY: `f` is a live function of this state, which its reference
-    // keeps alive for the call; the decoder reads its header and its
-    // prototype's only once it learned this build's layout.
-    unsafe { crate::trace_decoder::stripped_proto(f.to_pointer()) }
+    // keeps alive for the call.
+    unsafe { stripped_proto_at(f.to_pointer()) }
+}
+
+/// [`stripped_proto`] of the function object at `f`: the decoder reads its
+/// header and its prototype's only once it learned this build's layout;
+/// there is no decoder off Linux.
+///
+/// # Safety
+/// `f` must be a live function object of a VM of this process.
+unsafe fn stripped_proto_at(f: *const c_void) -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    return crate::trace_decoder::stripped_proto(f);
+    #[cfg(not(target_os = "linux"))]
+    return {
+        let _ = f;
+        None
+    };
 }
 
 /// Whether `addr` lies in this library (the profiler's own C functions).
