@@ -130,6 +130,7 @@ const OP_AREF: u8 = 56;
 const OP_HREFK: u8 = 57;
 const OP_LREF: u8 = 65;
 const OP_ALOAD: u8 = 66;
+const OP_ULOAD: u8 = 68;
 const OP_SLOAD: u8 = 71;
 const OP_ALEN: u8 = 73;
 const OP_MOD: u8 = 45;
@@ -147,6 +148,9 @@ const OP_CONV: u8 = 91;
 const OP_TOBIT: u8 = 92;
 const OP_STRTO: u8 = 94;
 const IRT_NUM: u8 = 14;
+/// The types of GC objects and pointers (`irt_isaddr`: light userdata to
+/// userdata), whose tag a GC64 build keeps in the top bits of the value.
+const IRT_ADDR: std::ops::RangeInclusive<u8> = 3..=12;
 const OP_GCSTEP: u8 = 15;
 const OP_NEWREF: u8 = 59;
 const IRT_GUARD: u8 = 0x80;
@@ -170,7 +174,12 @@ fn sunk(i: &Ins) -> bool {
 /// more for guards (a compare and a branch to an exit) and calls. Fitted by
 /// least squares to the byte lengths of 2,451 snapshot spans of the traces
 /// of LuaJIT's benchmark programs (md5, nbody, ray, fannkuch, scimark...):
-/// the mean span is 85 bytes, the fit's mean error 20.
+/// the mean span is 85 bytes, the fit's mean error 20. Guarded array,
+/// hash and upvalue loads are sized from the code the assembler emits for
+/// each kind of value instead ([`guarded_load`]): the fit's one size for
+/// them (13) was a table's or a function's load less 8 bytes, which put
+/// the end of a callee that loads its closure's upvalues one to three
+/// instructions early.
 pub fn weight(i: &Ins) -> u32 {
     if matches!(i.op, OP_NOP | OP_BASE | OP_LOOP | OP_USE | OP_RENAME | OP_PHI)
         || (OP_KPRI..=OP_KSLOT).contains(&i.op)
@@ -196,6 +205,7 @@ pub fn weight(i: &Ins) -> u32 {
         OP_HREFK..=OP_NEWREF if guard => 37,
         OP_HREFK..=OP_NEWREF => 26,
         OP_AREF..=OP_LREF => 16,
+        OP_ALOAD..=OP_ULOAD if guard => guarded_load(i.t & IRT_TYPE, has_reg),
         OP_ALOAD..=OP_ALEN if guard => 13,
         OP_ALOAD..=OP_ALEN => 2,
         OP_BNOT..=OP_MULOV if guard => 14,
@@ -211,6 +221,22 @@ pub fn weight(i: &Ins) -> u32 {
         OP_RETF => 29,
         _ if (OP_CALLN..=OP_CALLXS).contains(&i.op) || (OP_SNEW..=OP_BUFSTR).contains(&i.op) => 18,
         _ => 6 + if guard { 8 } else { 0 },
+    }
+}
+
+/// The code of an array, hash or upvalue load that checks the type of
+/// what it loads (`asm_ahuvload` in lj_asm_x86.h, GC64): an object's tag
+/// is loaded (rotated into the register it goes to, or shifted in a
+/// scratch one), compared and shifted out; any other value's is one
+/// compare of its tag word with a 32-bit constant, then a load of the
+/// value into its register (or none: its user reads it from memory).
+/// Each check's branch to an exit is 6 bytes.
+fn guarded_load(t: u8, has_reg: bool) -> u32 {
+    match (IRT_ADDR.contains(&t), has_reg) {
+        (true, true) => 21,
+        (true, false) => 18,
+        (false, true) => 18,
+        (false, false) => 14,
     }
 }
 
@@ -629,6 +655,13 @@ mod tests {
         assert_eq!(at(OP_KPRI, 0, 0xff), 0);
         assert_eq!(at(OP_CALLXS, 0, 0xff), 18);
         assert_eq!(at(OP_TOBIT, 19, 3), 8);
+        // Guarded loads by what they check: an object's tag into the
+        // register it goes to, a number's compared where its user reads it.
+        assert_eq!(at(OP_ULOAD, 0x80 | 11, 3), 21, "a table checked and loaded");
+        assert_eq!(at(OP_ALOAD, 0x80 | 8, 0xff), 18, "a function checked, its value unused");
+        assert_eq!(at(OP_ALOAD + 1, 0x80 | 14, 20), 18, "a number checked and loaded");
+        assert_eq!(at(OP_ULOAD, 0x80 | 14, 0xff), 14, "a number checked, read by its user");
+        assert_eq!(at(OP_ALOAD, 14, 3), 2, "an unguarded load");
         // A sunk allocation (TDUP) and a store into it: no code in the trace.
         assert_eq!(at(OP_SNEW + 3, 11, RID_SUNK), 0);
         assert_eq!(weight(&Ins { op: OP_ASTORE, t: 14, r: RID_SINK, s: 4, op1: 0, op2: 0 }), 0);
