@@ -169,4 +169,18 @@ describe("the report page in chromium", function()
     misfit = browser.legend_misfit(assert(run.read(svg)))
     assert.is_nil(misfit, "the SVG file: " .. tostring(misfit))
   end)
+
+  it("says where a frame waited, on the wall clock: in its row and when it is selected", function()
+    local waited = dir .. "/waits.html"
+    local rc, _, err = run.run3(run.cli .. " run -q --clock wall --timeline " .. run.quote(waited) ..
+      " spec/fixtures/frames_wait.lua")
+    assert.equal(0, rc, err)
+    local out
+    rc, out, err = chromium("--dump-dom " .. run.quote("file://" .. waited .. "#frame=4"))
+    assert.equal(0, rc, err)
+    local row = assert(out:match('<tr class="hitch%-row[^"]*" data%-index="4">(.-)</tr>'), out)
+    assert.matches("; waits: process %d+%%", row)
+    local detail = assert(out:match('<div id="frame%-detail">(.-)</div>'), out)
+    assert.matches('<p class="detail%-waits">waits: process %d+%%', detail)
+  end)
 end)

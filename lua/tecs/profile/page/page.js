@@ -17,6 +17,11 @@ var tecsPage = (function () {
   function tops(h) {
     return h.top.slice(0, 5).map(function (t) { return Math.round(t.share * 100) + "% " + t.name; });
   }
+  // Where a frame waited, by kind (pages written before frames said so
+  // have none).
+  function waits(h) {
+    return (h.waits || []).slice(0, 3).map(function (w) { return w.kind + " " + Math.round(w.share * 100) + "%"; });
+  }
   function select(index) {
     chosen = index;
     var f = byIndex[index] || hitchOf[index], box = document.getElementById("frame-detail");
@@ -38,6 +43,7 @@ var tecsPage = (function () {
       list.appendChild(el("li", { "class": "detail-function" }, Math.round(t.share * 100) + "% " + t.name));
     });
     box.appendChild(list);
+    if (waits(h).length > 0) box.appendChild(el("p", { "class": "detail-waits" }, "waits: " + waits(h).join(", ")));
     data.aborts.forEach(function (a) {
       if (a.tMs >= f.startMs && a.tMs < f.startMs + f.ms) {
         box.appendChild(el("p", { "class": "detail-abort" }, "trace abort: " + a.details.reason + " at " +
@@ -100,7 +106,8 @@ var tecsPage = (function () {
       tr.appendChild(el("td", {}, fmt(h.ms)));
       tr.appendChild(el("td", {}, String(h.samples)));
       tr.appendChild(el("td", {}, String(h.gcSamples)));
-      tr.appendChild(el("td", { "class": "hitch-functions" }, tops(h).join(", ")));
+      tr.appendChild(el("td", { "class": "hitch-functions" },
+        tops(h).join(", ") + (waits(h).length > 0 ? "; waits: " + waits(h).join(", ") : "")));
       tr.addEventListener("click", function () { select(h.index); });
       tbody.appendChild(tr);
     });
