@@ -356,6 +356,8 @@ describe("Neovim (headless)", function()
       assert.matches("tecs%-profile: startup: %d+ samples in [%d.]+ s of CPU time; by plugin %(self%): heavy%.nvim", out)
       local truth = assert(loadfile(result), "the configuration did not finish:\n" .. out)()
       local text = assert(run.read(path), "no startup profile:\n" .. out)
+      -- The functions beside it, named as the editor named them.
+      assert.matches('"frames"', assert(run.read(path .. ".functions.json"), "no functions file:\n" .. out))
       -- Every stack is under its plugin's root frame.
       local rows = collapsed.parse(text)
       local by_root = {}

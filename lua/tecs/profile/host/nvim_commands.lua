@@ -158,8 +158,20 @@ local function write(s, path, root)
   local format = output.format_for(path, "auto")
   local content = profile().render(s, format, { root = root, plugins = host().plugins(),
     intervalMs = s.intervalMs, title = "Neovim" })
-  local ok, err = require("tecs.profile.fs").write_atomic(path, content)
+  local fs = require("tecs.profile.fs")
+  local ok, err = fs.write_atomic(path, content)
   if not ok then fail("%s", err) end
+  if format == "collapsed" then
+    -- The functions beside it, named as the editor names them (the
+    -- runtime's sources are on its runtime path, which a report made
+    -- elsewhere does not read), as `SampleSession:write` writes them.
+    local prof = s._native:profile()
+    local functions = prof:functionsFile(require("tecs.profile.funcmap").build(prof:files()))
+    if functions then
+      ok, err = fs.write_atomic(path .. require("tecs.profile.native").functionsFileEnding, functions)
+      if not ok then fail("%s", err) end
+    end
+  end
 end
 
 local commands = {}
