@@ -113,7 +113,10 @@ describe("profile.allocations live blocks", function()
     local st = s:stats()
     assert.equal(N, #list)
     assert.equal(GROWN, #grown)
-    assert.equal(0, st.liveDroppedSamples)
+    -- No block lacked room; the points of the last blocks, allocated
+    -- after the last sample callback (in the stop's own call), have no
+    -- stack and are counted dropped: a few KB at most.
+    assert.is_true(st.liveDroppedSamples <= 8, "dropped points: " .. st.liveDroppedSamples)
     assert.equal(st.liveSamples * BYTES_PER_SAMPLE, collapsed.sum(collapsed.parse(s:live():collapsed())))
     -- Kept by construction against estimated, within five standard errors
     -- of the estimate (about 5% here: the bound bites).
