@@ -40,6 +40,8 @@ section "Zones: push+pop cost" zones \
   "bench/zones.lua: CPU time per pair in a JIT-compiled loop; the empty-function case is inlined by the JIT."
 section "Autosave: cost to the profiled thread" autosave \
   "bench/autosave.lua: the same work with no session, a session, and a session writing its collapsed profile every 0.1 s (a hundred times the default rate) from its own thread, which holds the session's lock while it builds the profile; with few stacks and with thousands kept. Medians of alternating rounds."
+section "The control channel at rest: cost per poll" poll_cost \
+  "bench/poll_cost.lua: \`profile.poll()\` with no channel and with one open that nobody drives, and under LÖVE its \`love.timer.step\`, plain and with the channel's per-frame poll in front of it. CPU time of the calling thread per call, medians of alternating rounds."
 echo >>"$gen"
 echo "$end" >>"$gen"
 

@@ -11,6 +11,9 @@
 #   bench/run.sh floor               empty-handler signal cost (the floor)
 #   bench/run.sh stop                stop(): 10k and 100k unique stacks
 #   bench/run.sh zones               zone push+pop cost
+#   bench/run.sh pollcost            the control channel's poll while nobody
+#                                    drives the program (and LÖVE's frame
+#                                    step, when love and xvfb-run are there)
 #   bench/run.sh programs [name..]   overhead on whole programs (Debian's
 #                                    dkjson and Penlight; LuaJIT's benchmark
 #                                    programs too if LUAJIT_BENCH_DIR is set)
@@ -99,6 +102,7 @@ piece() {
       cargo bench --quiet --no-default-features --bench stop 2>/dev/null | grep '^|' | tee "$OUT/stop.md" ;;
     zonecost) build_main; $LUAJIT bench/bench.lua zones ;;
     autosave) build_main; $LUAJIT bench/autosave.lua | tee "$OUT/autosave.md" ;;
+    pollcost) build_main; $LUAJIT bench/poll_cost.lua | tee "$OUT/poll_cost.md" ;;
     programs) shift; build_main; build_floor; bash scripts/deps-bench.sh; $LUAJIT bench/programs.lua "$@" ;;
     truth) build_main; $LUAJIT bench/truth.lua ;;
     inside) build_main; $LUAJIT bench/inside_trace.lua ;;
@@ -136,6 +140,7 @@ piece() {
       echo; echo "== allocation sessions: accuracy, overhead on binary-trees =="; piece alloc
       echo; echo "== line coverage: cost against plain runs and a line hook =="; piece cover
       echo; echo "== autosave: cost to the profiled thread =="; piece autosave
+      echo; echo "== the control channel at rest: cost per poll =="; piece pollcost
       echo "total $((SECONDS - t0)) s" | tee "$OUT/duration.md"
       piece report ;;
     *) echo "bench/run.sh: unknown piece '$1' (see the header of this script)" >&2; exit 2 ;;

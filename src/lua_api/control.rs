@@ -159,13 +159,14 @@ impl UserData for Listener {
             if this.1 {
                 return Ok((true, None));
             }
-            let Some(server) = this.0.as_ref() else { return Ok((false, Some("the channel is closed".to_string()))) };
+            let Some(server) = this.0.as_mut() else { return Ok((false, Some("the channel is closed".to_string()))) };
             #[cfg(target_os = "linux")]
             {
                 if let Err(why) = crate::sys::wake::arm(lua, poll) {
                     return Ok((false, Some(why)));
                 }
                 crate::sys::wake::watch(server.listener_fd());
+                server.stop_doorbell();
                 this.1 = true;
                 Ok((true, None))
             }

@@ -21,6 +21,7 @@ pub mod server;
 /// entries, and a directory held open with the calls relative to it.
 pub mod sys {
     pub mod dir;
+    pub mod doorbell;
     pub mod process;
 }
 

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{paths_for, write_entry, Request, Response, Target, IDLE_LIMIT, MAX_REQUEST_LINE};
+use crate::sys::doorbell::Doorbell;
 use crate::sys::process;
 
 /// How long a reply may take in all, for a client that reads slowly or
@@ -62,6 +63,10 @@ struct Client {
 /// The listening socket of one process and its discovery entry; both are
 /// removed when it is dropped (or the process exits).
 pub struct Server {
+    /// Declared before the listener: its thread ends before the socket
+    /// closes. None where the thread could not start: every poll then
+    /// looks at the socket.
+    doorbell: Option<Doorbell>,
     listener: UnixListener,
     socket: PathBuf,
     entry: PathBuf,
@@ -74,6 +79,9 @@ pub struct Server {
     idle_limit: Duration,
     line_limit: Duration,
     wait_limit: Duration,
+    /// How many polls looked at the listening socket.
+    #[cfg(test)]
+    looked: u64,
 }
 
 /// What a poll found: a request to run, or a line that is not one (to be
@@ -102,7 +110,9 @@ impl Server {
             return Err(format!("cannot write discovery entry {}: {}", entry.display(), e));
         }
         process::remove_at_exit(entry.clone());
+        let doorbell = Doorbell::watch(std::os::unix::io::AsRawFd::as_raw_fd(&listener)).ok();
         Ok(Server {
+            doorbell,
             listener,
             socket,
             entry,
@@ -112,6 +122,8 @@ impl Server {
             idle_limit: IDLE_LIMIT,
             line_limit: LINE_LIMIT,
             wait_limit: WAIT_LIMIT,
+            #[cfg(test)]
+            looked: 0,
         })
     }
 
@@ -128,6 +140,12 @@ impl Server {
         self.wait_limit = wait;
     }
 
+    /// How many polls looked at the listening socket.
+    #[cfg(test)]
+    pub fn looked(&self) -> u64 {
+        self.looked
+    }
+
     /// The socket's path.
     pub fn socket(&self) -> &Path {
         &self.socket
@@ -136,6 +154,14 @@ impl Server {
     /// The listening socket's descriptor.
     pub fn listener_fd(&self) -> std::os::unix::io::RawFd {
         std::os::unix::io::AsRawFd::as_raw_fd(&self.listener)
+    }
+
+    /// Ends the doorbell's thread: every poll looks at the socket from now
+    /// on. For a program woken by SIGIO (`sys::wake`), whose wake-up polls
+    /// as soon as the kernel says a connection waits, which may be before
+    /// the doorbell rang.
+    pub fn stop_doorbell(&mut self) {
+        self.doorbell = None;
     }
 
     /// The discovery entry's path.
@@ -160,6 +186,23 @@ impl Server {
             }
             let Some((stream, _)) = self.waiting.pop_front() else { break };
             self.serve(stream);
+        }
+        if self.client.is_none() && self.waiting.is_empty() {
+            // Nobody to serve and nobody waiting: the socket is looked at
+            // only when a connection rang (the poll of a program that
+            // nobody drives makes no system call).
+            if let Some(bell) = &self.doorbell {
+                if !bell.rung() {
+                    return None;
+                }
+                bell.answer();
+            }
+        } else if let Some(bell) = &self.doorbell {
+            bell.answer();
+        }
+        #[cfg(test)]
+        {
+            self.looked += 1;
         }
         // Connections past these wait in the socket's backlog for the next
         // poll: a flood of them does not hold the program's thread.

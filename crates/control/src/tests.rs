@@ -75,6 +75,41 @@ fn the_directory_is_the_users_alone() {
 }
 
 #[test]
+fn polls_look_at_the_socket_only_after_a_connection_rang() {
+    let d = directory(&fresh_dir("doorbell")).unwrap();
+    let mut server = Server::open(&d, target()).unwrap();
+    for _ in 0..1000 {
+        assert!(server.next_request().is_none());
+    }
+    assert_eq!(server.looked(), 0, "nobody connected: no poll looked");
+    let socket = server.socket().to_path_buf();
+    for round in 0..3 {
+        let client = std::thread::spawn({
+            let socket = socket.clone();
+            move || client::request(&socket, &Request::Status {}, Duration::from_secs(60))
+        });
+        assert_eq!(next_request(&mut server).unwrap(), Request::Status {}, "round {}", round);
+        server.reply(&Response { ok: true, running: Some(false), ..Response::default() });
+        assert_eq!(client.join().unwrap().unwrap().running, Some(false));
+        // The client went: the polls look until they find it gone, then
+        // at most once more (the bell may have rung before the accept).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.has_client() {
+            assert!(server.next_request().is_none());
+            assert!(Instant::now() < deadline, "the client was never dropped");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = server.next_request();
+        let settled = server.looked();
+        for _ in 0..1000 {
+            assert!(server.next_request().is_none());
+        }
+        assert!(server.looked() <= settled + 1, "round {}: {} polls looked", round, server.looked() - settled);
+    }
+    let _ = fs::remove_dir_all(&d);
+}
+
+#[test]
 fn a_client_is_answered_a_second_is_busy_and_the_entry_goes_with_the_server() {
     let d = directory(&fresh_dir("serve")).unwrap();
     let mut server = Server::open(&d, target()).unwrap();

@@ -86,10 +86,10 @@ end
 -- LÖVE 0.10's `love.errhand`): its field's name and function, or nil.
 local function error_handler()
   if type(love) ~= "table" then return nil end
-  for _, name in ipairs({ "errorhandler", "errhand" }) do
-    local f = rawget(love, name)
-    if type(f) == "function" then return name, f end
-  end
+  local f = rawget(love, "errorhandler")
+  if type(f) == "function" then return "errorhandler", f end
+  f = rawget(love, "errhand")
+  if type(f) == "function" then return "errhand", f end
   return nil
 end
 
@@ -128,7 +128,10 @@ local function wrap(timer)
       for i = 1, #fns do fns[i]() end
       -- A game that set its own error handler since (in main.lua) gets
       -- it wrapped before its first frame.
-      if #on_error > 0 then wrap_error_handler() end
+      if #on_error > 0 then
+        local _, f = error_handler()
+        if not (errwrap and f == errwrap.wrapper) then wrap_error_handler() end
+      end
     end
     return original(...)
   end
