@@ -466,10 +466,9 @@ fn push_c_frame(key: &mut Vec<u8>, after_frame: bool, c: RunningC) {
             key.push(b']');
         }
         RunningC::Function(addr) => {
-            let mut buf = [0u8; 16];
-            let digits = crate::sys::pointer_digits(addr, &mut buf);
-            key.extend_from_slice(b"@0x");
-            key.extend_from_slice(&buf[..digits]);
+            let mut buf = [0u8; 19];
+            let n = crate::sys::address_text(addr, &mut buf);
+            key.extend_from_slice(&buf[..n]);
         }
     }
 }
@@ -556,13 +555,10 @@ fn name_stripped_frames(key: &mut Vec<u8>, stack_start: usize, vm: &VmStack) {
         let mut next = end + 1;
         if ends_at_zero(key, end) {
             if let Some(pt) = vm.stripped_proto(level as i32) {
-                let mut digits = [0u8; 16];
-                let n = crate::sys::pointer_digits(pt, &mut digits);
                 let mut with = [0u8; 19];
-                with[..3].copy_from_slice(b"@0x");
-                with[3..3 + n].copy_from_slice(&digits[..n]);
-                key.splice(end - 1..end, with[..3 + n].iter().copied());
-                next += 2 + n;
+                let n = crate::sys::address_text(pt, &mut with);
+                key.splice(end - 1..end, with[..n].iter().copied());
+                next += n - 1;
             }
         }
         start = next;

@@ -112,18 +112,20 @@ pub fn profiler_api() -> Option<ProfilerApi> {
     })
 }
 
-/// The digits LuaJIT's stack dump gives a C function's address
-/// (`lj_strfmt_wptr`): eight, and two per significant byte of the high
-/// half. Returns the digits in `buf[..n]`.
-pub fn pointer_digits(addr: usize, buf: &mut [u8; 16]) -> usize {
+/// How LuaJIT's stack dump writes an address (`lj_strfmt_wptr`): `@0x`
+/// and eight hex digits, two more per significant byte of the high half.
+/// A C function is named so, and a prototype without lines after its
+/// file. Returns the text's length in `buf`.
+pub fn address_text(addr: usize, buf: &mut [u8; 19]) -> usize {
     let hi = (addr as u64 >> 32) as u32;
     let digits = 8 + if hi != 0 { 2 + 2 * ((31 - hi.leading_zeros()) >> 3) as usize } else { 0 };
+    buf[..3].copy_from_slice(b"@0x");
     let mut v = addr as u64;
-    for d in buf[..digits].iter_mut().rev() {
+    for d in buf[3..3 + digits].iter_mut().rev() {
         *d = b"0123456789abcdef"[(v & 15) as usize];
         v >>= 4;
     }
-    digits
+    3 + digits
 }
 
 /// The decimal digits of `v`, written at the end of `buf`; returns where

@@ -201,7 +201,7 @@ pub const SIGNAL_CONTEXT: &[Entry] = &[
     entry("trace_decoder/text.rs: string_constant", "reads a live prototype's constants"),
     entry("trace_decoder/text.rs: call_name", "reads a live prototype's bytecode and debug info"),
     entry("trace_decoder/text.rs: short_source", "writes into a fixed array"),
-    entry("sys/mod.rs: pointer_digits", "writes into a fixed array"),
+    entry("sys/mod.rs: address_text", "writes into a fixed array"),
     entry("sys/mod.rs: decimal_digits", "writes into a fixed array"),
     // The control channel's wake-up (sys/wake.rs).
     entry("sys/wake.rs: on_sigio", "reads the hook and sets a count hook, as luajit.c's SIGINT handler does"),

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 use mlua::Lua;
 
 use crate::sys::posix::running_c;
-use crate::sys::{pointer_digits, FrameFacts, TakenStack};
+use crate::sys::{address_text, FrameFacts, TakenStack};
 
 pub mod code_anchors;
 pub mod fine_map;

@@ -158,15 +158,15 @@ pub(super) unsafe fn write_frame(out: &mut Out, f: Frame) -> bool {
             // Bytecode without its lines (`string.dump(f, true)`, Neovim
             // 0.12's runtime): every function of the chunk would be
             // `file:0`, so the frame names the prototype.
-            let mut d = [0u8; 16];
-            let n = pointer_digits(pt, &mut d);
-            return ok && out.bytes(b":@0x") && out.bytes(&d[..n]);
+            let mut d = [0u8; 19];
+            let n = address_text(pt, &mut d);
+            return ok && out.bytes(b":") && out.bytes(&d[..n]);
         }
         ok && out.bytes(b":") && out.int(line_of(pt, f.ins))
     } else if at::<u8>(f.func + FN_FFID) == FF_C {
-        let mut d = [0u8; 16];
-        let n = pointer_digits(at::<usize>(f.func + FN_CF), &mut d);
-        out.bytes(b"@0x") && out.bytes(&d[..n])
+        let mut d = [0u8; 19];
+        let n = address_text(at::<usize>(f.func + FN_CF), &mut d);
+        out.bytes(&d[..n])
     } else {
         out.bytes(b"[builtin#") && out.int(at::<u8>(f.func + FN_FFID) as i64) && out.bytes(b"]")
     }
