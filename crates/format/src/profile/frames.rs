@@ -139,6 +139,9 @@ pub fn module(frame: &str) -> &str {
             (None, Some(dot)) if dot > 0 => &frame[..dot],
             _ => "[builtin]",
         },
+        // A function of a chunk loaded from a string (`load`, `:lua`, an
+        // editor's `-c`): the chunk has no file to name it by.
+        FrameKind::Other if frame.starts_with("[string") => "[string]",
         FrameKind::Other => frame,
     }
 }
@@ -285,6 +288,7 @@ mod tests {
         assert_eq!(module("love.graphics.Image:getWidth"), "love.graphics.Image");
         assert_eq!(module("Image:getWidth"), "Image");
         assert_eq!(module("[builtin#12]"), "[builtin]");
+        assert_eq!(module("[string]:0-1"), "[string]", "code loaded from a string");
         assert_eq!(module("[C:x]"), "[C]");
         assert_eq!(file_span("a/b.lua:12-40"), Some(("a/b.lua", 12, 40)));
         assert_eq!(file_span("a/b.lua:12"), None);

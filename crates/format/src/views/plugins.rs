@@ -195,5 +195,9 @@ mod tests {
         assert_eq!(p.root_frame(&["[C:x]"], &mut memo).as_deref(), Some("[plugin [C]]"), "no Lua frame: its module");
         assert_eq!(p.root_frame(&[], &mut memo), None);
         assert_eq!(p.of_stack(&["[plugin foo.nvim]", "[C:x]"], &mut memo), ["foo.nvim", "foo.nvim"]);
+        // Code loaded from a string: its caller's plugin, else one row for
+        // all such code, not one per function.
+        assert_eq!(p.of_stack(&["/a/lua/b.lua:1", "[string]:0-1"], &mut memo), ["a", "a"]);
+        assert_eq!(p.of_stack(&["[string]:0-1", "[string]:3"], &mut memo), ["[string]", "[string]"]);
     }
 }
