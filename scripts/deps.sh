@@ -16,6 +16,8 @@ have_cmd go          || need+=(golang-go)
 have_cmd genhtml     || need+=(lcov)
 # `curl` asks the live page's HTTP server in spec/live_spec.lua.
 have_cmd curl        || need+=(curl)
+# `strace` counts a listening program's system calls in spec/listen_spec.lua.
+have_cmd strace      || need+=(strace)
 if [ ${#need[@]} -gt 0 ]; then
   if ! have_cmd apt-get; then
     echo "missing: ${need[*]} (install them with your package manager)" >&2

@@ -85,6 +85,35 @@ describe("the control channel", function()
     end)
   end
 
+  it("makes no system call in a poll while nobody connects (a game's frame pays nothing for listening)", function()
+    -- The system calls of two runs that differ only in how many polls
+    -- they make, counted by strace (the channel's own thread included):
+    -- a poll that looked at the socket would make 100,000 more.
+    local traced = os.execute("strace -f -o /dev/null true >/dev/null 2>&1")
+    if not (traced == 0 or traced == true) then
+      pending("strace cannot trace a process here (not installed, or ptrace refused)")
+      return
+    end
+    local script = dir .. "/polls.lua"
+    run.write(script, [[
+      local profile = require("tecs.profile")
+      profile.listen()
+      for _ = 1, tonumber(arg[1]) do profile.poll() end
+      profile.close()
+    ]])
+    local function calls(polls)
+      local out = dir .. "/strace-" .. polls
+      local rc = os.execute(string.format("TECS_PROFILE_DIR=%s strace -f -c -o %s %s %s %d >/dev/null 2>&1",
+        q(ctl), q(out), run.luajit, q(script), polls))
+      assert.is_true(rc == 0 or rc == true, "strace " .. polls)
+      local total = run.read(out):match("\n%s*[%d.]+%s+[%d.]+%s+%d+%s+(%d+)%s+%d*%s*total")
+      return assert(tonumber(total), run.read(out))
+    end
+    local few, many = calls(1000), calls(101000)
+    assert.is_true(few > 0)
+    assert.is_true(many - few < 100, string.format("%d system calls, then %d with 100,000 more polls", few, many))
+  end)
+
   it("tracks trace aborts from outside: attach trace_start, trace_stop -o writes the CSV", function()
     local child = spawn()
     assert.is_number(child.pid, child.first)
