@@ -128,10 +128,7 @@ local function wrap(timer)
       for i = 1, #fns do fns[i]() end
       -- A game that set its own error handler since (in main.lua) gets
       -- it wrapped before its first frame.
-      if #on_error > 0 then
-        local _, f = error_handler()
-        if not (errwrap and f == errwrap.wrapper) then wrap_error_handler() end
-      end
+      if #on_error > 0 then wrap_error_handler() end
     end
     return original(...)
   end
