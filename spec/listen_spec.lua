@@ -114,6 +114,31 @@ describe("the control channel", function()
     assert.is_true(many - few < 100, string.format("%d system calls, then %d with 100,000 more polls", few, many))
   end)
 
+  it("closes in a child forked from a listening process, and the parent goes on listening", function()
+    -- The channel's thread is the parent's: a child that closes its copy
+    -- of the channel must not wait for it.
+    local script = dir .. "/fork.lua"
+    run.write(script, [[
+      local ffi = require("ffi")
+      ffi.cdef("int fork(void); int waitpid(int pid, int *status, int options); void _exit(int);")
+      local profile = require("tecs.profile")
+      profile.listen()
+      local pid = ffi.C.fork()
+      if pid == 0 then
+        profile.close()
+        ffi.C._exit(7)
+      end
+      local status = ffi.new("int[1]")
+      assert(ffi.C.waitpid(pid, status, 0) == pid)
+      assert(profile.poll() == 0)
+      profile.close()
+      io.write("child status ", math.floor(status[0] / 256) % 256, "\n")
+    ]])
+    local rc, out, err = run.run3(string.format("TECS_PROFILE_DIR=%s timeout -k 5 60 %s %s", q(ctl), run.luajit, q(script)))
+    assert.equal(0, rc, err)
+    assert.equal("child status 7\n", out)
+  end)
+
   it("tracks trace aborts from outside: attach trace_start, trace_stop -o writes the CSV", function()
     local child = spawn()
     assert.is_number(child.pid, child.first)

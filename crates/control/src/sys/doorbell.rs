@@ -25,6 +25,9 @@ pub struct Doorbell {
     /// Written to (then closed) to end the thread's wait.
     stop: Option<OwnedFd>,
     thread: Option<JoinHandle<()>>,
+    /// The process the thread runs in: a child forked since has no such
+    /// thread, and joining it there would wait forever.
+    pid: u32,
 }
 
 impl Doorbell {
@@ -39,7 +42,7 @@ impl Doorbell {
                 .name("tecs-control".into())
                 .spawn(move || run(listener, stop_read, &thread_state))
         })?;
-        Ok(Doorbell { state, stop: Some(stop_write), thread: Some(thread) })
+        Ok(Doorbell { state, stop: Some(stop_write), thread: Some(thread), pid: std::process::id() })
     }
 
     /// Whether a poll has to look at the socket: a connection waits, or
@@ -63,6 +66,11 @@ impl Doorbell {
 impl Drop for Doorbell {
     fn drop(&mut self) {
         self.state.store(GONE, Ordering::Release);
+        if std::process::id() != self.pid {
+            // A forked child's copy: its thread is the parent's.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         if let Some(stop) = self.stop.take() {
             // SAFETY: writes one byte from a live local to a descriptor we own.
             unsafe { libc::write(stop.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
