@@ -144,6 +144,12 @@ pub const SAMPLE_OPTIONS: &[Declared] = &[
     MAX_STACKS,
     RESOLVE_C,
     opt(
+        "nativeFrames",
+        Check::Boolean,
+        DefaultValue::Boolean(false),
+        "below a C function (love.graphics.points, a function called through the FFI), the native frames of the C code it runs, [native:function], walked in the tick handler with the loaded objects' unwind tables (Linux x86-64, precision \"exact\"; stats().nativeFrames, or nativeFramesNote says why not)",
+    ),
+    opt(
         "skipStartingThread",
         Check::Boolean,
         DefaultValue::Boolean(false),
@@ -411,6 +417,7 @@ pub(super) struct StartOptions {
     pub(super) resolve_c: bool,
     pub(super) precision: Precision,
     pub(super) flush_traces: bool,
+    pub(super) native_frames: bool,
     pub(super) skip_starting_thread: bool,
     pub(super) skip_thread: Option<mlua::Thread>,
     pub(super) timeline_samples: usize,
@@ -534,6 +541,7 @@ pub(super) fn read_start_options(decls: &[Declared], opts: &Value, env: &Value) 
         resolve_c: get("resolveC").boolean().unwrap_or_default(),
         precision,
         flush_traces,
+        native_frames: get("nativeFrames").boolean().unwrap_or_default(),
         skip_starting_thread,
         skip_thread,
         timeline_samples: number("timelineSamples").unwrap_or(0.0) as usize,

@@ -53,7 +53,7 @@ fn unknown_options_are_named_with_the_known_ones() {
     let known = names(SAMPLE_OPTIONS).join(", ");
     assert_eq!(
         known,
-        "autosavePath, autosaveSeconds, clock, flushTraces, format, intervalMs, loveZones, maxStacks, precision, resolveC, skipStartingThread, skipThread, slowFrameMs, stackDepth, timelineSamples, zone"
+        "autosavePath, autosaveSeconds, clock, flushTraces, format, intervalMs, loveZones, maxStacks, nativeFrames, precision, resolveC, skipStartingThread, skipThread, slowFrameMs, stackDepth, timelineSamples, zone"
     );
     assert_eq!(sample_error("{ intervalms = 1 }"), format!("unknown option 'intervalms' (known options: {})", known));
     assert!(sample_error("{ [true] = 1 }").starts_with("unknown option boolean ("));

@@ -35,6 +35,7 @@ impl StartOptions {
             clock: self.clock,
             precision: self.precision,
             flush_traces: self.flush_traces,
+            native_frames: self.native_frames,
             depth: self.depth,
             filter: self.filter.clone(),
             max_stacks: self.max_stacks,

@@ -99,6 +99,17 @@ impl NativeSession {
             }
             Err(why) => t.set("traceMapNote", why)?,
         }
+        match session.native_frames() {
+            Ok(counts) => {
+                let m = lua.create_table()?;
+                for (name, n) in counts {
+                    m.set(name, n)?;
+                }
+                t.set("nativeFrames", m)?;
+            }
+            Err(why) if why != "not asked for (nativeFrames)" => t.set("nativeFramesNote", why)?,
+            Err(_) => {}
+        }
         t.set("linesCorrected", self.state.call_sites.lines.len())?;
         t.set("cFunctionLeaves", st.c_leaves)?;
         if let Err(why) = session.running_c() {

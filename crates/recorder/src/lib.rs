@@ -7,6 +7,9 @@
 //!   at the tick, from LuaJIT's trace and snapshot structures (offsets
 //!   proved by a probe at session start), and the fine map that places
 //!   machine code between two snapshots.
+//! * [`native_frames`] (x86-64 Linux): the native frames below a C
+//!   function, walked in the tick handler with the loaded objects' unwind
+//!   tables, and their names.
 //! * [`record`]: what runs while a session records: the per-sample
 //!   callback (`sampler`, the hot path), counting into the format crate's
 //!   stack table, and the allocator wrapper of allocation sessions
@@ -18,6 +21,11 @@
 //! It builds on `tecs-profile-format` (the stack table and the finished
 //! profile); it knows nothing of Lua bindings or output formats.
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod native_frames;
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+#[path = "native_frames_elsewhere.rs"]
+pub mod native_frames;
 pub mod record;
 pub mod session;
 pub mod sys;

@@ -83,7 +83,7 @@ end
 -- another one of the process: LuaJIT has a single profiler). Errors are
 -- raised at the level of `profile.sample`'s caller.
 -- @tparam[opt] table opts options `intervalMs`, `zone`, `stackDepth`,
---   `clock`, `precision`, `flushTraces`, `maxStacks`, `resolveC`, `skipStartingThread`, `skipThread`,
+--   `clock`, `precision`, `flushTraces`, `maxStacks`, `resolveC`, `nativeFrames`, `skipStartingThread`, `skipThread`,
 --   `format`, `timelineSamples`, `slowFrameMs`, `autosavePath`,
 --   `autosaveSeconds`, `loveZones`: their defaults,
 --   the values each accepts and what it does are declared once, in the

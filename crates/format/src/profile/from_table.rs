@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use super::stack_table::{Key, StackTable, FRAME_SEP};
 use super::{sanitize, FrameNamer, Names, Profile, OVERFLOW_FRAME};
 
+use super::NATIVE_PREFIX;
+
 /// Keys per batch (see the loop in [`Profile::from_table`]).
 const BATCH: usize = 128;
 
@@ -55,9 +57,9 @@ fn is_final(raw: &[u8]) -> bool {
     is_final_kind(raw) && !has_bad_bytes(raw, 0x20)
 }
 
-/// Not empty, not a builtin number, not a C address.
+/// Not empty, not a builtin number, not a C or native frame's address.
 fn is_final_kind(raw: &[u8]) -> bool {
-    !(raw.is_empty() || raw[0] == b'@' || raw.starts_with(b"[builtin#"))
+    !(raw.is_empty() || raw[0] == b'@' || raw.starts_with(b"[builtin#") || raw.starts_with(NATIVE_PREFIX))
 }
 
 /// Whether `raw` holds a `;` or a control byte other than `allowed`.

@@ -1,6 +1,6 @@
 //! What a profile asks of the process it is built in, which this crate
 //! cannot do without `unsafe` code: huge pages for its large buffers
-//! (`madvise`) and the names of C functions (`dladdr`). The recorder
+//! (`madvise`) and the names of C functions (`dladdr`) and native frames. The recorder
 //! supplies both ([`install`], done when the native module is opened);
 //! until then a buffer gets no advice and a C address stays an address.
 
@@ -16,10 +16,18 @@ pub struct Host {
     pub is_own_code: fn(addr: usize) -> bool,
     /// The name of the C function at `addr`, if the loader knows it.
     pub c_symbol_name: fn(addr: usize) -> Option<String>,
+    /// The name of the function whose code holds `addr`, a native frame's
+    /// address, from the object's symbol tables.
+    pub native_symbol_name: fn(addr: usize) -> Option<String>,
 }
 
 /// What a profile gets before [`install`]: nothing is asked of the process.
-const NONE: Host = Host { advise_huge_pages: |_, _| {}, is_own_code: |_| false, c_symbol_name: |_| None };
+const NONE: Host = Host {
+    advise_huge_pages: |_, _| {},
+    is_own_code: |_| false,
+    c_symbol_name: |_| None,
+    native_symbol_name: |_| None,
+};
 
 static HOST: OnceLock<Host> = OnceLock::new();
 

@@ -144,6 +144,7 @@ pub struct Profile {
 pub struct FrameNamer<'a> {
     ffnames: &'a [Option<String>],
     c_cache: HashMap<usize, String>,
+    native_cache: HashMap<usize, String>,
     resolve_c: bool,
     /// C functions of loaded modules by address, named by their Lua path
     /// (`love.graphics.present`); tried before the dynamic symbol. An
@@ -158,9 +159,20 @@ pub fn c_address(raw: &[u8]) -> Option<usize> {
     std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s.trim_start_matches("0x"), 16).ok())
 }
 
+/// How a native frame's key text begins: `[native@0x7f3a9c1b2c40]`, the
+/// address of its code (the tick handler's, `nativeFrames`), named
+/// `[native:function]` in every output.
+pub const NATIVE_PREFIX: &[u8] = b"[native@0x";
+
+/// The address of a native frame, or None for any other frame.
+pub fn native_address(raw: &[u8]) -> Option<usize> {
+    let hex = raw.strip_prefix(NATIVE_PREFIX)?.strip_suffix(b"]")?;
+    std::str::from_utf8(hex).ok().and_then(|s| usize::from_str_radix(s, 16).ok())
+}
+
 impl<'a> FrameNamer<'a> {
     pub fn new(ffnames: &'a [Option<String>], resolve_c: bool) -> Self {
-        FrameNamer { ffnames, c_cache: HashMap::new(), resolve_c, c_paths: None }
+        FrameNamer { ffnames, c_cache: HashMap::new(), native_cache: HashMap::new(), resolve_c, c_paths: None }
     }
 
     /// Names C functions found at these addresses by their Lua paths.
@@ -178,6 +190,13 @@ impl<'a> FrameNamer<'a> {
                     }
                 }
             }
+        }
+        if let Some(addr) = native_address(raw) {
+            let name = self.native_cache.entry(addr).or_insert_with(|| match (host::get().native_symbol_name)(addr) {
+                Some(s) => format!("[native:{}]", sanitize(s.as_bytes())),
+                None => format!("[native:0x{:x}]", addr),
+            });
+            return name.clone();
         }
         if let Some(addr) = c_address(raw) {
             let (resolve_c, c_paths) = (self.resolve_c, self.c_paths);

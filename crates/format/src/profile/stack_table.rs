@@ -228,7 +228,13 @@ impl StackTable {
             let frame_start = |end: usize| memchr::memrchr(FRAME_SEP, &stack[..end]).map(|i| i + 1).unwrap_or(0);
             let mut leaf_at = frame_start(stack.len());
             let mut leaf_end = stack.len();
-            if leaf_at > 0 && is_c_frame(&stack[leaf_at..]) {
+            // Native frames, then the C function they run in, lie above
+            // the Lua line.
+            while leaf_at > 0 && stack[leaf_at..leaf_end].starts_with(super::NATIVE_PREFIX) {
+                leaf_end = leaf_at - 1;
+                leaf_at = frame_start(leaf_end);
+            }
+            if leaf_at > 0 && is_c_frame(&stack[leaf_at..leaf_end]) {
                 leaf_end = leaf_at - 1;
                 leaf_at = frame_start(leaf_end);
             }

@@ -252,10 +252,12 @@ impl SampleSink for Sampler {
             let stack_start = key.len();
             key.extend_from_slice(t.stack);
             mark_truncated(&mut key, stack_start, self.depth);
+            let named_end = key.len();
+            key.extend_from_slice(t.native);
             let captured = CapturedStack {
                 key: &key,
                 stack_start,
-                named_end: key.len(),
+                named_end,
                 state: t.state,
                 ticks: t.count,
                 at_ns: t.last_ns,

@@ -83,6 +83,8 @@ pub struct Plan {
     /// At exact precision, flush the traces at the start so that each is
     /// compiled again with its fine map.
     pub flush_traces: bool,
+    /// Native frames below C functions, walked in the tick handler.
+    pub native_frames: bool,
     pub depth: i32,
     /// Only samples under this zone path are recorded.
     pub filter: Option<Vec<u8>>,
@@ -116,6 +118,8 @@ pub struct Session {
     precision: Precision,
     /// Why compiled code is not read in the tick handler (Ok: it is).
     compiled: Result<(), &'static str>,
+    /// Why native frames are not walked (Ok: they are).
+    native: Result<(), &'static str>,
     /// Why traces get no fine map between snapshots (Ok: they do).
     fine_map: Result<(), &'static str>,
     /// Whether the tick handler notes the C function a tick lands in (the
@@ -199,9 +203,13 @@ impl Session {
             None => (Err("the tick source is LuaJIT's own timer"), Err("the tick source is LuaJIT's own timer")),
         };
         let mut fine_map = Err("compiled code is not read in the tick handler");
+        let mut native = Err("not asked for (nativeFrames)");
         if plan.precision == Precision::Exact {
             if running_c.is_ok() {
                 let zones = sampler.with(|s| s.zones_mut().map(|z| z.table_address()).unwrap_or(0));
+                if plan.native_frames {
+                    native = compiled.and_then(|_| crate::native_frames::arm());
+                }
                 platform::arm_compiled(plan.depth.max(1) as usize, zones);
                 fine_map = platform::attach_fine_map(lua, plan.flush_traces);
             } else {
@@ -211,6 +219,12 @@ impl Session {
         let attachable = (!allocations && armed.is_some()).then(|| Attachable::mark(&vm, running_c));
         let mut session = Session::new(sampler, &plan, ticks);
         session.fine_map = fine_map;
+        if plan.native_frames && plan.precision != Precision::Exact {
+            native = Err("native frames are walked in the tick handler, at precision \"exact\" only");
+        } else if plan.native_frames && native == Err("not asked for (nativeFrames)") {
+            native = Err("the stacks of C functions are not read in the tick handler (see cFunctionLeavesNote)");
+        }
+        session.native = native;
         session.running_c = running_c;
         session.compiled = compiled;
         session.lost_hook = lost_hook;
@@ -257,6 +271,7 @@ impl Session {
             precision: plan.precision,
             compiled: Err("the session has not started"),
             fine_map: Err("the session has not started"),
+            native: Err("not asked for (nativeFrames)"),
             running_c: Err("the tick source is LuaJIT's own timer"),
             lost_hook: Err("the session's samples come through another session's ticks"),
             hooks_rearmed_at_stop: 0,
@@ -363,6 +378,12 @@ impl Session {
 
     /// Samples read in traces with a frame named by its prototype, and
     /// samples named at the caller of a frame that could not be named.
+    /// Whether native frames are walked, and their counts
+    /// (`stats().nativeFrames`), or why not.
+    pub fn native_frames(&self) -> Result<[(&'static str, u64); 4], &'static str> {
+        self.native.map(|_| crate::native_frames::counts())
+    }
+
     pub fn compiled_frames(&self) -> Vec<(&'static str, u64)> {
         platform::compiled_frames()
     }

@@ -113,7 +113,8 @@ mod linux {
 
     /// From now on the handler ignores every tick (and reads nothing).
     pub(in crate::session) fn disarm_handler() {
-        posix::disarm_ticks()
+        posix::disarm_ticks();
+        crate::native_frames::disarm();
     }
 
     /// Arms what the handler reads of the VM whose global state is `g`.

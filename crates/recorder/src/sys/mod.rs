@@ -156,6 +156,9 @@ pub fn take_compiled_stacks(f: impl FnMut(TakenStack)) {
 pub struct TakenStack<'a> {
     pub zone: &'a [u8],
     pub stack: &'a [u8],
+    /// Native frames below the stack's leaf, each after a separator
+    /// (`nativeFrames`; empty without them).
+    pub native: &'a [u8],
     /// What `lua_getinfo` tells of each frame (see `FrameFacts`).
     pub facts: FrameFacts<'a>,
     /// The VM state letter: `N` (compiled code), `C` (a C function), `I`
@@ -395,6 +398,7 @@ pub fn install_profile_host() {
         advise_huge_pages: advise_huge_pages_at,
         is_own_code,
         c_symbol_name,
+        native_symbol_name: crate::native_frames::symbols::name,
     });
 }
 

@@ -296,6 +296,7 @@ pub(super) fn in_vm_code(a: usize) -> bool {
 pub(super) struct Regs {
     pub(super) rip: usize,
     pub(super) rsp: usize,
+    pub(super) rbp: usize,
     base: usize,
     pc: usize,
     kbase: usize,
@@ -311,6 +312,7 @@ impl Regs {
         Regs {
             rip: at(libc::REG_RIP),
             rsp: at(libc::REG_RSP),
+            rbp: at(libc::REG_RBP),
             base: at(libc::REG_RDX),
             pc: at(libc::REG_RBX),
             kbase: at(libc::REG_R15),

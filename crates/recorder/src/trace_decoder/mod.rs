@@ -169,6 +169,7 @@ struct Entry {
     off: u32,
     zone_len: u32,
     stack_len: u32,
+    native_len: u32,
     ident_len: u32,
     state: u8,
     count: u32,
@@ -298,6 +299,8 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     // SAFETY: see `Buffers`: the active half is the handler's.
     let half = unsafe { &mut *b.halves[ACTIVE.load(Ordering::SeqCst) & 1].get() };
     let limit = DEPTH.load(Ordering::Relaxed) + 1;
+    half.scratch.native_len = 0;
+    half.scratch.vm_frame = 0;
     if vmstate == VMSTATE_INTERP {
         // SAFETY: on the VM thread, armed, in state INTERP.
         if let Err(m) = unsafe { interp::read_interp_stack(&regs, &mut half.scratch, limit) } {
@@ -327,6 +330,17 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
         if vmstate >= 0 {
             walk::LAST_TRACE.store(vmstate as usize, Ordering::Relaxed);
         }
+        if crate::native_frames::armed() {
+            let until = if vmstate == VMSTATE_C {
+                crate::native_frames::Until::VmFrame(half.scratch.vm_frame)
+            } else {
+                crate::native_frames::Until::Unmapped { in_call: !walk::in_trace_code(vmstate as usize, regs.rip) }
+            };
+            let c = &mut half.scratch;
+            // SAFETY: in the tick handler on the VM thread, whose registers
+            // these are.
+            c.native_len = unsafe { crate::native_frames::walk(regs.rip, rsp, regs.rbp, until, &mut c.native) };
+        }
     }
     let state = match vmstate {
         VMSTATE_C => b'C',
@@ -337,7 +351,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
     // SAFETY: the frames were read from the live stack and trace just now.
     let thread = unsafe { at::<usize>(CUR_L_AT.load(Ordering::Relaxed)) };
     let start = half.used;
-    let (zone_len, stack_len) = {
+    let (zone_len, stack_len, native_len) = {
         let mut out = Out { buf: &mut half.bytes[start..], len: 0 };
         let zones = ZONES.load(Ordering::Relaxed);
         if zones != 0 && !read_zones(zones, &mut out) {
@@ -350,9 +364,14 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
             count_missed(vmstate, Miss::Full, n);
             return false;
         }
-        (z, out.len - z)
+        let s = out.len - z;
+        if !write_native(&mut out, &half.scratch) {
+            count_missed(vmstate, Miss::Full, n);
+            return false;
+        }
+        (z, s, out.len - z - s)
     };
-    let key_len = zone_len + stack_len;
+    let key_len = zone_len + stack_len + native_len;
     let h = hash(&half.bytes[start..start + key_len], thread ^ state as usize);
     let now = crate::sys::posix::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
     let mut slot = (h as usize) & (INDEX - 1);
@@ -367,6 +386,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
             && entry.thread == thread
             && entry.zone_len as usize == zone_len
             && entry.stack_len as usize == stack_len
+            && entry.native_len as usize == native_len
             && entry.state == state
             && half.bytes[o..o + key_len] == half.bytes[start..start + key_len]
         {
@@ -398,6 +418,7 @@ fn take_read_ticks(n: u64, ctx: *mut c_void, vmstate: i32) -> bool {
         off: start as u32,
         zone_len: zone_len as u32,
         stack_len: stack_len as u32,
+        native_len: native_len as u32,
         ident_len: ident_len as u32,
         state,
         count: n as u32,
@@ -438,11 +459,13 @@ pub fn drain(mut f: impl FnMut(TakenStack)) {
     let half = unsafe { &mut *b.halves[old].get() };
     for e in &half.entries[..half.len] {
         let o = e.off as usize;
-        let (z, s, i) = (e.zone_len as usize, e.stack_len as usize, e.ident_len as usize);
+        let (z, s, v, i) = (e.zone_len as usize, e.stack_len as usize, e.native_len as usize, e.ident_len as usize);
+        let n = o + z + s + v;
         f(TakenStack {
             zone: &half.bytes[o..o + z],
             stack: &half.bytes[o + z..o + z + s],
-            facts: FrameFacts(&half.bytes[o + z + s..o + z + s + i]),
+            native: &half.bytes[o + z + s..n],
+            facts: FrameFacts(&half.bytes[n..n + i]),
             state: e.state,
             thread: e.thread,
             count: e.count,
@@ -462,17 +485,28 @@ mod tests {
     static TAKEN: AtomicUsize = AtomicUsize::new(0);
     static ALLOCATED: AtomicU64 = AtomicU64::new(0);
 
-    /// Called from a compiled loop through the FFI: takes a tick as the
-    /// handler does, with an interrupted context inside this function.
-    extern "C" fn tick_from_trace(i: c_int) -> c_int {
-        // SAFETY: a zeroed ucontext is a valid value; only the two
-        // registers the handler reads are set.
+    /// This test's turn, and a VM with the FFI whose traces the handler
+    /// reads, the counts of [`tick_at`] cleared.
+    fn armed_vm() -> (std::sync::MutexGuard<'static, ()>, Lua) {
+        let turn = crate::sys::one_session_at_a_time();
+        TAKEN.store(0, Ordering::SeqCst);
+        ALLOCATED.store(0, Ordering::SeqCst);
+        // SAFETY: the FFI is needed for the test's loop; nothing else is loaded.
+        let lua = unsafe { Lua::unsafe_new() };
+        assert_eq!(prove(&lua), Ok(()));
+        arm(16, 0);
+        (turn, lua)
+    }
+
+    /// Takes a tick as the handler does, with an interrupted context of
+    /// these registers, counting it in TAKEN and what it allocated.
+    fn tick_at(rip: usize, rsp: usize, rbp: usize) {
+        // SAFETY: a zeroed ucontext is a valid value; only the registers
+        // the handler reads are set.
         let mut uc: libc::ucontext_t = unsafe { std::mem::zeroed() };
-        let rsp: usize;
-        // SAFETY: reads the stack pointer; no memory access.
-        unsafe { std::arch::asm!("mov {}, rsp", out(reg) rsp, options(nomem, nostack, preserves_flags)) };
-        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = tick_from_trace as *const () as i64;
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = rip as i64;
         uc.uc_mcontext.gregs[libc::REG_RSP as usize] = rsp as i64;
+        uc.uc_mcontext.gregs[libc::REG_RBP as usize] = rbp as i64;
         let before = ALLOCATIONS.load(Ordering::SeqCst);
         {
             let _in = InSample::enter();
@@ -481,18 +515,21 @@ mod tests {
             }
         }
         ALLOCATED.fetch_add(ALLOCATIONS.load(Ordering::SeqCst) - before, Ordering::SeqCst);
+    }
+
+    /// Called from a compiled loop through the FFI: takes a tick with an
+    /// interrupted context inside this function.
+    extern "C" fn tick_from_trace(i: c_int) -> c_int {
+        let rsp: usize;
+        // SAFETY: reads the stack pointer; no memory access.
+        unsafe { std::arch::asm!("mov {}, rsp", out(reg) rsp, options(nomem, nostack, preserves_flags)) };
+        tick_at(tick_from_trace as *const () as usize, rsp, 0);
         i
     }
 
     #[test]
     fn a_tick_in_a_trace_is_read_in_place_without_allocating() {
-        let _turn = crate::sys::one_session_at_a_time();
-        TAKEN.store(0, Ordering::SeqCst);
-        ALLOCATED.store(0, Ordering::SeqCst);
-        // SAFETY: the FFI is needed for the test's loop; nothing else is loaded.
-        let lua = unsafe { Lua::unsafe_new() };
-        assert_eq!(prove(&lua), Ok(()));
-        arm(16, 0);
+        let (_turn, lua) = armed_vm();
         // The loop's trace is recorded with the logger on: ticks in it are
         // placed by its fine map, which is looked up without allocating.
         assert_eq!(attach_logger(&lua, true), Ok(()));
@@ -523,6 +560,66 @@ mod tests {
             }
             assert_eq!(*facts, stack.split('\u{1f}').count(), "one identity record per frame: {stack:?}");
         }
+    }
+
+    /// A C function a trace calls, which calls [`native_leaf`].
+    #[inline(never)]
+    extern "C" fn native_outer(i: c_int) -> c_int {
+        // Work after the call: no tail call, so this frame stays.
+        std::hint::black_box(native_leaf(std::hint::black_box(i))) + 1
+    }
+
+    /// Takes a tick as the handler does, with the context of this very
+    /// instruction: the native frames below the trace are this function and
+    /// [`native_outer`].
+    #[inline(never)]
+    extern "C" fn native_leaf(i: c_int) -> c_int {
+        let (rip, rsp, rbp): (usize, usize, usize);
+        // SAFETY: reads the instruction pointer and two registers; no
+        // memory access, the stack untouched.
+        unsafe {
+            std::arch::asm!("lea {0}, [rip]", "mov {1}, rsp", "mov {2}, rbp", out(reg) rip, out(reg) rsp,
+                out(reg) rbp, options(nomem, nostack, preserves_flags))
+        };
+        tick_at(rip, rsp, rbp);
+        i
+    }
+
+    #[test]
+    fn native_frames_below_a_trace_are_walked_without_allocating() {
+        let (_turn, lua) = armed_vm();
+        assert_eq!(crate::native_frames::arm(), Ok(()));
+        let chunk = "local f = require('ffi').cast('int (*)(int)', ...)\n\
+                     local function loop(n) local s = 0 for i = 1, n do s = s + f(i) end return s end\n\
+                     return loop(3000)";
+        let addr = mlua::LightUserData(native_outer as *const () as *mut c_void);
+        let _: mlua::Value = lua.load(chunk).set_name("=test.native").call(addr).unwrap();
+        disarm();
+        let counts = crate::native_frames::counts();
+        crate::native_frames::disarm();
+        let mut stacks = Vec::new();
+        drain(|t| {
+            let native: Vec<usize> = t
+                .native
+                .split(|&b| b == SEP)
+                .filter(|f| !f.is_empty())
+                .map(|f| tecs_profile_format::profile::native_address(f).expect("a native frame"))
+                .collect();
+            stacks.push((String::from_utf8_lossy(t.stack).into_owned(), t.state, native, t.count));
+        });
+        assert!(TAKEN.load(Ordering::SeqCst) > 0, "no tick was taken");
+        assert_eq!(ALLOCATED.load(Ordering::SeqCst), 0, "the handler allocated");
+        let compiled: Vec<_> = stacks.iter().filter(|s| s.1 == b'N').collect();
+        assert!(!compiled.is_empty(), "{stacks:?}");
+        for (stack, _, native, _) in &compiled {
+            assert!(stack.ends_with("test.native:2"), "{stack}");
+            let names: Vec<String> =
+                native.iter().map(|&a| crate::native_frames::symbols::name(a).unwrap_or_default()).collect();
+            assert_eq!(names.len(), 2, "{names:?}");
+            assert!(names[0].ends_with("native_outer"), "root first: {names:?}");
+            assert!(names[1].ends_with("native_leaf"), "{names:?}");
+        }
+        assert!(counts[0].1 >= compiled.iter().map(|s| s.3 as u64).sum::<u64>(), "{counts:?}");
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub struct Captured {
     /// named (`stats().compiledFrames`).
     pub(super) by_proto: bool,
     pub(super) cut: bool,
+    /// Native frames below the leaf, leaf first (`nativeFrames`).
+    pub(super) native: [usize; crate::native_frames::MAX_NATIVE],
+    pub(super) native_len: usize,
+    /// The VM's C frame of a C function's stack (state C), else 0.
+    pub(super) vm_frame: usize,
 }
 
 impl Captured {
@@ -187,6 +192,16 @@ pub(super) unsafe fn write_stack(out: &mut Out, c: &Captured) -> bool {
         }
     }
     true
+}
+
+/// Writes the native frames of `c`, root first, each after a separator,
+/// as `[native@0x...]`. Returns false when `out` is too small.
+pub(super) fn write_native(out: &mut Out, c: &Captured) -> bool {
+    c.native[..c.native_len].iter().rev().all(|&a| {
+        let mut d = [0u8; 19];
+        let n = address_text(a, &mut d);
+        out.bytes(&[SEP]) && out.bytes(b"[native") && out.bytes(&d[..n]) && out.bytes(b"]")
+    })
 }
 
 /// GCproto: constants (GC constants below `k`), upvalue and variable names.

@@ -111,6 +111,15 @@ pub(super) unsafe fn locate_trace(t: usize, rip: usize, rsp: usize) -> Result<(u
     Ok((tr, at_code))
 }
 
+/// Whether `rip` lies in the code of trace `t`, as the handler last found
+/// it (see [`locate_trace`]).
+pub(super) fn in_trace_code(t: usize, rip: usize) -> bool {
+    CACHED.get(t).is_some_and(|c| {
+        let (mcode, size) = (c[1].load(Ordering::Relaxed), c[2].load(Ordering::Relaxed));
+        rip >= mcode && rip < mcode + size
+    })
+}
+
 /// Where in its machine code a trace was interrupted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum CodeAt {
@@ -644,6 +653,7 @@ pub(super) unsafe fn read_c_stack(rip: usize, rsp: usize, c: &mut Captured, limi
     c.by_proto = false;
     c.cut = false;
     let (l, h, cframe) = vm_call(rsp).ok_or(Miss::Trace)?;
+    c.vm_frame = cframe;
     let (base, stack, size) =
         (le(&h, L_BASE, 8) as usize, le(&h, L_STACK, 8) as usize, le(&h, L_STACKSIZE, 4) as usize);
     if base < stack + 16 || base >= stack + 8 * size || base % 8 != 0 {

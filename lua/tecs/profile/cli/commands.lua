@@ -227,7 +227,8 @@ local function run_to_end(program, script_args, finish)
 end
 
 -- The sampling options `run --listen` leaves to `attach start`.
-local NOT_WITH_LISTEN = { "intervalMs", "stackDepth", "zoneFilter", "clock", "precision", "output", "format",
+local NOT_WITH_LISTEN = { "intervalMs", "stackDepth", "zoneFilter", "clock", "precision", "nativeFrames", "output",
+  "format",
   "reportFile", "quiet", "trace", "traceOutput", "timeline", "hitches", "slowFrameMs" }
 
 -- `run --listen script.lua [args...]`: the program run with the control
@@ -322,6 +323,7 @@ function M.run(opts, pos)
   local ok_s, session = pcall(profile.sample, {
     intervalMs = opts.intervalMs, stackDepth = opts.stackDepth, zone = opts.zoneFilter, clock = opts.clock,
     precision = opts.precision, skipStartingThread = true, slowFrameMs = opts.slowFrameMs,
+    nativeFrames = opts.nativeFrames,
   })
   if not ok_s then usage_error("%s", clean(session)) end
 

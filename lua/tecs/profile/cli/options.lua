@@ -111,6 +111,8 @@ local SAMPLING = {
   { "precision", key = "precision", arg = "auto|function|line", declared = "sample",
     help = "auto (compiled code read at each tick where this LuaJIT allows), function (LuaJIT's function " ..
       "mode) or line (LuaJIT's line mode: slows compiled code down)" },
+  { "native-frames", key = "nativeFrames", declared = "sample",
+    help = "below C functions, the native frames of the C code they run (Linux x86-64)" },
   { "output", short = "o", key = "output", arg = "FILE",
     help = "also write the profile: " .. endings_help(any) .. ", anything else collapsed text" },
   { "format", short = "f", key = "format", arg = "FMT",
