@@ -197,7 +197,8 @@ describe("bad input", function()
       local h, settings = native.start({ zone = "a/b//", stackDepth = 8 })
       h:stop()
       assert.same({ intervalMs = 1, zone = "a/b", stackDepth = 8, clock = "cpu", precision = "auto",
-        flushTraces = true, maxStacks = 100000, resolveC = true, skipStartingThread = false, format = "auto",
+        flushTraces = true, maxStacks = 100000, resolveC = true, nativeFrames = false, skipStartingThread = false,
+        format = "auto",
         timelineSamples = 262144, loveZones = true, autosaveSeconds = 10 }, settings)
       good_session_starts()
     end)
