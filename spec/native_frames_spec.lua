@@ -183,6 +183,24 @@ describe("native frames", function()
     assert.is_nil(text:find("[native:0x", 1, true), text)
   end)
 
+  it("leave a child forked while they run free to stop its copy of the session", function()
+    if not native_ok then
+      pending("native frames are read on Linux x86-64 only")
+      return
+    end
+    ffi.cdef([[int fork(void); void _exit(int); int waitpid(int pid, int *status, int options);]])
+    local s = profile.sample({ nativeFrames = true })
+    local pid = ffi.C.fork()
+    if pid == 0 then
+      s:stop()
+      ffi.C._exit(7)
+    end
+    local status = ffi.new("int[1]")
+    assert.equal(pid, ffi.C.waitpid(pid, status, 0))
+    s:stop()
+    assert.equal(7, bit.rshift(status[0], 8))
+  end)
+
   it("are refused, with the reason, at a precision the handler does not read", function()
     local s = profile.sample({ nativeFrames = true, precision = "function" })
     local st = s:stats()

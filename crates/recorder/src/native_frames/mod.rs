@@ -108,6 +108,9 @@ struct Watcher {
     thread: std::thread::JoinHandle<()>,
     /// The pipe's write end; its read end is the thread's.
     write: i32,
+    /// The process that started the thread: a child forked since has a
+    /// copy of this record but not the thread.
+    pid: u32,
 }
 
 static WATCHER: Mutex<Option<Watcher>> = Mutex::new(None);
@@ -131,17 +134,24 @@ fn start_watcher() -> Result<(), &'static str> {
         return Err("no thread to follow loaded objects");
     };
     WAKE_FD.store(fds[1], Ordering::Release);
-    *WATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Watcher { thread, write: fds[1] });
+    *WATCHER.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(Watcher { thread, write: fds[1], pid: std::process::id() });
     Ok(())
 }
 
 fn stop_watcher() {
     let Some(w) = WATCHER.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
     WAKE_FD.store(-1, Ordering::Release);
-    STOPPING.store(true, Ordering::SeqCst);
-    // SAFETY: writes one byte to our own pipe.
-    unsafe { libc::write(w.write, [1u8].as_ptr().cast(), 1) };
-    let _ = w.thread.join();
+    if w.pid == std::process::id() {
+        STOPPING.store(true, Ordering::SeqCst);
+        // SAFETY: writes one byte to our own pipe.
+        unsafe { libc::write(w.write, [1u8].as_ptr().cast(), 1) };
+        let _ = w.thread.join();
+    } else {
+        // A forked child: the thread is the parent's; joining it would
+        // wait forever.
+        std::mem::forget(w.thread);
+    }
     // No handler uses the write end once WAKE_FD is -1 and the handler
     // that may have loaded it has returned (BUSY).
     while BUSY.load(Ordering::Acquire) {
