@@ -123,6 +123,44 @@ describe("LÖVE 11 (xvfb-run, audio on)", function()
     assert.is_true(named >= 0.8 * in_c, string.format("%d of %d C samples named:\n%s", named, in_c, text))
   end)
 
+  it("walks the native frames below LÖVE's C functions: LÖVE's code and the GL driver's", function()
+    local rc, out = love(root .. "/platform_spec/fixtures/love_native", "", {
+      LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })
+    assert.equal(0, rc, out)
+    local note = out:match("note=([^\n]*)\n")
+    if note ~= "nil" then
+      pending("no native frames here: " .. tostring(note))
+      return
+    end
+    local text = assert(read(save_dir("tecs-profile-native") .. "/native.collapsed"), "no profile written:\n" .. out)
+    local drawing = { ["love.graphics.points"] = true, ["love.graphics.present"] = true }
+    local in_c, below, objects = 0, 0, {}
+    for _, r in ipairs(collapsed.parse(text)) do
+      for i = 1, #r.frames do
+        if drawing[r.frames[i]] then
+          in_c = in_c + r.count
+          if r.frames[i + 1] and r.frames[i + 1]:match("^%[native:") then below = below + r.count end
+          for j = i + 1, #r.frames do
+            local object = r.frames[j]:match("^%[native:([^%]]-)%+0x%x+%]$")
+            if object then objects[object] = true end
+          end
+          break
+        end
+      end
+    end
+    -- The game stops once 300 samples have native frames; nearly all of
+    -- them are drawing the points (the software driver draws at present).
+    assert.is_true(in_c >= 150 and below >= 0.8 * in_c,
+      string.format("%d of %d samples in the drawing functions with native frames:\n%s", below, in_c, text))
+    -- LÖVE's own code (the program, named by its file where its symbols are
+    -- stripped) and a library below it, the software GL driver under Xvfb.
+    local names = {}
+    for o in pairs(objects) do names[#names + 1] = o end
+    table.sort(names)
+    assert.is_true(objects["love-11.4"] or objects["love"], table.concat(names, ", "))
+    assert.is_true(#names >= 2, table.concat(names, ", "))
+  end)
+
   it("unblocks SIGPROF only while sampling and restores the mask at stop", function()
     local rc, out = love(root .. "/platform_spec/fixtures/love_sigmask", "", {
       LUA_PATH = root .. "/lua/?.lua;;", LUA_CPATH = root .. "/build/lib/?.so;;" })

@@ -46,9 +46,16 @@ pub fn name(addr: usize) -> Option<String> {
             return Some(demangled(name));
         }
     }
-    let file = f.path.rsplit('/').next().unwrap_or(&f.path);
-    let file = if file.is_empty() { "main" } else { file };
-    Some(format!("{}+0x{:x}", file, svma))
+    let program;
+    let path = if f.path.is_empty() {
+        // The main program: the loader gives it no name.
+        program = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        &program
+    } else {
+        &f.path
+    };
+    let file = path.rsplit('/').next().unwrap_or(path);
+    Some(format!("{}+0x{:x}", if file.is_empty() { "program" } else { file }, svma))
 }
 
 fn functions_of(addr: usize) -> Option<Arc<Functions>> {
