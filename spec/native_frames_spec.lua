@@ -113,7 +113,7 @@ describe("native frames", function()
       local above = {
         ffi_compiled = function(f) return f:match("^spec/native_frames_spec%.lua:%d+$") or f == call_builtin end,
         ffi_interpreted = function(f) return f == call_builtin end,
-        lua_c_function = function(f) return f:match("^%[C:native_split%.so%+0x%x+%]$") end,
+        lua_c_function = function(f) return f == "[C:l_entry]" end,
       }
       local compiled = 0
       for _, r in ipairs(collapsed.parse(text)) do
@@ -155,7 +155,9 @@ describe("native frames", function()
     local ptext = plain:stop()
     assert.is_nil(ptext:find("[native", 1, true), ptext)
     assert.is_nil(plain:stats().nativeFrames)
-    assert.truthy(ptext:find("[C:native_split.so+0x", 1, true), ptext)
+    -- The Lua C function, static in its library, named from its symbol
+    -- table (the dynamic linker knows only exported names).
+    assert.truthy(ptext:find("[C:l_entry]", 1, true), ptext)
   end)
 
   it("are walked in a library loaded after the start and named after it is unloaded (tecs-profile run)", function()

@@ -103,7 +103,7 @@ pub const RESOLVE_C: Declared = opt(
     "resolveC",
     Check::Boolean,
     DefaultValue::Boolean(true),
-    "name C functions by their Lua path, else with the dynamic linker: [C:symbol] or [C:lib.so+0xoffset]",
+    "name C functions by their Lua path, else by their symbol (the dynamic linker's, then the symbol table's): [C:symbol] or [C:lib.so+0xoffset]",
 );
 pub const FORMAT: Declared = opt(
     "format",

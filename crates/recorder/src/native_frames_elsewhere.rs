@@ -15,4 +15,7 @@ pub mod symbols {
     pub fn name(_addr: usize) -> Option<String> {
         None
     }
+    pub fn function_at(_addr: usize) -> Option<String> {
+        None
+    }
 }

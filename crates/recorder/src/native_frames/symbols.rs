@@ -58,6 +58,15 @@ pub fn name(addr: usize) -> Option<String> {
     Some(format!("{}+0x{:x}", if file.is_empty() { "program" } else { file }, svma))
 }
 
+/// The name of the function that begins at `addr` (a C function's entry),
+/// from the symbol tables; None when no symbol begins there.
+pub fn function_at(addr: usize) -> Option<String> {
+    let f = functions_of(addr)?;
+    let svma = addr.checked_sub(f.bias)?;
+    let i = f.functions.binary_search_by_key(&svma, |(start, _, _)| *start).ok()?;
+    Some(demangled(&f.functions[i].2))
+}
+
 fn functions_of(addr: usize) -> Option<Arc<Functions>> {
     let mut read = READ.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(f) = read.iter().find(|f| f.text.contains(&addr)) {

@@ -552,6 +552,11 @@ pub fn c_symbol_name(addr: usize) -> Option<String> {
         if !info.dli_sname.is_null() && info.dli_saddr as usize == addr {
             return Some(CStr::from_ptr(info.dli_sname).to_string_lossy().into_owned());
         }
+        // A static function (a Lua C function a module registers by
+        // address) is in the symbol table only.
+        if let Some(name) = crate::native_frames::symbols::function_at(addr) {
+            return Some(name);
+        }
         if !info.dli_fname.is_null() {
             let file = CStr::from_ptr(info.dli_fname).to_string_lossy();
             let base = file.rsplit('/').next().unwrap_or(&file).to_string();
