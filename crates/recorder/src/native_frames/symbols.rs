@@ -12,12 +12,14 @@ use object::{Object as _, SymbolKind};
 use super::modules;
 
 /// One object's functions: start, end (0 for a symbol of no size) and
-/// name, sorted by start.
+/// name, sorted by start; and the ranges its unwind table gives functions,
+/// named or not, sorted.
 struct Functions {
     path: String,
     bias: usize,
     text: std::ops::Range<usize>,
     functions: Vec<(usize, usize, String)>,
+    ranges: Vec<(usize, usize)>,
 }
 
 static READ: Mutex<Vec<Arc<Functions>>> = Mutex::new(Vec::new());
@@ -35,8 +37,10 @@ pub(super) fn remember(path: &str, bias: usize, text: std::ops::Range<usize>) {
     }
 }
 
-/// The name of the function holding `addr`, else its object and offset
-/// (`libfoo.so+0x1a2b`); None for an address in no loaded object.
+/// The name of the function holding `addr`, else its object and the
+/// offset of the function's start in the unwind table (`libfoo.so+0x1a20`:
+/// one frame for every address of a stripped function), else of the
+/// address; None for an address in no loaded object.
 pub fn name(addr: usize) -> Option<String> {
     let f = functions_of(addr)?;
     let svma = addr - f.bias;
@@ -55,7 +59,12 @@ pub fn name(addr: usize) -> Option<String> {
         &f.path
     };
     let file = path.rsplit('/').next().unwrap_or(path);
-    Some(format!("{}+0x{:x}", if file.is_empty() { "program" } else { file }, svma))
+    let i = f.ranges.partition_point(|(start, _)| *start <= svma);
+    let at = match i.checked_sub(1).map(|i| f.ranges[i]) {
+        Some((start, end)) if svma < end => start,
+        _ => svma,
+    };
+    Some(format!("{}+0x{:x}", if file.is_empty() { "program" } else { file }, at))
 }
 
 /// The name of the function that begins at `addr` (a C function's entry),
@@ -76,16 +85,18 @@ fn functions_of(addr: usize) -> Option<Arc<Functions>> {
         Some(o) => (o.path, o.bias, o.text),
         None => SEEN.lock().unwrap_or_else(|e| e.into_inner()).iter().rev().find(|o| o.2.contains(&addr))?.clone(),
     };
-    let f = Arc::new(Functions { functions: read_functions(&path), path, bias, text });
+    let (functions, ranges) = read_functions(&path);
+    let f = Arc::new(Functions { functions, ranges, path, bias, text });
     read.push(f.clone());
     Some(f)
 }
 
-/// The functions an object's file names, with those of its debug file.
-fn read_functions(path: &str) -> Vec<(usize, usize, String)> {
+/// The functions an object's file names, with those of its debug file,
+/// and the function ranges of its unwind table.
+fn read_functions(path: &str) -> (Vec<(usize, usize, String)>, Vec<(usize, usize)>) {
     let file = if path.is_empty() { "/proc/self/exe" } else { path };
-    let Ok(data) = std::fs::read(file) else { return Vec::new() };
-    let Ok(obj) = object::File::parse(&*data) else { return Vec::new() };
+    let Ok(data) = std::fs::read(file) else { return Default::default() };
+    let Ok(obj) = object::File::parse(&*data) else { return Default::default() };
     let mut out = Vec::new();
     let mut has_symtab = false;
     for s in obj.symbols() {
@@ -102,6 +113,31 @@ fn read_functions(path: &str) -> Vec<(usize, usize, String)> {
     obj.dynamic_symbols().for_each(|s| push_function(&mut out, &s));
     out.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     out.dedup_by_key(|f| f.0);
+    (out, unwind_ranges(&obj))
+}
+
+/// The function ranges the object's `.eh_frame` describes, sorted.
+fn unwind_ranges(obj: &object::File) -> Vec<(usize, usize)> {
+    use gimli::UnwindSection as _;
+    use object::ObjectSection as _;
+    let Some(section) = obj.section_by_name(".eh_frame") else { return Vec::new() };
+    let Ok(data) = section.data() else { return Vec::new() };
+    let eh = gimli::EhFrame::new(data, gimli::NativeEndian);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
+    if let Some(text) = obj.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    let mut out = Vec::new();
+    let mut entries = eh.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset) {
+                let start = fde.initial_address() as usize;
+                out.push((start, start + fde.len() as usize));
+            }
+        }
+    }
+    out.sort_unstable();
     out
 }
 
@@ -162,6 +198,18 @@ mod tests {
     fn a_libc_function_is_named() {
         let n = name(libc::getpid as *const () as usize + 1).expect("a name");
         assert!(n.contains("getpid"), "{}", n);
+    }
+
+    #[test]
+    fn an_address_of_no_symbol_is_named_by_its_function_start_in_the_unwind_table() {
+        let data = std::fs::read("/proc/self/exe").unwrap();
+        let obj = object::File::parse(&*data).unwrap();
+        let ranges = unwind_ranges(&obj);
+        assert!(ranges.len() > 100, "{} ranges", ranges.len());
+        let at = a_named_function as *const () as usize;
+        let f = functions_of(at).unwrap();
+        let svma = at - f.bias;
+        assert!(ranges.iter().any(|(s, e)| *s <= svma && svma < *e), "the function's range is there");
     }
 
     #[test]
