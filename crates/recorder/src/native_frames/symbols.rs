@@ -18,9 +18,13 @@ struct Functions {
     path: String,
     bias: usize,
     text: std::ops::Range<usize>,
-    functions: Vec<(usize, usize, String)>,
+    functions: Vec<Named>,
     ranges: Vec<(usize, usize)>,
 }
+
+/// A function of a symbol table: start, end (0 for a symbol of no size),
+/// name.
+type Named = (usize, usize, String);
 
 static READ: Mutex<Vec<Arc<Functions>>> = Mutex::new(Vec::new());
 
@@ -93,7 +97,7 @@ fn functions_of(addr: usize) -> Option<Arc<Functions>> {
 
 /// The functions an object's file names, with those of its debug file,
 /// and the function ranges of its unwind table.
-fn read_functions(path: &str) -> (Vec<(usize, usize, String)>, Vec<(usize, usize)>) {
+fn read_functions(path: &str) -> (Vec<Named>, Vec<(usize, usize)>) {
     let file = if path.is_empty() { "/proc/self/exe" } else { path };
     let Ok(data) = std::fs::read(file) else { return Default::default() };
     let Ok(obj) = object::File::parse(&*data) else { return Default::default() };
@@ -141,7 +145,7 @@ fn unwind_ranges(obj: &object::File) -> Vec<(usize, usize)> {
     out
 }
 
-fn push_function<'d>(out: &mut Vec<(usize, usize, String)>, s: &impl object::ObjectSymbol<'d>) {
+fn push_function<'d>(out: &mut Vec<Named>, s: &impl object::ObjectSymbol<'d>) {
     if s.kind() != SymbolKind::Text || s.address() == 0 || s.is_undefined() {
         return;
     }
