@@ -413,6 +413,45 @@ describe("Neovim (headless)", function()
     assert.matches('TECS_PROFILE_STARTUP_CLOCK must be "cpu" or "wall" (got "sun")', bad, 1, true)
   end)
 
+  it("walks the native frames below the editor's C functions (nativeFrames)", function()
+    local rc, out, r = nvim([[
+      local profile = require("tecs.profile")
+      local s = profile.sample({ nativeFrames = true })
+      local note = s:stats().nativeFramesNote
+      local buf = vim.api.nvim_create_buf(false, true)
+      local lines = {}
+      for i = 1, 2000 do lines[i] = ("line %d of a scratch buffer"):format(i) end
+      repeat
+        vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+      until note or (s:stats().nativeFrames or {}).stacks >= 200
+      s:stop()
+      local st = s:stats()
+      save({ note = note, collapsed = s:collapsed(), unread = st.nativeFrames and st.nativeFrames.unread,
+        leaves = st.cFunctionLeaves })
+    ]])
+    assert.equal(0, rc, out)
+    if r.note then
+      pending("no native frames here: " .. r.note)
+      return
+    end
+    local in_c, below = 0, 0
+    for _, row in ipairs(collapsed.parse(r.collapsed)) do
+      for i = 1, #row.frames do
+        if row.frames[i] == "vim.api.nvim_buf_set_lines" then
+          in_c = in_c + row.count
+          if (row.frames[i + 1] or ""):match("^%[native:") then below = below + row.count end
+          break
+        end
+      end
+    end
+    -- The session stops at 200 samples with native frames, nearly all in
+    -- the function's callees (the rest of its samples are in its own code,
+    -- which its Lua path names); nearly every walk succeeds.
+    assert.is_true(below >= 100, string.format("%d of %d samples in nvim_buf_set_lines with native frames:\n%s",
+      below, in_c, r.collapsed))
+    assert.is_true(r.unread <= 0.05 * r.leaves, string.format("%d of %d C samples unread", r.unread, r.leaves))
+  end)
+
   it("names the runtime's functions by their definitions, not by a caller that tail-called them", function()
     -- get_config tail-calls vim.tbl_extend, which tail-calls the local
     -- tbl_extend of vim/shared.lua: the loop's call site names neither.
