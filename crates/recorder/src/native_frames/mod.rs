@@ -238,9 +238,11 @@ fn swap_in(new: Option<Box<Tables>>) {
     if let Some(t) = &new {
         OBJECTS.store(t.texts.len() as u64, Ordering::Relaxed);
     }
-    let old = TABLES.swap(new.map_or(std::ptr::null_mut(), Box::into_raw), Ordering::AcqRel);
+    // Sequentially consistent with the handler's BUSY and TABLES: either it
+    // sees the new tables, or this sees it busy and waits.
+    let old = TABLES.swap(new.map_or(std::ptr::null_mut(), Box::into_raw), Ordering::SeqCst);
     // A handler that loaded the old pointer holds BUSY until it is done.
-    while BUSY.load(Ordering::Acquire) {
+    while BUSY.load(Ordering::SeqCst) {
         std::hint::spin_loop();
     }
     if !old.is_null() {
@@ -331,10 +333,10 @@ pub enum Until {
 /// Must run in the tick handler, on the VM thread whose registers these
 /// are, while the thread's stack from `rsp` up is its live stack.
 pub unsafe fn walk(rip: usize, rsp: usize, rbp: usize, until: Until, out: &mut [usize; MAX_NATIVE]) -> usize {
-    if BUSY.swap(true, Ordering::Acquire) {
+    if BUSY.swap(true, Ordering::SeqCst) {
         return 0;
     }
-    let p = TABLES.load(Ordering::Acquire);
+    let p = TABLES.load(Ordering::SeqCst);
     let n = if p.is_null() {
         0
     } else {
