@@ -141,7 +141,7 @@ fn start_watcher() -> Result<(), &'static str> {
 
 fn stop_watcher() {
     let Some(w) = WATCHER.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
-    WAKE_FD.store(-1, Ordering::Release);
+    WAKE_FD.store(-1, Ordering::SeqCst);
     if w.pid == std::process::id() {
         STOPPING.store(true, Ordering::SeqCst);
         // SAFETY: writes one byte to our own pipe.
@@ -154,7 +154,7 @@ fn stop_watcher() {
     }
     // No handler uses the write end once WAKE_FD is -1 and the handler
     // that may have loaded it has returned (BUSY).
-    while BUSY.load(Ordering::Acquire) {
+    while BUSY.load(Ordering::SeqCst) {
         std::hint::spin_loop();
     }
     // SAFETY: the write end is ours, and no longer used (above).
@@ -204,7 +204,7 @@ fn ring_watcher() {
     if STALE.swap(true, Ordering::Relaxed) {
         return;
     }
-    let fd = WAKE_FD.load(Ordering::Acquire);
+    let fd = WAKE_FD.load(Ordering::SeqCst);
     if fd >= 0 {
         // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking
         // and a failed write only delays the look to the next period.
