@@ -138,6 +138,23 @@ http {{
     location = /work          {{ content_by_lua_block {{ require("handler").run() }} }}
     location = /listen-in-master {{ content_by_lua_block {{ ngx.say(package.loaded.listen_in_master) }} }}
     location = /pid           {{ content_by_lua_block {{ ngx.say(ngx.worker.pid()) }} }}
+    location = /native {{ content_by_lua_block {{
+      local ok, s = pcall(require("tecs.profile").sample, {{ nativeFrames = true }})
+      if not ok then return ngx.say("error: ", s) end
+      local note, block = s:stats().nativeFramesNote, string.rep("tecs-profile native frames ", 4000)
+      local t0 = os.clock()
+      while not note and s:stats().nativeFrames.stacks < 100 and os.clock() - t0 < 20 do
+        for _ = 1, 20 do ngx.md5(block) end
+      end
+      local text = s:stop()
+      local below, md5 = 0, 0
+      for line in text:gmatch("[^" .. string.char(10) .. "]+") do
+        local n = tonumber(line:match(" (%d+)$"))
+        if line:find("[native:", 1, true) then below = below + n end
+        if line:lower():find("md5", 1, true) then md5 = md5 + n end
+      end
+      ngx.say(note or ("native " .. below .. " md5 " .. md5 .. " of " .. s:stats().recordedSamples))
+    }} }}
   }}
 }}
 """.format(modules=modules, user="user root;" if os.getuid() == 0 else "", workers=WORKERS,
@@ -216,6 +233,15 @@ try:
               pids and all(parent_pid(pid) == nginx.pid for pid in pids), "pids %s, master %d" % (pids, nginx.pid))
         check("each target is named after its worker",
               sorted(" ".join(r[4:]) for r in rows) == ["nginx worker %d" % i for i in range(WORKERS)], out)
+
+        try:
+            said = get(port, "/native")
+        except OSError as e:
+            said = "%s: %s" % (e, open(prefix + "logs/error.log").read()[-1500:])
+        m = re.match(r"native (\d+) md5 (\d+) of (\d+)", said)
+        check("a worker's session with nativeFrames walks below ngx.md5's FFI call into nginx's C code (%s)"
+              % said.strip()[:60],
+              m is not None and int(m.group(1)) >= 50 and int(m.group(2)) >= 25, said)
 
         said = get(port, "/listen-in-master")
         check("listen() in init_by_lua (the master) is refused, saying where to call it",
